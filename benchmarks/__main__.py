@@ -1,0 +1,27 @@
+"""Run benchmark suites: ``python -m benchmarks [SUITE ...] [--quick]`` (default: all)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+SUITES = {
+    "stats": "benchmarks.bench_stats",
+    "power": "benchmarks.bench_power",
+    "sampling": "benchmarks.bench_sampling",
+    "embedding": "benchmarks.bench_embedding",
+    "pipeline": "benchmarks.bench_pipeline",
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    parser.add_argument("suites", nargs="*", choices=[*SUITES, []], help="default: all")
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
+    args = parser.parse_args()
+    for name in args.suites or SUITES:
+        importlib.import_module(SUITES[name]).main(quick=args.quick)
+
+
+if __name__ == "__main__":
+    main()

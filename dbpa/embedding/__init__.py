@@ -1,0 +1,10 @@
+"""Embedders: output texts -> vectors.
+
+``get_embedder(spec)`` returns one embedder per spec per process (models load once).
+Backends: sentence-transformers (default: the packaged all-MiniLM-L6-v2, offline) and
+hosted embedding APIs through ``litellm.embedding``.
+"""
+
+from ._base import Embedder, get_embedder
+
+__all__ = ["Embedder", "get_embedder"]

@@ -1,0 +1,137 @@
+"""The vocabulary shared by sampling, embedding, storage and flows.
+
+Configuration pieces are pydantic models (validated, frozen, unknown keys refused);
+records produced at run time are frozen dataclasses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+LOCAL_MODEL_PREFIX = "local/"
+"""Model strings starting with this run on the embedded in-process server (e.g. ``local/smollm2-135m``)."""
+
+
+class Spec(BaseModel):
+    """Base of every configuration model: frozen, strict about unknown keys."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Message(Spec):
+    """One chat message."""
+
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class ModelSpec(Spec):
+    """An LLM reached through litellm, and how to call it."""
+
+    model: str = Field(min_length=1)
+    """litellm model string (``openai/gpt-4o-mini``, ``anthropic/...``, ``ollama/...``) or ``local/smollm2-135m``."""
+    api_base: str | None = None
+    """Base URL of an OpenAI-compatible or self-hosted endpoint."""
+    api_key_env: str | None = None
+    """Name of the environment variable holding the API key (the key itself is never stored)."""
+    params: dict[str, Any] = Field(default_factory=dict)
+    """Sampling parameters passed to the provider: temperature, top_p, max_tokens, ..."""
+    max_concurrency: int = Field(default=8, ge=1)
+    """Requests in flight at once for this model."""
+    max_n: int | None = Field(default=None, ge=1)
+    """Choices asked per request; None: the provider's known limit (1 when unknown)."""
+    timeout_s: float = Field(default=120.0, gt=0)
+    """Per-request HTTP timeout."""
+    max_retries: int = Field(default=6, ge=0)
+    """Retries of transient failures (rate limit, timeout, connection, 5xx)."""
+
+    @field_validator("params")
+    @classmethod
+    def _no_reserved_params(cls, value: dict[str, Any]) -> dict[str, Any]:
+        reserved = {"model", "messages", "n", "api_key", "api_base", "stream"} & set(value)
+        if reserved:
+            raise ValueError(f"set {sorted(reserved)[0]!r} through its own field, not params")
+        return value
+
+    @property
+    def is_local(self) -> bool:
+        """Runs on the embedded in-process server."""
+        return self.model.startswith(LOCAL_MODEL_PREFIX)
+
+    @property
+    def label(self) -> str:
+        """Short name for tables, logs and tags."""
+        return self.model
+
+
+class EmbedderSpec(Spec):
+    """Which embedding model turns outputs into vectors."""
+
+    backend: Literal["sentence-transformers", "litellm"] = "sentence-transformers"
+    model: str = "all-MiniLM-L6-v2"
+    """sentence-transformers: ``all-MiniLM-L6-v2`` (packaged, offline), a local path or a cached
+    model name; litellm: an embedding model string such as ``text-embedding-3-small``."""
+    api_base: str | None = None
+    api_key_env: str | None = None
+    batch_size: int = Field(default=64, ge=1)
+    timeout_s: float = Field(default=120.0, gt=0)
+    max_retries: int = Field(default=6, ge=0)
+
+
+def content_hash(*parts: Any) -> str:
+    """Stable hex digest of JSON-serializable parts (sorted keys), for ids and cache keys."""
+    payload = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=_jsonable)
+    return hashlib.sha256(payload.encode()).hexdigest()[:32]
+
+
+def text_hash(text: str) -> str:
+    """Digest of one output text (the embedding cache key)."""
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    raise TypeError(f"cannot hash {type(value).__name__}")
+
+
+OutputStatus = Literal["ok", "empty", "filtered"]
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One sampled output of an arm, as it is stored."""
+
+    index: int
+    """Position in the arm, 0..k-1."""
+    text: str
+    status: OutputStatus
+    """``ok``; ``empty`` (no text); ``filtered`` (the provider's content filter stopped it)."""
+    finish_reason: str | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cost_usd: float | None
+    """litellm's cost estimate when it knows the model's price, else None."""
+    latency_s: float
+    """Wall time of the request that produced this output."""
+    seed: int | None
+    """Seed sent with the request, when the provider accepts one."""
+    request_id: str
+    """Requests asking for several choices share it."""
+
+
+@dataclass(frozen=True)
+class EmbeddingBatch:
+    """Vectors of a list of texts, in order."""
+
+    vectors: NDArray[np.float32]
+    """(n, d) float32."""
+    truncated: NDArray[np.bool_]
+    """(n,) True where the text was longer than the model's window and was cut by the model."""

@@ -1,0 +1,49 @@
+"""dbpa.stats: the statistics of distribution-based perturbation analysis.
+
+Pure numpy/scipy: similarities, discrepancies (omega), the permutation engine of
+Algorithm 1, multiplicity corrections, sample size and power, ROC for labelled
+families. Nothing here imports Prefect, DuckDB or litellm.
+"""
+
+from ._multiplicity import (
+    CORRECTIONS,
+    CorrectionResult,
+    PermutationBudgetWarning,
+    correct,
+    min_permutations,
+)
+from ._omega import OMEGAS, Omega, histogram_edges, jensen_shannon
+from ._permutation import PermutationTestResult, permutation_test, permutation_test_matrix
+from ._power import PowerResult, sample_size, simulate_power
+from ._roc import ModelChoice, OperatingPoint, Rates, RocResult, best_model, rates_at, roc_curve, tpr_at_fpr
+from ._similarity import SIMILARITIES, SimilaritySplit, pooled_similarity, split_similarities
+
+__all__ = [
+    "CORRECTIONS",
+    "OMEGAS",
+    "SIMILARITIES",
+    "CorrectionResult",
+    "ModelChoice",
+    "Omega",
+    "OperatingPoint",
+    "PermutationBudgetWarning",
+    "PermutationTestResult",
+    "PowerResult",
+    "Rates",
+    "RocResult",
+    "SimilaritySplit",
+    "best_model",
+    "correct",
+    "histogram_edges",
+    "jensen_shannon",
+    "min_permutations",
+    "permutation_test",
+    "permutation_test_matrix",
+    "pooled_similarity",
+    "rates_at",
+    "roc_curve",
+    "sample_size",
+    "simulate_power",
+    "split_similarities",
+    "tpr_at_fpr",
+]

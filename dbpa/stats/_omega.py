@@ -1,0 +1,363 @@
+"""Discrepancies omega: the test statistics, evaluated for many splits at once.
+
+Each statistic is a *kernel* built once from the pooled (n, n) matrix and the size
+``k_a`` of the first ("original") group; calling it with a boolean (c, n) array of
+group memberships returns the c statistics. Permutations therefore only index the
+pooled matrix, never the embeddings (Algorithm 1 without its O(B k^2 d) cost).
+
+Two families:
+
+* similarity-distribution statistics compare P0 (similarities within the original
+  group, i < j) with P1 (similarities across the groups) on the pooled *similarity*
+  matrix: ``jsd`` (the paper's default), ``energy``, ``wasserstein``, ``ks``,
+  ``mean_diff``;
+* embedding statistics compare the two groups of embeddings directly, on a pooled
+  *distance* (``energy_cosine``, ``energy_l1``, ``energy_l2``) or centred Gram
+  (``centroid``) matrix.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy.special import rel_entr
+
+from ._similarity import centered_gram, cosine_distance, l1_distance, l2_distance
+from ._validation import as_positive_int
+
+Matrix = NDArray[np.float64]
+Masks = NDArray[np.bool_]
+Vector = NDArray[np.float64]
+
+
+class Kernel(Protocol):
+    """A statistic bound to one pooled matrix."""
+
+    bytes_per_split: int
+    """Working memory per evaluated split, for chunking."""
+    scale: float
+    """Typical magnitude of the terms behind the statistic, for the tie tolerance."""
+
+    def __call__(self, masks: Masks) -> Vector: ...
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def histogram_edges(values: Vector, bins: int, value_range: Any = "pooled") -> Vector:
+    """Bin edges shared by P0 and P1.
+
+    ``"pooled"`` spans all pooled pairwise similarities (so the edges do not depend on
+    the split); a pair ``(lo, hi)`` fixes them, e.g. ``(-1, 1)`` for cosine. As in
+    ``numpy.histogram``, a degenerate range is widened by 0.5 on each side.
+    """
+    if isinstance(value_range, str):
+        lo, hi = float(np.min(values)), float(np.max(values))
+    else:
+        lo, hi = (float(v) for v in value_range)
+    if lo == hi:
+        lo, hi = lo - 0.5, hi + 0.5
+    return np.linspace(lo, hi, bins + 1)
+
+
+def bin_index(values: NDArray[np.float64], edges: Vector) -> NDArray[np.intp]:
+    """Bin of each value: [e_i, e_{i+1}), the last bin closed; outside values clip to the end bins."""
+    idx = np.searchsorted(edges, values, side="right") - 1
+    return np.clip(idx, 0, edges.size - 2)
+
+
+def jensen_shannon(p: NDArray[np.float64], q: NDArray[np.float64]) -> Vector:
+    """Jensen-Shannon divergence in bits (log base 2) between the rows of p and q.
+
+    This is the divergence (in [0, 1]), not the JS *distance* that
+    ``scipy.spatial.distance.jensenshannon`` returns (its square root, natural log).
+    """
+    m = 0.5 * (p + q)
+    js = 0.5 * (rel_entr(p, m).sum(axis=-1) + rel_entr(q, m).sum(axis=-1)) / math.log(2.0)
+    return np.clip(js, 0.0, 1.0)
+
+
+def _group_sizes(n: int, k_a: int) -> tuple[int, int]:
+    """Sizes of P0 (pairs inside the first group) and P1 (cross pairs)."""
+    return k_a * (k_a - 1) // 2, k_a * (n - k_a)
+
+
+class _QuadraticSums:
+    """Sums of a symmetric matrix over within-A, cross and within-B index pairs (ordered)."""
+
+    def __init__(self, matrix: Matrix) -> None:
+        self.matrix = matrix
+        self.rowsum = matrix.sum(axis=1)
+        self.total = float(self.rowsum.sum())
+        self.scale = float(np.max(np.abs(matrix)))
+
+    def __call__(self, masks: Masks) -> tuple[Vector, Vector, Vector]:
+        x = masks.astype(np.float64)
+        s_aa = np.einsum("ij,ij->i", x @ self.matrix, x)
+        x_row = x @ self.rowsum
+        s_ab = x_row - s_aa
+        s_bb = self.total - 2.0 * x_row + s_aa
+        return s_aa, s_ab, s_bb
+
+
+# --------------------------------------------------------------------------- kernels
+
+
+class _JSDKernel:
+    """Histogram JSD of P0 vs P1 with fixed shared edges.
+
+    With E_c the 0/1 matrix of pairs whose similarity falls in bin c (zero diagonal)
+    and x the indicator of the first group, the bin counts of P0 and P1 are
+    2 h0_c = x'E_c x and 2 h0_c + h1_c = x'E_c 1, so all bins of a chunk of splits
+    come from one matrix product.
+    """
+
+    def __init__(self, matrix: Matrix, k_a: int, *, bins: int, range: Any) -> None:  # noqa: A002
+        n = matrix.shape[0]
+        iu = np.triu_indices(n, 1)
+        self.edges = histogram_edges(matrix[iu], bins, range)
+        idx = bin_index(matrix, self.edges)
+        dtype = np.float32 if n < 4096 else np.float64  # counts stay exact integers
+        onehot = (idx[None, :, :] == np.arange(bins)[:, None, None]).astype(dtype)
+        onehot[:, np.arange(n), np.arange(n)] = 0.0
+        self._dtype = dtype
+        self._n, self._bins = n, bins
+        self._stacked = np.ascontiguousarray(onehot.transpose(1, 0, 2).reshape(n, bins * n))
+        self._rowcounts = onehot.sum(axis=2).T.copy()
+        self._n0, self._n1 = _group_sizes(n, k_a)
+        self.bytes_per_split = (bins + 2) * n * np.dtype(dtype).itemsize + 16 * bins
+        self.scale = 1.0
+
+    def __call__(self, masks: Masks) -> Vector:
+        x = masks.astype(self._dtype)
+        y = (x @ self._stacked).reshape(len(x), self._bins, self._n)
+        within2 = np.matmul(y, x[:, :, None])[:, :, 0].astype(np.float64)  # 2 * h0
+        h1 = (x @ self._rowcounts).astype(np.float64) - within2  # (2 h0 + h1) - 2 h0
+        return jensen_shannon(0.5 * within2 / self._n0, h1 / self._n1)
+
+
+class _CDFKernel:
+    """Statistics of the two empirical CDFs of P0 and P1 (energy, Wasserstein-1, KS).
+
+    All pairwise similarities are sorted once; for a split each sorted pair is in P0
+    (both ends in the first group), P1 (one end each) or neither, so both CDFs at every
+    pooled value are cumulative sums of those labels.
+    """
+
+    def __init__(self, matrix: Matrix, k_a: int, *, statistic: str) -> None:
+        n = matrix.shape[0]
+        iu, ju = np.triu_indices(n, 1)
+        values = matrix[iu, ju]
+        order = np.argsort(values, kind="stable")
+        self._i, self._j = iu[order], ju[order]
+        sorted_values = values[order]
+        self._widths = np.diff(sorted_values)
+        # KS: evaluate each CDF only after the last of a run of equal values.
+        self._run_ends = np.r_[sorted_values[1:] != sorted_values[:-1], True]
+        self._n0, self._n1 = _group_sizes(n, k_a)
+        self._statistic = statistic
+        self.bytes_per_split = 40 * values.size
+        spread = float(sorted_values[-1] - sorted_values[0])
+        self.scale = {"ks": 1.0, "wasserstein": spread, "energy": math.sqrt(spread)}[statistic]
+
+    def __call__(self, masks: Masks) -> Vector:
+        xi, xj = masks[:, self._i], masks[:, self._j]
+        diff = np.cumsum(xi & xj, axis=1, dtype=np.float64) / self._n0
+        diff -= np.cumsum(xi ^ xj, axis=1, dtype=np.float64) / self._n1
+        if self._statistic == "ks":
+            return np.abs(diff[:, self._run_ends]).max(axis=1)
+        inner = diff[:, :-1]
+        if self._statistic == "wasserstein":
+            return np.abs(inner) @ self._widths
+        # scipy.stats.energy_distance: sqrt(2 * integral (F - G)^2)
+        return np.sqrt(2.0 * ((inner * inner) @ self._widths))
+
+
+class _MeanDiffKernel:
+    """|mean(P0) - mean(P1)| from quadratic forms of the similarity matrix."""
+
+    def __init__(self, matrix: Matrix, k_a: int) -> None:
+        s = matrix.copy()
+        np.fill_diagonal(s, 0.0)
+        self._sums = _QuadraticSums(s)
+        self._n0, self._n1 = _group_sizes(s.shape[0], k_a)
+        self.bytes_per_split = 24 * s.shape[0]
+        self.scale = self._sums.scale
+
+    def __call__(self, masks: Masks) -> Vector:
+        s_aa, s_ab, _ = self._sums(masks)
+        return np.abs(0.5 * s_aa / self._n0 - s_ab / self._n1)
+
+
+class _EnergyKernel:
+    """Two-sample energy distance (V-statistic) on a pooled distance matrix.
+
+    E = 2 mean d(a, b) - mean d(a, a') - mean d(b, b') (Szekely & Rizzo).
+    """
+
+    def __init__(self, matrix: Matrix, k_a: int) -> None:
+        self._sums = _QuadraticSums(matrix)
+        self._ka, self._kb = k_a, matrix.shape[0] - k_a
+        self.bytes_per_split = 24 * matrix.shape[0]
+        self.scale = self._sums.scale
+
+    def __call__(self, masks: Masks) -> Vector:
+        s_aa, s_ab, s_bb = self._sums(masks)
+        ka, kb = self._ka, self._kb
+        return np.maximum(2.0 * s_ab / (ka * kb) - s_aa / ka**2 - s_bb / kb**2, 0.0)
+
+
+class _CentroidKernel:
+    """Squared distance between the group centroids, from a (centred) Gram matrix."""
+
+    def __init__(self, matrix: Matrix, k_a: int) -> None:
+        self._sums = _QuadraticSums(matrix)
+        self._ka, self._kb = k_a, matrix.shape[0] - k_a
+        self.bytes_per_split = 24 * matrix.shape[0]
+        self.scale = self._sums.scale
+
+    def __call__(self, masks: Masks) -> Vector:
+        s_aa, s_ab, s_bb = self._sums(masks)
+        ka, kb = self._ka, self._kb
+        return np.maximum(s_aa / ka**2 + s_bb / kb**2 - 2.0 * s_ab / (ka * kb), 0.0)
+
+
+# --------------------------------------------------------------------------- registry
+
+
+def _bins_option(value: Any) -> int:
+    return as_positive_int(value, "bins")
+
+
+def _range_option(value: Any) -> Any:
+    if isinstance(value, str):
+        if value != "pooled":
+            raise ValueError(f"range: expected 'pooled' or a (low, high) pair, got {value!r}")
+        return value
+    try:
+        lo, hi = (float(v) for v in value)
+    except (TypeError, ValueError):
+        raise ValueError(f"range: expected 'pooled' or a (low, high) pair, got {value!r}") from None
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise ValueError(f"range: needs finite low < high, got {value!r}")
+    return (lo, hi)
+
+
+@dataclass(frozen=True)
+class Omega:
+    """A registered discrepancy: how to build its pooled matrix and its kernel."""
+
+    name: str
+    level: Literal["similarity", "embedding"]
+    """``similarity``: a function of P0 and P1; ``embedding``: of the embeddings themselves."""
+    summary: str
+    matrix: str
+    """What the pooled matrix handed to the kernel holds."""
+    kernel: Callable[..., Kernel]
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    validators: Mapping[str, Callable[[Any], Any]] = field(default_factory=dict)
+    from_embeddings: Callable[[Matrix], Matrix] | None = None
+    """For embedding-level statistics: the stacked embeddings -> pooled matrix."""
+
+    def resolve_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        """Defaults overridden by ``options``; unknown names and bad values raise."""
+        unknown = sorted(set(options) - set(self.defaults))
+        if unknown:
+            allowed = ", ".join(self.defaults) or "none"
+            raise ValueError(
+                f"{unknown[0]}: not an option of omega {self.name!r} (its options: {allowed})"
+            )
+        resolved = dict(self.defaults)
+        for key, value in options.items():
+            resolved[key] = self.validators[key](value)
+        return resolved
+
+
+def _cdf(statistic: str) -> Callable[..., Kernel]:
+    def build(matrix: Matrix, k_a: int) -> Kernel:
+        return _CDFKernel(matrix, k_a, statistic=statistic)
+
+    return build
+
+
+OMEGAS: dict[str, Omega] = {
+    o.name: o
+    for o in [
+        Omega(
+            "jsd",
+            "similarity",
+            "Jensen-Shannon divergence (bits) between the histograms of P0 and P1 "
+            "on shared edges (the paper's default)",
+            "similarity",
+            _JSDKernel,
+            {"bins": 30, "range": "pooled"},
+            {"bins": _bins_option, "range": _range_option},
+        ),
+        Omega(
+            "energy",
+            "similarity",
+            "energy distance between P0 and P1 (as scipy.stats.energy_distance)",
+            "similarity",
+            _cdf("energy"),
+        ),
+        Omega(
+            "wasserstein",
+            "similarity",
+            "Wasserstein-1 distance between P0 and P1",
+            "similarity",
+            _cdf("wasserstein"),
+        ),
+        Omega(
+            "ks",
+            "similarity",
+            "Kolmogorov-Smirnov statistic between P0 and P1",
+            "similarity",
+            _cdf("ks"),
+        ),
+        Omega(
+            "mean_diff",
+            "similarity",
+            "|mean(P0) - mean(P1)|",
+            "similarity",
+            _MeanDiffKernel,
+        ),
+        Omega(
+            "energy_cosine",
+            "embedding",
+            "energy distance between the arms' embeddings, cosine distance",
+            "cosine distance",
+            _EnergyKernel,
+            from_embeddings=cosine_distance,
+        ),
+        Omega(
+            "energy_l1",
+            "embedding",
+            "energy distance between the arms' embeddings, L1 distance",
+            "L1 distance",
+            _EnergyKernel,
+            from_embeddings=l1_distance,
+        ),
+        Omega(
+            "energy_l2",
+            "embedding",
+            "energy distance between the arms' embeddings, Euclidean distance",
+            "Euclidean distance",
+            _EnergyKernel,
+            from_embeddings=l2_distance,
+        ),
+        Omega(
+            "centroid",
+            "embedding",
+            "squared Euclidean distance between the arms' centroids",
+            "centred Gram (inner products)",
+            _CentroidKernel,
+            from_embeddings=centered_gram,
+        ),
+    ]
+}
+"""Every discrepancy by name."""

@@ -1,0 +1,224 @@
+"""The permutation engine of Algorithm 1.
+
+The pooled matrix is computed once; every split of the pooled outputs into a first
+group of size ``k_a`` and a second of size ``k_b`` is a boolean mask that only
+indexes it. Splits are evaluated vectorized in chunks bounded by a memory budget;
+when there are no more distinct splits than permutations asked for, all of them are
+enumerated and the p-value is exact.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from ._omega import OMEGAS, Kernel, Omega
+from ._similarity import pool_arms, pooled_similarity
+from ._validation import RngLike, as_pooled_matrix, as_positive_int, as_rng, choose
+
+MEMORY_BUDGET_BYTES = 4 * 2**20
+"""Working memory of one chunk of splits: small enough to stay in cache, large enough to vectorize."""
+
+TIE_RTOL = 1e-9
+"""Null statistics within this relative distance of the observed one count as ties (>=)."""
+
+
+@dataclass(frozen=True, repr=False)
+class PermutationTestResult:
+    """Outcome of a DBPA permutation test of arm ``a`` (original) against arm ``b``."""
+
+    statistic: float
+    """Observed discrepancy omega on the observed split (the effect size of the paper)."""
+    p_value: float
+    """(1 + #{T_b >= T_obs}) / (1 + B) for random splits; #{T >= T_obs} / #splits when exact."""
+    null_distribution: NDArray[np.float64]
+    """Statistic of every evaluated split (read-only)."""
+    null_mean: float
+    """Mean of the null distribution: omega's expected value under H0 (its bias at this k)."""
+    null_std: float
+    """Standard deviation of the null distribution."""
+    effect: float
+    """Bias-corrected effect: ``statistic - null_mean``."""
+    z: float
+    """Standardized effect: ``effect / null_std`` (NaN when the null is degenerate)."""
+    n_permutations: int
+    """Number of splits evaluated (all distinct splits when ``exact``)."""
+    exact: bool
+    """True when every distinct split was enumerated."""
+    k_a: int
+    """Outputs in the original arm."""
+    k_b: int
+    """Outputs in the perturbed arm."""
+    omega: str
+    """Name of the discrepancy."""
+    similarity: str | None
+    """Similarity behind P0/P1; None for embedding-level statistics or a user matrix."""
+    options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    """Resolved options of the discrepancy (e.g. ``bins``, ``range`` for jsd)."""
+
+    def __repr__(self) -> str:
+        return (
+            f"PermutationTestResult(omega={self.omega!r}, statistic={self.statistic:.6g}, "
+            f"p_value={self.p_value:.6g}, effect={self.effect:.6g}, z={self.z:.3g}, "
+            f"n_permutations={self.n_permutations}, exact={self.exact}, "
+            f"k_a={self.k_a}, k_b={self.k_b})"
+        )
+
+
+def _omega_iv(omega: Any, options: Mapping[str, Any]) -> tuple[Omega, dict[str, Any]]:
+    spec = OMEGAS[choose(omega, "omega", OMEGAS)]
+    return spec, spec.resolve_options(options)
+
+
+def permutation_test(
+    a: ArrayLike,
+    b: ArrayLike,
+    *,
+    similarity: str = "cosine",
+    omega: str = "jsd",
+    n_permutations: int = 1000,
+    rng: RngLike = None,
+    **omega_options: Any,
+) -> PermutationTestResult:
+    """Test whether arms ``a`` and ``b`` come from the same output distribution.
+
+    Parameters
+    ----------
+    a, b
+        (k_a, d) and (k_b, d) embeddings of the original and the perturbed outputs
+        (k_a, k_b >= 2; the arms may differ in size).
+    similarity
+        ``"cosine"`` (default), ``"neg_l1"`` or ``"neg_l2"``: the pairwise similarity
+        behind P0 and P1. Embedding-level omegas define their own distance and accept
+        only the default here.
+    omega
+        The discrepancy (see ``OMEGAS``): ``"jsd"`` (default), ``"energy"``,
+        ``"wasserstein"``, ``"ks"``, ``"mean_diff"``, ``"energy_cosine"``,
+        ``"energy_l1"``, ``"energy_l2"``, ``"centroid"``.
+    n_permutations
+        B, the number of random splits; all splits are enumerated instead when there
+        are at most B of them.
+    rng
+        Seed or ``numpy.random.Generator``; the same seed gives the same result.
+    **omega_options
+        Options of the discrepancy, e.g. ``bins=30`` and ``range="pooled"`` (or
+        ``(-1, 1)``) for jsd.
+    """
+    spec, options = _omega_iv(omega, omega_options)
+    n_perm = as_positive_int(n_permutations, "n_permutations")
+    gen = as_rng(rng)
+    if spec.from_embeddings is None:
+        matrix = pooled_similarity(a, b, similarity)
+        used_similarity: str | None = similarity
+    else:
+        if similarity != "cosine":
+            raise ValueError(
+                f"similarity: omega {spec.name!r} is computed on the embeddings with its own "
+                f"distance ({spec.matrix}); similarity {similarity!r} does not apply"
+            )
+        matrix = spec.from_embeddings(pool_arms(a, b, nonzero=spec.name == "energy_cosine"))
+        used_similarity = None
+    k_a = len(np.asarray(a))
+    return _run(matrix, k_a, spec, options, n_perm, gen, used_similarity)
+
+
+def permutation_test_matrix(
+    matrix: ArrayLike,
+    k_a: int,
+    *,
+    omega: str = "jsd",
+    n_permutations: int = 1000,
+    rng: RngLike = None,
+    **omega_options: Any,
+) -> PermutationTestResult:
+    """The permutation test on a precomputed pooled (n, n) matrix.
+
+    Rows and columns ``0..k_a-1`` belong to the original arm, the rest to the perturbed
+    arm. The matrix holds similarities for the similarity-distribution omegas,
+    distances for ``energy_*`` and inner products for ``centroid``.
+    """
+    spec, options = _omega_iv(omega, omega_options)
+    arr, k = as_pooled_matrix(matrix, k_a)
+    n_perm = as_positive_int(n_permutations, "n_permutations")
+    gen = as_rng(rng)
+    return _run(arr, k, spec, options, n_perm, gen, None)
+
+
+def _run(
+    matrix: NDArray[np.float64],
+    k_a: int,
+    spec: Omega,
+    options: dict[str, Any],
+    n_permutations: int,
+    rng: np.random.Generator,
+    similarity: str | None,
+) -> PermutationTestResult:
+    n = matrix.shape[0]
+    kernel: Kernel = spec.kernel(matrix, k_a, **options)
+    observed = np.zeros((1, n), dtype=bool)
+    observed[0, :k_a] = True
+    statistic = float(kernel(observed)[0])
+    chunk = max(1, MEMORY_BUDGET_BYTES // kernel.bytes_per_split)
+
+    n_splits = math.comb(n, k_a)
+    exact = n_splits <= n_permutations
+    splits = _all_splits(n, k_a, chunk) if exact else _random_splits(n, k_a, n_permutations, chunk, rng)
+    null = np.concatenate([kernel(masks) for masks in splits])
+
+    tolerance = TIE_RTOL * (abs(statistic) + kernel.scale)
+    count = int(np.count_nonzero(null >= statistic - tolerance))
+    # Exact: the observed split is one of the enumerated ones, so count >= 1.
+    p_value = count / null.size if exact else (1 + count) / (1 + null.size)
+
+    null.setflags(write=False)
+    null_mean = float(null.mean())
+    null_std = float(null.std(ddof=1)) if null.size > 1 else 0.0
+    effect = statistic - null_mean
+    return PermutationTestResult(
+        statistic=statistic,
+        p_value=float(p_value),
+        null_distribution=null,
+        null_mean=null_mean,
+        null_std=null_std,
+        effect=effect,
+        z=effect / null_std if null_std > 0 else math.nan,
+        n_permutations=int(null.size),
+        exact=exact,
+        k_a=k_a,
+        k_b=n - k_a,
+        omega=spec.name,
+        similarity=similarity,
+        options=MappingProxyType(options),
+    )
+
+
+def _all_splits(n: int, k_a: int, chunk: int) -> Iterator[NDArray[np.bool_]]:
+    """Every subset of size k_a as a boolean mask, in chunks."""
+    combos = itertools.combinations(range(n), k_a)
+    while block := list(itertools.islice(combos, chunk)):
+        masks = np.zeros((len(block), n), dtype=bool)
+        np.put_along_axis(masks, np.array(block), True, axis=1)
+        yield masks
+
+
+def _random_splits(
+    n: int, k_a: int, count: int, chunk: int, rng: np.random.Generator
+) -> Iterator[NDArray[np.bool_]]:
+    """``count`` uniformly random subsets of size k_a (independent draws), in chunks.
+
+    Each split takes the k_a smallest of n uniforms, so the random stream, and with it
+    the result, does not depend on the chunk size.
+    """
+    for start in range(0, count, chunk):
+        size = min(chunk, count - start)
+        first = np.argpartition(rng.random((size, n)), k_a - 1, axis=1)[:, :k_a]
+        masks = np.zeros((size, n), dtype=bool)
+        np.put_along_axis(masks, first, True, axis=1)
+        yield masks
