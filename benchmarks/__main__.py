@@ -16,7 +16,7 @@ SUITES = {
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
-    parser.add_argument("suites", nargs="*", choices=[*SUITES, []], help="default: all")
+    parser.add_argument("suites", nargs="*", choices=list(SUITES), help="default: all")
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
     args = parser.parse_args()
     for name in args.suites or SUITES:
