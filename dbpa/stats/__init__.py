@@ -15,7 +15,16 @@ from ._multiplicity import (
 from ._omega import OMEGAS, Omega, histogram_edges, jensen_shannon
 from ._permutation import PermutationTestResult, permutation_test, permutation_test_matrix
 from ._power import PowerResult, sample_size, simulate_power
-from ._roc import ModelChoice, OperatingPoint, Rates, RocResult, best_model, rates_at, roc_curve, tpr_at_fpr
+from ._roc import (
+    ModelChoice,
+    OperatingPoint,
+    Rates,
+    RocResult,
+    best_model,
+    rates_at,
+    roc_curve,
+    tpr_at_fpr,
+)
 from ._similarity import SIMILARITIES, SimilaritySplit, pooled_similarity, split_similarities
 
 __all__ = [

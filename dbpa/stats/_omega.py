@@ -66,7 +66,7 @@ def histogram_edges(values: Vector, bins: int, value_range: Any = "pooled") -> V
 
 
 def bin_index(values: NDArray[np.float64], edges: Vector) -> NDArray[np.intp]:
-    """Bin of each value: [e_i, e_{i+1}), the last bin closed; outside values clip to the end bins."""
+    """Bin of each value: [e_i, e_{i+1}), the last bin closed; values outside clip to the ends."""
     idx = np.searchsorted(edges, values, side="right") - 1
     return np.clip(idx, 0, edges.size - 2)
 
@@ -78,7 +78,7 @@ def jensen_shannon(p: NDArray[np.float64], q: NDArray[np.float64]) -> Vector:
     ``scipy.spatial.distance.jensenshannon`` returns (its square root, natural log).
     """
     m = 0.5 * (p + q)
-    js = 0.5 * (rel_entr(p, m).sum(axis=-1) + rel_entr(q, m).sum(axis=-1)) / math.log(2.0)
+    js: Vector = (rel_entr(p, m).sum(axis=-1) + rel_entr(q, m).sum(axis=-1)) / (2 * math.log(2.0))
     return np.clip(js, 0.0, 1.0)
 
 
@@ -98,7 +98,7 @@ class _QuadraticSums:
 
     def __call__(self, masks: Masks) -> tuple[Vector, Vector, Vector]:
         x = masks.astype(np.float64)
-        s_aa = np.einsum("ij,ij->i", x @ self.matrix, x)
+        s_aa: Vector = np.einsum("ij,ij->i", x @ self.matrix, x)
         x_row = x @ self.rowsum
         s_ab = x_row - s_aa
         s_bb = self.total - 2.0 * x_row + s_aa
@@ -117,7 +117,7 @@ class _JSDKernel:
     come from one matrix product.
     """
 
-    def __init__(self, matrix: Matrix, k_a: int, *, bins: int, range: Any) -> None:  # noqa: A002
+    def __init__(self, matrix: Matrix, k_a: int, *, bins: int, range: Any) -> None:
         n = matrix.shape[0]
         iu = np.triu_indices(n, 1)
         self.edges = histogram_edges(matrix[iu], bins, range)
@@ -170,7 +170,8 @@ class _CDFKernel:
         diff = np.cumsum(xi & xj, axis=1, dtype=np.float64) / self._n0
         diff -= np.cumsum(xi ^ xj, axis=1, dtype=np.float64) / self._n1
         if self._statistic == "ks":
-            return np.abs(diff[:, self._run_ends]).max(axis=1)
+            sup: Vector = np.abs(diff[:, self._run_ends]).max(axis=1)
+            return sup
         inner = diff[:, :-1]
         if self._statistic == "wasserstein":
             return np.abs(inner) @ self._widths
@@ -209,7 +210,8 @@ class _EnergyKernel:
     def __call__(self, masks: Masks) -> Vector:
         s_aa, s_ab, s_bb = self._sums(masks)
         ka, kb = self._ka, self._kb
-        return np.maximum(2.0 * s_ab / (ka * kb) - s_aa / ka**2 - s_bb / kb**2, 0.0)
+        energy: Vector = np.maximum(2.0 * s_ab / (ka * kb) - s_aa / ka**2 - s_bb / kb**2, 0.0)
+        return energy
 
 
 class _CentroidKernel:
@@ -224,7 +226,8 @@ class _CentroidKernel:
     def __call__(self, masks: Masks) -> Vector:
         s_aa, s_ab, s_bb = self._sums(masks)
         ka, kb = self._ka, self._kb
-        return np.maximum(s_aa / ka**2 + s_bb / kb**2 - 2.0 * s_ab / (ka * kb), 0.0)
+        squared: Vector = np.maximum(s_aa / ka**2 + s_bb / kb**2 - 2.0 * s_ab / (ka * kb), 0.0)
+        return squared
 
 
 # --------------------------------------------------------------------------- registry

@@ -24,7 +24,7 @@ from ._similarity import pool_arms, pooled_similarity
 from ._validation import RngLike, as_pooled_matrix, as_positive_int, as_rng, choose
 
 MEMORY_BUDGET_BYTES = 4 * 2**20
-"""Working memory of one chunk of splits: small enough to stay in cache, large enough to vectorize."""
+"""Working memory of one chunk of splits: small enough for the cache, large enough to vectorize."""
 
 TIE_RTOL = 1e-9
 """Null statistics within this relative distance of the observed one count as ties (>=)."""
@@ -169,7 +169,9 @@ def _run(
 
     n_splits = math.comb(n, k_a)
     exact = n_splits <= n_permutations
-    splits = _all_splits(n, k_a, chunk) if exact else _random_splits(n, k_a, n_permutations, chunk, rng)
+    splits = (
+        _all_splits(n, k_a, chunk) if exact else _random_splits(n, k_a, n_permutations, chunk, rng)
+    )
     null = np.concatenate([kernel(masks) for masks in splits])
 
     tolerance = TIE_RTOL * (abs(statistic) + kernel.scale)

@@ -32,7 +32,7 @@ def sample_size(effect: float, *, alpha: float = 0.05, power: float = 0.8, m: in
     alpha = as_probability(alpha, "alpha")
     power = as_probability(power, "power")
     m = as_positive_int(m, "m")
-    z = norm.ppf(1.0 - alpha / (2 * m)) + norm.ppf(power)
+    z = float(norm.ppf(1.0 - alpha / (2 * m)) + norm.ppf(power))
     return max(2, math.ceil((z / d) ** 2))
 
 

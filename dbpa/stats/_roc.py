@@ -95,7 +95,7 @@ class OperatingPoint:
     tpr: float
     fpr: float
     threshold: float
-    """Reject p <= threshold (-inf when no threshold keeps the FPR in bounds but rejecting nothing)."""
+    """Reject p <= threshold; -inf when only rejecting nothing keeps the FPR in bounds."""
 
 
 def tpr_at_fpr(

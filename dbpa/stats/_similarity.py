@@ -38,11 +38,11 @@ def _cosine_similarity(x: Matrix, name: str) -> Matrix:
 
 
 def _neg_l1(x: Matrix, name: str) -> Matrix:
-    return -cdist(x, x, metric="cityblock")
+    return -l1_distance(x)
 
 
 def _neg_l2(x: Matrix, name: str) -> Matrix:
-    return -cdist(x, x, metric="euclidean")
+    return -l2_distance(x)
 
 
 SIMILARITIES: dict[str, Callable[[Matrix, str], Matrix]] = {

@@ -25,7 +25,9 @@ def as_rng(rng: RngLike, name: str = "rng") -> np.random.Generator:
         if rng < 0:
             raise ValueError(f"{name}: a seed must be non-negative, got {rng}")
         return np.random.default_rng(int(rng))
-    raise ValueError(f"{name}: expected an int seed, a numpy Generator or None, got {type(rng).__name__}")
+    raise ValueError(
+        f"{name}: expected an int seed, a numpy Generator or None, got {type(rng).__name__}"
+    )
 
 
 def as_embeddings(x: ArrayLike, name: str) -> NDArray[np.float64]:
@@ -46,7 +48,9 @@ def as_embeddings(x: ArrayLike, name: str) -> NDArray[np.float64]:
     return arr
 
 
-def as_pooled_matrix(matrix: ArrayLike, k_a: Any, name: str = "matrix") -> tuple[NDArray[np.float64], int]:
+def as_pooled_matrix(
+    matrix: ArrayLike, k_a: Any, name: str = "matrix"
+) -> tuple[NDArray[np.float64], int]:
     """A finite, symmetric (n, n) matrix and a split size 2 <= k_a <= n - 2."""
     try:
         arr = np.asarray(matrix, dtype=np.float64)

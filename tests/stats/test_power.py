@@ -1,0 +1,59 @@
+"""Sample size by the normal approximation; power by simulation from pilots."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import norm
+
+from dbpa.stats import sample_size, simulate_power
+from tests.stats.conftest import clustered
+
+
+def test_sample_size_by_hand():
+    # ((1.959964 + 0.841621) / 0.5)^2 = 31.39 -> 32
+    assert sample_size(0.5, alpha=0.05, power=0.8) == 32
+
+
+@pytest.mark.parametrize(
+    ("effect", "alpha", "power", "m"),
+    [(0.3, 0.05, 0.8, 1), (0.5, 0.01, 0.9, 8), (1.2, 0.1, 0.5, 100)],
+)
+def test_sample_size_formula(effect, alpha, power, m):
+    z = norm.ppf(1 - alpha / (2 * m)) + norm.ppf(power)
+    assert sample_size(effect, alpha=alpha, power=power, m=m) == max(
+        2, math.ceil((z / effect) ** 2)
+    )
+
+
+def test_sample_size_grows_with_the_family():
+    assert sample_size(0.5, m=1) < sample_size(0.5, m=10) < sample_size(0.5, m=100)
+
+
+def test_power_is_high_under_a_clear_shift():
+    rng = np.random.default_rng(1)
+    a = clustered(rng, 200, weights=(0.9, 0.1))
+    b = clustered(rng, 200, weights=(0.1, 0.9))
+    result = simulate_power(a, b, k=15, n_simulations=40, n_permutations=99, rng=2)
+    assert result.power >= 0.9
+    assert result.ci_low <= result.power <= result.ci_high
+    assert result.rejections == round(result.power * 40)
+
+
+def test_power_is_alpha_under_the_null():
+    rng = np.random.default_rng(3)
+    pilot = clustered(rng, 300, weights=(0.5, 0.5))
+    result = simulate_power(
+        pilot, pilot, k=10, n_simulations=300, n_permutations=99, replace=True, rng=4
+    )
+    assert result.replace
+    assert result.ci_low <= 0.05 <= result.ci_high
+
+
+def test_replace_defaults_to_pilot_size():
+    rng = np.random.default_rng(5)
+    small = clustered(rng, 8)
+    assert simulate_power(small, small, k=10, n_simulations=2, n_permutations=9, rng=0).replace
+    assert not simulate_power(small, small, k=5, n_simulations=2, n_permutations=9, rng=0).replace

@@ -1,0 +1,134 @@
+"""Every bad input raises ValueError naming the argument and the problem."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dbpa.stats import (
+    best_model,
+    correct,
+    min_permutations,
+    permutation_test,
+    permutation_test_matrix,
+    rates_at,
+    roc_curve,
+    sample_size,
+    simulate_power,
+    tpr_at_fpr,
+)
+
+GOOD = np.arange(1.0, 13.0).reshape(4, 3)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"a": GOOD[:1]}, r"^a: needs at least 2 rows"),
+        ({"b": GOOD[:1]}, r"^b: needs at least 2 rows"),
+        ({"a": GOOD[0]}, r"^a: must be a 2-D"),
+        ({"b": GOOD[:, :2]}, r"^b: embedding dimension 2 does not match a's 3"),
+        ({"a": np.where(GOOD == 5, np.nan, GOOD)}, r"^a: contains NaN or inf \(first in row 1\)"),
+        ({"b": np.where(GOOD == 12, np.inf, GOOD)}, r"^b: contains NaN or inf"),
+        ({"a": [["x", "y"], ["z", "w"]]}, r"^a: not a numeric array"),
+        ({"b": np.vstack([GOOD[:1], np.zeros((1, 3))])}, r"^b: row 1 is a zero vector"),
+        (
+            {"a": np.vstack([np.zeros((1, 3)), GOOD[:1]]), "omega": "energy_cosine"},
+            r"^a: row 0 is a zero vector",
+        ),
+        ({"n_permutations": 0}, r"^n_permutations: must be >= 1, got 0"),
+        ({"n_permutations": 10.5}, r"^n_permutations: must be an integer"),
+        ({"n_permutations": True}, r"^n_permutations: must be an integer"),
+        ({"omega": "jensen"}, r"^omega: unknown 'jensen'; choose one of jsd, energy"),
+        (
+            {"similarity": "dot"},
+            r"^similarity: unknown 'dot'; choose one of cosine, neg_l1, neg_l2",
+        ),
+        (
+            {"omega": "centroid", "similarity": "neg_l2"},
+            r"^similarity: omega 'centroid' is computed on the embeddings",
+        ),
+        ({"nbins": 10}, r"^nbins: not an option of omega 'jsd' \(its options: bins, range\)"),
+        ({"omega": "ks", "bins": 10}, r"^bins: not an option of omega 'ks' \(its options: none\)"),
+        ({"bins": 0}, r"^bins: must be >= 1, got 0"),
+        ({"range": "auto"}, r"^range: expected 'pooled' or a \(low, high\) pair"),
+        ({"range": (1, -1)}, r"^range: needs finite low < high"),
+        ({"rng": -3}, r"^rng: a seed must be non-negative"),
+        ({"rng": "seed"}, r"^rng: expected an int seed"),
+    ],
+)
+def test_permutation_test_rejects(kwargs, message):
+    args = {"a": GOOD, "b": GOOD[::-1] + 1.0, **kwargs}
+    a, b = args.pop("a"), args.pop("b")
+    with pytest.raises(ValueError, match=message):
+        permutation_test(a, b, **args)
+
+
+def test_zero_vectors_are_fine_without_cosine():
+    a = np.vstack([np.zeros((1, 3)), GOOD[:2]])
+    assert permutation_test(a, GOOD, similarity="neg_l2", n_permutations=10, rng=0).p_value > 0
+
+
+@pytest.mark.parametrize(
+    ("matrix", "k_a", "message"),
+    [
+        (np.ones((4, 5)), 2, r"^matrix: must be a square"),
+        (np.triu(np.ones((5, 5))), 2, r"^matrix: must be symmetric"),
+        (np.full((5, 5), np.nan), 2, r"^matrix: contains NaN or inf"),
+        (np.ones((5, 5)), 1, r"^k_a: each arm needs at least 2 outputs; got k_a=1 of n=5"),
+        (np.ones((5, 5)), 4, r"^k_a: each arm needs at least 2 outputs; got k_a=4 of n=5"),
+        (np.ones((5, 5)), 2.0, r"^k_a: must be an integer"),
+    ],
+)
+def test_permutation_test_matrix_rejects(matrix, k_a, message):
+    with pytest.raises(ValueError, match=message):
+        permutation_test_matrix(matrix, k_a)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: correct([0.1, 0.2], alpha=0.0), r"^alpha: must be in \(0, 1\), got 0.0"),
+        (lambda: correct([0.1, 0.2], alpha=1.5), r"^alpha: must be in \(0, 1\)"),
+        (
+            lambda: correct([0.1, 0.2], method="sidak"),
+            r"^method: unknown 'sidak'; choose one of bonferroni, holm, bh, by",
+        ),
+        (lambda: correct([0.1, 1.2]), r"^p_values: every p-value must be in \[0, 1\]"),
+        (lambda: correct([0.1, np.nan]), r"^p_values: every p-value must be in \[0, 1\]"),
+        (lambda: correct([]), r"^p_values: must be a non-empty 1-D sequence"),
+        (lambda: correct([0.1], n_permutations=0), r"^n_permutations: must be >= 1"),
+        (lambda: min_permutations(0, 0.05), r"^m: must be >= 1"),
+        (lambda: sample_size(0.0), r"^effect: must be a positive number"),
+        (lambda: sample_size("big"), r"^effect: must be a positive number"),
+        (lambda: sample_size(0.5, alpha=2), r"^alpha: must be in \(0, 1\)"),
+        (lambda: sample_size(0.5, power=1.0), r"^power: must be in \(0, 1\)"),
+        (lambda: sample_size(0.5, m=0), r"^m: must be >= 1"),
+        (lambda: simulate_power(GOOD, GOOD, k=1), r"^k: must be >= 2"),
+        (
+            lambda: simulate_power(GOOD, GOOD, k=5, replace=False),
+            r"^k: 5 exceeds the smaller pilot \(4 rows\)",
+        ),
+        (lambda: simulate_power(GOOD, GOOD, k=3, n_simulations=0), r"^n_simulations: must be >= 1"),
+        (lambda: simulate_power(GOOD[:1], GOOD, k=3), r"^a: needs at least 2 rows"),
+        (lambda: rates_at([0.1, 0.2], ["control"], 0.05), r"^labels: expected 2 labels"),
+        (
+            lambda: rates_at([0.1, 0.2], ["control", "maybe"], 0.05),
+            r"^labels: 'maybe' at position 1",
+        ),
+        (
+            lambda: rates_at([0.1, 0.2], ["target", "target"], 0.05),
+            r"^labels: need at least one control and one target",
+        ),
+        (lambda: rates_at([0.1, 0.2], ["control", "target"], 1.0), r"^alpha: must be in \(0, 1\)"),
+        (lambda: roc_curve([0.1, -0.2], ["control", "target"]), r"^p_values: every p-value"),
+        (
+            lambda: tpr_at_fpr([0.1, 0.2], ["control", "target"], 1.5),
+            r"^max_fpr: must be in \[0, 1\]",
+        ),
+        (lambda: best_model({}, 0.05), r"^results: need at least one model"),
+    ],
+)
+def test_other_entry_points_reject(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
