@@ -37,6 +37,8 @@ class ModelSpec(Spec):
 
     model: str = Field(min_length=1)
     """litellm model string (``openai/gpt-4o-mini``, ``anthropic/...``, ``ollama/...``) or ``local/smollm2-135m``."""
+    name: str | None = None
+    """Display name in tables and reports (default: the model string); not part of an arm's identity."""
     api_base: str | None = None
     """Base URL of an OpenAI-compatible or self-hosted endpoint."""
     api_key_env: str | None = None
@@ -68,7 +70,7 @@ class ModelSpec(Spec):
     @property
     def label(self) -> str:
         """Short name for tables, logs and tags."""
-        return self.model
+        return self.name or self.model
 
 
 class EmbedderSpec(Spec):
