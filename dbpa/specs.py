@@ -86,6 +86,11 @@ class EmbedderSpec(Spec):
     timeout_s: float = Field(default=120.0, gt=0)
     max_retries: int = Field(default=6, ge=0)
 
+    @property
+    def key(self) -> str:
+        """Identity of the vectors this embedder produces: the cache key of stored embeddings."""
+        return f"{self.backend}/{self.model}"
+
 
 def content_hash(*parts: Any) -> str:
     """Stable hex digest of JSON-serializable parts (sorted keys), for ids and cache keys."""

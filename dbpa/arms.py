@@ -1,0 +1,31 @@
+"""Arms: what one set of k outputs is sampled from."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from dbpa.specs import Message, ModelSpec, content_hash
+
+
+@dataclass(frozen=True)
+class Arm:
+    """A model, its sampling parameters, the chat messages and the epoch.
+
+    Everything that changes the output distribution is in ``arm_id``; the concurrency,
+    timeouts and display name of the model are not.
+    """
+
+    arm_id: str
+    model: ModelSpec
+    messages: tuple[Message, ...]
+    epoch: str
+
+    @classmethod
+    def of(cls, model: ModelSpec, messages: Sequence[Message], epoch: str) -> Arm:
+        """The arm with its content-derived id."""
+        msgs = tuple(messages)
+        arm_id = content_hash(
+            "arm", model.model, model.api_base, model.params, [m.model_dump() for m in msgs], epoch
+        )
+        return cls(arm_id=arm_id, model=model, messages=msgs, epoch=epoch)

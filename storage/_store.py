@@ -1,0 +1,545 @@
+"""The audit record in one DuckDB file: the only code that speaks SQL.
+
+DuckDB allows one writing process per file. A ``Store`` owns the connection of its
+process; threads share it under a lock, every write is one transaction and is
+idempotent (primary keys + ``ON CONFLICT DO NOTHING``), so a retried or resumed
+write never duplicates a row.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pa_parquet
+from numpy.typing import NDArray
+
+from dbpa.analysis import Decision, TestRecord
+from dbpa.arms import Arm
+from dbpa.specs import EmbeddingBatch, Generation, text_hash
+
+from ._schema import MIGRATIONS
+
+
+class DatabaseInUseError(RuntimeError):
+    """Another process holds the database (DuckDB allows one writer per file)."""
+
+
+class UnknownRunError(LookupError):
+    """No run with that id in the database."""
+
+
+_RESULTS_SQL = """
+    SELECT rt.run_id, rt.family, rt.position, rt.perturbation_id, rt.kind, rt.label,
+           rt.description, t.omega, t.similarity, t.statistic, t.effect, t.z,
+           t.null_mean, t.null_std, t.p_value, c.adjusted_p, c.reject, c.method, c.alpha,
+           COALESCE(c.tested, t.test_id IS NOT NULL) AS tested,
+           t.k_a, t.k_b, t.n_permutations, t.evaluated, t.exact,
+           rt.original_arm, rt.perturbed_arm, rt.test_id
+    FROM run_tests rt
+    LEFT JOIN tests t ON t.test_id = rt.test_id
+    LEFT JOIN corrections c
+      ON c.run_id = rt.run_id AND c.family = rt.family AND c.perturbation_id = rt.perturbation_id
+"""
+
+EXPORTS: dict[str, str] = {
+    "runs": "SELECT * FROM runs ORDER BY started_at",
+    "arms": "SELECT * FROM arms ORDER BY created_at, arm_id",
+    "samples": "SELECT * FROM samples ORDER BY arm_id, idx",
+    "embeddings": "SELECT * FROM embeddings ORDER BY embedder, text_hash",
+    "tests": "SELECT * FROM tests ORDER BY created_at, test_id",
+    "run_tests": "SELECT * FROM run_tests ORDER BY run_id, family, position",
+    "corrections": "SELECT * FROM corrections ORDER BY run_id, family, perturbation_id",
+    "arm_failures": "SELECT * FROM arm_failures ORDER BY run_id, arm_id",
+    "results": _RESULTS_SQL + " ORDER BY rt.run_id, rt.family, rt.position",
+}
+"""Exportable tables (and the ``results`` view), each a fixed query."""
+
+
+class Store:
+    """An open audit database; use as a context manager or call ``close()``."""
+
+    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
+        self.path = Path(path).expanduser().resolve()
+        if read_only and not self.path.exists():
+            raise FileNotFoundError(f"database {self.path} does not exist (run an audit first)")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._con = duckdb.connect(str(self.path), read_only=read_only)
+        except duckdb.IOException as exc:
+            if "lock" in str(exc).lower():
+                raise DatabaseInUseError(
+                    f"database {self.path} is in use by another run; wait for it to finish "
+                    "or use another --db (DuckDB allows one writing process per file)"
+                ) from None
+            raise
+        self._lock = threading.RLock()
+        self.read_only = read_only
+        if not read_only:
+            self._migrate()
+        self.database_id = self._meta("database_id")
+
+    # ------------------------------------------------------------------ plumbing
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        with self._lock:
+            self._con.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        with self._lock:
+            self._con.execute("BEGIN TRANSACTION")
+            try:
+                yield self._con
+            except BaseException:
+                self._con.execute("ROLLBACK")
+                raise
+            self._con.execute("COMMIT")
+
+    def _df(self, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
+        with self._lock:
+            return self._con.execute(sql, list(params)).df()
+
+    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return self._con.execute(sql, list(params)).fetchall()
+
+    def _migrate(self) -> None:
+        with self._transaction() as con:
+            con.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                "version INTEGER PRIMARY KEY, description VARCHAR NOT NULL, "
+                "applied_at TIMESTAMPTZ NOT NULL DEFAULT current_timestamp)"
+            )
+            done = {v for (v,) in con.execute("SELECT version FROM schema_migrations").fetchall()}
+            for version, description, statements in MIGRATIONS:
+                if version in done:
+                    continue
+                for statement in statements:
+                    con.execute(statement)
+                con.execute(
+                    "INSERT INTO schema_migrations (version, description) VALUES (?, ?)",
+                    [version, description],
+                )
+            con.execute(
+                "INSERT INTO meta VALUES ('database_id', ?) ON CONFLICT DO NOTHING",
+                [uuid.uuid4().hex],
+            )
+
+    def _meta(self, key: str) -> str:
+        rows = self._rows("SELECT value FROM meta WHERE key = ?", [key])
+        if not rows:
+            raise RuntimeError(f"database {self.path} has no {key}; is it a dbpa database?")
+        return str(rows[0][0])
+
+    @property
+    def schema_version(self) -> int:
+        """Highest applied migration."""
+        return int(self._rows("SELECT max(version) FROM schema_migrations")[0][0])
+
+    # ------------------------------------------------------------------ arms and samples
+
+    def add_arms(self, arms: Iterable[Arm]) -> None:
+        """Record arms (idempotent)."""
+        rows = [
+            [
+                arm.arm_id,
+                arm.model.model,
+                arm.model.api_base,
+                json.dumps(arm.model.params, sort_keys=True),
+                json.dumps([m.model_dump() for m in arm.messages]),
+                arm.epoch,
+            ]
+            for arm in arms
+        ]
+        if not rows:
+            return
+        with self._transaction() as con:
+            con.executemany(
+                "INSERT INTO arms (arm_id, model, api_base, params, messages, epoch) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                rows,
+            )
+
+    def add_samples(self, arm_id: str, outputs: Sequence[Generation]) -> None:
+        """Store outputs of one arm as they arrive (idempotent on (arm, index))."""
+        rows = [
+            [
+                arm_id,
+                g.index,
+                g.text,
+                text_hash(g.text),
+                g.status,
+                g.finish_reason,
+                g.prompt_tokens,
+                g.completion_tokens,
+                g.cost_usd,
+                g.latency_s,
+                g.seed,
+                g.request_id,
+            ]
+            for g in outputs
+        ]
+        if not rows:
+            return
+        with self._transaction() as con:
+            con.executemany(
+                "INSERT INTO samples (arm_id, idx, text, text_hash, status, finish_reason, "
+                "prompt_tokens, completion_tokens, cost_usd, latency_s, seed, request_id) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                rows,
+            )
+
+    def sample_indices(self, arm_ids: Sequence[str]) -> dict[str, set[int]]:
+        """Stored output indices per arm."""
+        found: dict[str, set[int]] = {a: set() for a in arm_ids}
+        if arm_ids:
+            for arm_id, idx in self._rows(
+                "SELECT arm_id, idx FROM samples WHERE list_contains(?, arm_id)", [list(arm_ids)]
+            ):
+                found[arm_id].add(int(idx))
+        return found
+
+    def arm_texts(self, arm_ids: Sequence[str], k: int) -> pd.DataFrame:
+        """The first k outputs of each arm: arm_id, idx, text, text_hash."""
+        return self._df(
+            "SELECT arm_id, idx, text, text_hash FROM samples "
+            "WHERE list_contains(?, arm_id) AND idx < ? ORDER BY arm_id, idx",
+            [list(arm_ids), k],
+        )
+
+    def samples(self, arm_ids: Sequence[str] | None = None) -> pd.DataFrame:
+        """Stored outputs (of the given arms, or all)."""
+        if arm_ids is None:
+            return self._df("SELECT * FROM samples ORDER BY arm_id, idx")
+        return self._df(
+            "SELECT * FROM samples WHERE list_contains(?, arm_id) ORDER BY arm_id, idx",
+            [list(arm_ids)],
+        )
+
+    def arms(self, arm_ids: Sequence[str] | None = None) -> pd.DataFrame:
+        """Stored arms (the given ones, or all)."""
+        if arm_ids is None:
+            return self._df("SELECT * FROM arms ORDER BY created_at, arm_id")
+        return self._df(
+            "SELECT * FROM arms WHERE list_contains(?, arm_id) ORDER BY arm_id", [list(arm_ids)]
+        )
+
+    # ------------------------------------------------------------------ embeddings
+
+    def missing_embeddings(self, embedder: str, hashes: Iterable[str]) -> set[str]:
+        """Text hashes that have no vector from ``embedder`` yet."""
+        wanted = set(hashes)
+        if not wanted:
+            return set()
+        have = self._rows(
+            "SELECT text_hash FROM embeddings WHERE embedder = ? AND list_contains(?, text_hash)",
+            [embedder, sorted(wanted)],
+        )
+        return wanted - {h for (h,) in have}
+
+    def add_embeddings(self, embedder: str, hashes: Sequence[str], batch: EmbeddingBatch) -> None:
+        """Store vectors keyed by (text hash, embedder) (idempotent)."""
+        if len(hashes) != len(batch.vectors):
+            raise ValueError("hashes: one text hash per vector is needed")
+        if not hashes:
+            return
+        vectors = np.asarray(batch.vectors, dtype=np.float32)
+        table = pa.table(
+            {
+                "text_hash": pa.array(list(hashes), pa.string()),
+                "embedder": pa.array([embedder] * len(hashes), pa.string()),
+                "dim": pa.array([vectors.shape[1]] * len(hashes), pa.int32()),
+                "vector": pa.FixedSizeListArray.from_arrays(
+                    pa.array(vectors.ravel(), pa.float32()), vectors.shape[1]
+                ).cast(pa.list_(pa.float32())),
+                "truncated": pa.array(np.asarray(batch.truncated, dtype=bool)),
+            }
+        )
+        with self._transaction() as con:
+            con.register("new_embeddings", table)
+            try:
+                con.execute(
+                    "INSERT INTO embeddings (text_hash, embedder, dim, vector, truncated) "
+                    "SELECT text_hash, embedder, dim, vector, truncated FROM new_embeddings "
+                    "ON CONFLICT DO NOTHING"
+                )
+            finally:
+                con.unregister("new_embeddings")
+
+    def arm_vectors(self, arm_id: str, embedder: str, k: int) -> NDArray[np.float32]:
+        """(k, d) vectors of the arm's first k outputs, in output order."""
+        rows = self._rows(
+            "SELECT e.vector FROM samples s JOIN embeddings e "
+            "ON e.text_hash = s.text_hash AND e.embedder = ? "
+            "WHERE s.arm_id = ? AND s.idx < ? ORDER BY s.idx",
+            [embedder, arm_id, k],
+        )
+        if len(rows) != k:
+            raise LookupError(f"arm {arm_id} has {len(rows)} embedded outputs of the {k} needed")
+        return np.asarray([r[0] for r in rows], dtype=np.float32)
+
+    def truncated_counts(self, arm_ids: Sequence[str], embedder: str, k: int) -> dict[str, int]:
+        """How many of each arm's first k outputs were truncated by the embedder."""
+        rows = self._rows(
+            "SELECT s.arm_id, count(*) FILTER (WHERE e.truncated) FROM samples s "
+            "JOIN embeddings e ON e.text_hash = s.text_hash AND e.embedder = ? "
+            "WHERE list_contains(?, s.arm_id) AND s.idx < ? GROUP BY s.arm_id",
+            [embedder, list(arm_ids), k],
+        )
+        return {a: int(n) for a, n in rows}
+
+    # ------------------------------------------------------------------ tests
+
+    def existing_tests(self, test_ids: Iterable[str]) -> set[str]:
+        """Which of these tests are stored."""
+        ids = sorted(set(test_ids))
+        if not ids:
+            return set()
+        rows = self._rows("SELECT test_id FROM tests WHERE list_contains(?, test_id)", [ids])
+        return {t for (t,) in rows}
+
+    def add_tests(self, records: Sequence[TestRecord]) -> None:
+        """Store test results (idempotent)."""
+        rows = [
+            [
+                r.test_id,
+                r.original_arm,
+                r.perturbed_arm,
+                r.embedder,
+                r.similarity,
+                r.omega,
+                json.dumps(dict(r.omega_options), sort_keys=True),
+                r.n_permutations,
+                r.seed,
+                r.statistic,
+                r.p_value,
+                r.null_mean,
+                r.null_std,
+                r.effect,
+                None if np.isnan(r.z) else r.z,
+                r.evaluated,
+                r.exact,
+                r.k_a,
+                r.k_b,
+                np.asarray(r.null_distribution, dtype=np.float64).tolist(),
+            ]
+            for r in records
+        ]
+        if not rows:
+            return
+        with self._transaction() as con:
+            con.executemany(
+                "INSERT INTO tests (test_id, original_arm, perturbed_arm, embedder, similarity, "
+                "omega, omega_options, n_permutations, seed, statistic, p_value, null_mean, "
+                "null_std, effect, z, evaluated, exact, k_a, k_b, null_distribution) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT DO NOTHING",
+                rows,
+            )
+
+    def tests(self, test_ids: Sequence[str]) -> pd.DataFrame:
+        """Stored test rows, with their null distributions."""
+        return self._df(
+            "SELECT * FROM tests WHERE list_contains(?, test_id) ORDER BY test_id", [list(test_ids)]
+        )
+
+    # ------------------------------------------------------------------ runs
+
+    def start_run(
+        self,
+        run_id: str,
+        *,
+        audit: str,
+        config: Mapping[str, Any],
+        config_hash: str,
+        epoch: str,
+        flow_run_id: str | None,
+        versions: Mapping[str, str],
+    ) -> None:
+        """Record a run as running (a retried flow run keeps its row)."""
+        with self._transaction() as con:
+            con.execute(
+                "INSERT INTO runs (run_id, audit, status, config, config_hash, epoch, "
+                "flow_run_id, versions) VALUES (?, ?, 'running', ?, ?, ?, ?, ?) "
+                "ON CONFLICT (run_id) DO UPDATE SET status = 'running', finished_at = NULL, "
+                "message = NULL",
+                [
+                    run_id,
+                    audit,
+                    json.dumps(config, sort_keys=True),
+                    config_hash,
+                    epoch,
+                    flow_run_id,
+                    json.dumps(dict(versions), sort_keys=True),
+                ],
+            )
+
+    def mark_interrupted_runs(self) -> int:
+        """Runs left 'running' by a process that died become 'crashed'; returns how many."""
+        with self._transaction() as con:
+            (count,) = con.execute(
+                "SELECT count(*) FROM runs WHERE status = 'running'"
+            ).fetchone() or (0,)
+            con.execute(
+                "UPDATE runs SET status = 'crashed', message = "
+                "'the process running it stopped before it finished (killed or crashed)' "
+                "WHERE status = 'running'"
+            )
+        return int(count)
+
+    def finish_run(
+        self, run_id: str, status: str, message: str | None = None, report_path: str | None = None
+    ) -> None:
+        """Record how a run ended."""
+        with self._transaction() as con:
+            con.execute(
+                "UPDATE runs SET status = ?, message = ?, report_path = COALESCE(?, report_path), "
+                "finished_at = current_timestamp WHERE run_id = ?",
+                [status, message, report_path, run_id],
+            )
+
+    def set_report_path(self, run_id: str, report_path: str) -> None:
+        """Remember where the run's report was written."""
+        with self._transaction() as con:
+            con.execute("UPDATE runs SET report_path = ? WHERE run_id = ?", [report_path, run_id])
+
+    def add_family(self, run_id: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        """The perturbations tested by a run (keys: family, perturbation_id, position, kind,
+        label, description, original_arm, perturbed_arm, test_id)."""
+        values = [
+            [
+                run_id,
+                row["family"],
+                row["perturbation_id"],
+                row["position"],
+                row["kind"],
+                row["label"],
+                row["description"],
+                row["original_arm"],
+                row["perturbed_arm"],
+                row["test_id"],
+            ]
+            for row in rows
+        ]
+        if not values:
+            return
+        with self._transaction() as con:
+            con.executemany(
+                "INSERT INTO run_tests (run_id, family, perturbation_id, position, kind, label, "
+                "description, original_arm, perturbed_arm, test_id) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                values,
+            )
+
+    def add_arm_failure(self, run_id: str, arm_id: str, model: str, reason: str) -> None:
+        """Record that an arm could not be sampled in this run."""
+        with self._transaction() as con:
+            con.execute(
+                "INSERT INTO arm_failures (run_id, arm_id, model, reason) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT DO NOTHING",
+                [run_id, arm_id, model, reason],
+            )
+
+    def arm_failures(self, run_id: str) -> pd.DataFrame:
+        """Arms that failed in a run, with the reason."""
+        return self._df("SELECT * FROM arm_failures WHERE run_id = ? ORDER BY arm_id", [run_id])
+
+    def add_corrections(
+        self, run_id: str, family: str, method: str, alpha: float, decisions: Sequence[Decision]
+    ) -> None:
+        """Store (or replace) the corrected decisions of one family of a run."""
+        with self._transaction() as con:
+            con.execute(
+                "DELETE FROM corrections WHERE run_id = ? AND family = ?", [run_id, family]
+            )
+            con.executemany(
+                "INSERT INTO corrections (run_id, family, perturbation_id, method, alpha, "
+                "p_value, adjusted_p, reject, tested) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    [run_id, family, d.perturbation_id, method, alpha, d.p_value, d.adjusted_p,
+                     d.reject, d.tested]
+                    for d in decisions
+                ],
+            )
+
+    def runs(self) -> pd.DataFrame:
+        """Every run, newest first."""
+        return self._df(
+            "SELECT run_id, audit, status, epoch, started_at, finished_at, message, report_path "
+            "FROM runs ORDER BY started_at DESC"
+        )
+
+    def run(self, run_id: str) -> dict[str, Any]:
+        """One run's row; ``UnknownRunError`` naming the id when absent. ``latest`` is accepted."""
+        if run_id == "latest":
+            df = self._df("SELECT * FROM runs ORDER BY started_at DESC LIMIT 1")
+        else:
+            df = self._df("SELECT * FROM runs WHERE run_id = ?", [run_id])
+        if df.empty:
+            raise UnknownRunError(f"run {run_id!r} is not in {self.path}; `dbpa runs` lists them")
+        return dict(df.iloc[0])
+
+    def results(self, run_id: str) -> pd.DataFrame:
+        """Per-perturbation results of a run, in family order."""
+        return self._df(
+            _RESULTS_SQL + " WHERE rt.run_id = ? ORDER BY rt.family, rt.position", [run_id]
+        )
+
+    def usage(self, arm_ids: Sequence[str]) -> pd.DataFrame:
+        """Outputs, tokens and cost per arm."""
+        return self._df(
+            "SELECT arm_id, count(*) AS outputs, "
+            "count(*) FILTER (WHERE status = 'empty') AS empty, "
+            "count(*) FILTER (WHERE status = 'filtered') AS filtered, "
+            "sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens, "
+            "sum(cost_usd) AS cost_usd, avg(latency_s) AS mean_latency_s "
+            "FROM samples WHERE list_contains(?, arm_id) GROUP BY arm_id ORDER BY arm_id",
+            [list(arm_ids)],
+        )
+
+    # ------------------------------------------------------------------ export
+
+    def export(self, table: str, path: str | Path, fmt: str = "parquet") -> Path:
+        """Write a table (or ``results``) to Parquet or CSV; returns the file written."""
+        if table not in EXPORTS:
+            raise ValueError(f"table: unknown {table!r}; choose one of {', '.join(EXPORTS)}")
+        if fmt not in ("parquet", "csv"):
+            raise ValueError(f"format: unknown {fmt!r}; choose parquet or csv")
+        with self._lock:
+            data = self._con.sql(EXPORTS[table]).to_arrow_table()
+        out = Path(path)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if fmt == "parquet":
+            pa_parquet.write_table(data, out)
+        else:
+            pa_csv.write_csv(_flatten_lists(data), out)
+        return out
+
+
+def _flatten_lists(table: pa.Table) -> pa.Table:
+    """CSV has no lists: write list columns (vectors, null distributions) as JSON text."""
+    columns = []
+    for name in table.column_names:
+        col = table.column(name)
+        if pa.types.is_list(col.type) or pa.types.is_large_list(col.type):
+            col = pa.array([None if v is None else json.dumps(v) for v in col.to_pylist()], pa.string())
+        columns.append(col)
+    return pa.table(columns, names=table.column_names)
