@@ -43,11 +43,15 @@ class AnalysisSpec(Spec):
         spec: Omega = OMEGAS[self.omega]
         spec.resolve_options(self.omega_options)
         if spec.level == "embedding" and self.similarity != "cosine":
-            raise ValueError(f"similarity: omega {self.omega!r} uses its own distance ({spec.matrix})")
+            raise ValueError(
+                f"similarity: omega {self.omega!r} uses its own distance ({spec.matrix})"
+            )
         return self
 
 
-def test_key(original_arm: str, perturbed_arm: str, embedder: str, analysis: AnalysisSpec, seed: int) -> str:
+def test_key(
+    original_arm: str, perturbed_arm: str, embedder: str, analysis: AnalysisSpec, seed: int
+) -> str:
     """Content id of a test: the arms, the embedder and every setting that changes the result."""
     return content_hash(
         "test",
@@ -63,7 +67,7 @@ def test_key(original_arm: str, perturbed_arm: str, embedder: str, analysis: Ana
 
 
 @dataclass(frozen=True)
-class TestRecord:
+class PerturbationTestRecord:
     """One stored permutation test of a perturbed arm against its original arm."""
 
     test_id: str
@@ -98,19 +102,21 @@ def run_test(
     perturbed_arm: str,
     embedder: str,
     analysis: AnalysisSpec,
-) -> TestRecord:
+) -> PerturbationTestRecord:
     """The permutation test of one perturbation, seeded by its test id (so it is reproducible)."""
     seed = int(test_id[:15], 16)
     result = permutation_test(
         original,
         perturbed,
-        similarity=analysis.similarity if OMEGAS[analysis.omega].level == "similarity" else "cosine",
+        similarity=analysis.similarity
+        if OMEGAS[analysis.omega].level == "similarity"
+        else "cosine",
         omega=analysis.omega,
         n_permutations=analysis.n_permutations,
         rng=seed,
         **analysis.omega_options,
     )
-    return TestRecord(
+    return PerturbationTestRecord(
         test_id=test_id,
         original_arm=original_arm,
         perturbed_arm=perturbed_arm,
@@ -146,9 +152,7 @@ class Decision:
     tested: bool
 
 
-def decide_family(
-    p_values: Mapping[str, float | None], analysis: AnalysisSpec
-) -> list[Decision]:
+def decide_family(p_values: Mapping[str, float | None], analysis: AnalysisSpec) -> list[Decision]:
     """Correct a family; perturbations without a p-value count as p = 1 (conservative)."""
     ids: Sequence[str] = list(p_values)
     raw = np.array([1.0 if p_values[i] is None else float(p_values[i]) for i in ids])  # type: ignore[arg-type]

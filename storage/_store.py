@@ -24,7 +24,7 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pa_parquet
 from numpy.typing import NDArray
 
-from dbpa.analysis import Decision, TestRecord
+from dbpa.analysis import Decision, PerturbationTestRecord
 from dbpa.arms import Arm
 from dbpa.specs import EmbeddingBatch, Generation, text_hash
 
@@ -115,7 +115,8 @@ class Store:
 
     def _df(self, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
         with self._lock:
-            return self._con.execute(sql, list(params)).df()
+            relation = self._con.sql(sql, params=list(params) or None)
+            return relation.to_arrow_table().to_pandas()
 
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
@@ -316,7 +317,7 @@ class Store:
         rows = self._rows("SELECT test_id FROM tests WHERE list_contains(?, test_id)", [ids])
         return {t for (t,) in rows}
 
-    def add_tests(self, records: Sequence[TestRecord]) -> None:
+    def add_tests(self, records: Sequence[PerturbationTestRecord]) -> None:
         """Store test results (idempotent)."""
         rows = [
             [
@@ -467,15 +468,22 @@ class Store:
     ) -> None:
         """Store (or replace) the corrected decisions of one family of a run."""
         with self._transaction() as con:
-            con.execute(
-                "DELETE FROM corrections WHERE run_id = ? AND family = ?", [run_id, family]
-            )
+            con.execute("DELETE FROM corrections WHERE run_id = ? AND family = ?", [run_id, family])
             con.executemany(
                 "INSERT INTO corrections (run_id, family, perturbation_id, method, alpha, "
                 "p_value, adjusted_p, reject, tested) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
-                    [run_id, family, d.perturbation_id, method, alpha, d.p_value, d.adjusted_p,
-                     d.reject, d.tested]
+                    [
+                        run_id,
+                        family,
+                        d.perturbation_id,
+                        method,
+                        alpha,
+                        d.p_value,
+                        d.adjusted_p,
+                        d.reject,
+                        d.tested,
+                    ]
                     for d in decisions
                 ],
             )
@@ -540,6 +548,8 @@ def _flatten_lists(table: pa.Table) -> pa.Table:
     for name in table.column_names:
         col = table.column(name)
         if pa.types.is_list(col.type) or pa.types.is_large_list(col.type):
-            col = pa.array([None if v is None else json.dumps(v) for v in col.to_pylist()], pa.string())
+            col = pa.array(
+                [None if v is None else json.dumps(v) for v in col.to_pylist()], pa.string()
+            )
         columns.append(col)
     return pa.table(columns, names=table.column_names)
