@@ -22,7 +22,7 @@ class AnalysisSpec(Spec):
     similarity: str = "cosine"
     """cosine, neg_l1 or neg_l2: the pairwise similarity behind P0 and P1."""
     omega: str = "jsd"
-    """Discrepancy: jsd, energy, wasserstein, ks, mean_diff, energy_cosine, energy_l1, energy_l2, centroid."""
+    """Discrepancy (see ``dbpa.stats.OMEGAS``); the paper's default is jsd."""
     omega_options: dict[str, Any] = Field(default_factory=dict)
     """Options of the discrepancy, e.g. ``{bins: 30}`` for jsd."""
     n_permutations: int = Field(default=2000, ge=1)
