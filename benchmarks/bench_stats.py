@@ -1,0 +1,198 @@
+"""The permutation engine against a literal per-permutation Algorithm 1, measured in the same run.
+
+At k=50 outputs per arm and d=384 (sentence-embedding size): the literal version
+re-splits the pooled embeddings, recomputes the cosines and bins a 30-bin JSD for every
+permutation; ``dbpa.permutation_test`` builds the pooled matrix once (included in its
+time) and indexes it. Targets: >= 50x faster at B=1000 with p-values equal within Monte
+Carlo error; B=10,000 in under 0.1 s.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+
+import dbpa
+from benchmarks._synthetic import Arm, Matrix, Vector, answer_space, cosine_range, sample
+from benchmarks._table import print_table
+from dbpa.stats import OMEGAS
+from tests.support.literal_dbpa import algorithm1
+
+K = 50
+D = 384
+B = 1000
+B_LARGE = 10_000
+TARGET_SPEEDUP = 50.0
+TARGET_SECONDS = 0.1
+FLAG_SE = 4.0
+STATISTIC_TOL = 1e-12
+B_SMALL = 10
+DATA_SEED = 0
+ORIGINAL = Arm(weights=(0.4, 0.3, 0.2, 0.1))
+NEW_TYPE_SHARES = {"null": 0.0, "new type 20%": 0.2, "new type 40%": 0.4, "new type 50%": 0.5}
+"""Perturbed arm: the original mixture with this share moved to a fifth answer type."""
+
+
+@dataclass(frozen=True)
+class Config:
+    """Sizes of one run."""
+
+    literal_b: int
+    """B of the literal runs (their time is scaled to B=1000; agreement uses this B)."""
+    repeats: int
+    """Timed literal and engine calls per dataset, interleaved."""
+    large_repeats: int
+    """Timed B=10,000 calls per omega."""
+
+
+FULL = Config(literal_b=B, repeats=7, large_repeats=7)
+QUICK = Config(literal_b=200, repeats=3, large_repeats=3)
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A named pair of arms: ``a`` original, ``b`` perturbed."""
+
+    name: str
+    a: Matrix
+    b: Matrix
+
+
+def datasets() -> list[Dataset]:
+    """One original arm (same draw for every dataset) against perturbed arms of growing effect."""
+    out = []
+    for name, share in NEW_TYPE_SHARES.items():
+        rng = np.random.default_rng(DATA_SEED)
+        space = answer_space(rng, d=D)
+        perturbed = Arm(weights=(*(w * (1 - share) for w in ORIGINAL.weights), share))
+        a = sample(rng, space, ORIGINAL, K)
+        out.append(Dataset(name, a, sample(rng, space, perturbed, K)))
+    return out
+
+
+def seconds(fn: Callable[[], object]) -> float:
+    """Wall time of one call."""
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def literal(data: Dataset, n_permutations: int, seed: int) -> tuple[float, float, Vector]:
+    """(T_obs, p, null) of the literal Algorithm 1 (jsd, 30 bins, pooled edges)."""
+    return algorithm1(data.a, data.b, n_permutations, np.random.default_rng(seed))
+
+
+def engine(
+    data: Dataset, n_permutations: int, seed: int, omega: str = "jsd"
+) -> dbpa.PermutationTestResult:
+    """The public entry point on the embeddings, as an audit calls it."""
+    return dbpa.permutation_test(
+        data.a, data.b, omega=omega, n_permutations=n_permutations, rng=seed
+    )
+
+
+def warm_up(data: Dataset) -> None:
+    """First calls pay BLAS thread start-up and imports; keep them out of the timings."""
+    literal(data, 20, seed=1)
+    for omega in OMEGAS:
+        engine(data, 200, seed=1, omega=omega)
+
+
+def timing_row(data: Dataset, cfg: Config, seed: int) -> list[object]:
+    """Literal and engine seconds at B=1000, interleaved so both see the same machine load."""
+    t_literal, t_engine = [], []
+    scale = B / cfg.literal_b
+    for r in range(cfg.repeats):
+        t_literal.append(seconds(partial(literal, data, cfg.literal_b, seed + r)) * scale)
+        t_engine.append(seconds(partial(engine, data, B, seed + r)))
+    lit, eng = float(np.median(t_literal)), float(np.median(t_engine))
+    ratio, best = lit / eng, min(t_literal) / min(t_engine)
+    verdict = "pass" if ratio >= TARGET_SPEEDUP else "FAIL"
+    return [data.name, lit, eng, f"{ratio:.1f}x", f"{best:.1f}x", verdict]
+
+
+def marginal_line(data: Dataset, cfg: Config, literal_seconds: float) -> str:
+    """Split the engine's time into a fixed per-call cost and a cost per permutation."""
+    t_small, t_full = [], []
+    for r in range(cfg.repeats):
+        t_small.append(seconds(partial(engine, data, B_SMALL, r)))
+        t_full.append(seconds(partial(engine, data, B, r)))
+    fixed = float(np.median(t_small))
+    per_perm = (float(np.median(t_full)) - fixed) / (B - B_SMALL)
+    return (f"engine fixed cost per call (B={B_SMALL}) {fixed * 1e3:.2f} ms, then "
+            f"{per_perm * 1e6:.1f} us per permutation; literal {literal_seconds / B * 1e3:.3f} ms "
+            f"per permutation: {literal_seconds / B / per_perm:.0f}x per permutation")
+
+
+def agreement_row(data: Dataset, n_permutations: int, seed: int) -> tuple[list[object], float]:
+    """p, T_obs and null mean of literal vs engine at the same B, independent seeds."""
+    t_lit, p_lit, null_lit = literal(data, n_permutations, seed)
+    res = engine(data, n_permutations, seed + 1)
+    p_bar = 0.5 * (p_lit + res.p_value)
+    se_p = math.sqrt(p_bar * (1 - p_bar) * 2 / n_permutations)
+    diff = res.p_value - p_lit
+    flag = "ok" if abs(diff) <= FLAG_SE * se_p else "FLAG"
+    se_mean = math.sqrt((null_lit.var(ddof=1) + res.null_std**2) / n_permutations)
+    mean_z = (res.null_mean - float(null_lit.mean())) / se_mean
+    t_diff = abs(res.statistic - t_lit)
+    row: list[object] = [
+        data.name, t_lit, f"{t_diff:.1e}", p_lit, res.p_value, f"{diff:+.4f}", f"{se_p:.4f}", flag,
+        float(null_lit.mean()), res.null_mean, f"{mean_z:+.2f}",
+    ]
+    return row, t_diff
+
+
+def large_b_rows(data: Dataset, repeats: int) -> list[list[object]]:
+    """Median engine seconds at B=10,000 for every omega."""
+    rows = []
+    for omega in OMEGAS:
+        times = [seconds(partial(engine, data, B_LARGE, r, omega)) for r in range(repeats)]
+        t = float(np.median(times))
+        verdict = ("pass" if t < TARGET_SECONDS else "FAIL") if omega == "jsd" else "(informative)"
+        rows.append([omega, t, f"{t / B_LARGE * 1e6:.1f}", verdict])
+    return rows
+
+
+def main(quick: bool = False) -> None:
+    cfg = QUICK if quick else FULL
+    data = datasets()
+    lo, hi = cosine_range(np.vstack([data[0].a, data[0].b]))
+    print(f"\nbench_stats: k={K} per arm, d={D}, cosines (1st-99th pct) in [{lo:.2f}, {hi:.2f}]; "
+          f"{os.cpu_count()} cores, load average before the run {os.getloadavg()[0]:.2f}")
+    warm_up(data[0])
+    scaled = ""
+    if cfg.literal_b != B:
+        scaled = f" (literal timed at B={cfg.literal_b}, scaled x{B / cfg.literal_b:g})"
+    timings = [timing_row(d, cfg, seed=1000 * i) for i, d in enumerate(data)]
+    print_table(
+        f"Literal Algorithm 1 vs engine (jsd, 30 bins, pooled edges), B={B}, "
+        f"median of {cfg.repeats} interleaved calls{scaled}",
+        ["dataset", "literal s", "engine s", "speedup", "best-of", f">= {TARGET_SPEEDUP:g}x"],
+        timings,
+    )
+    print(marginal_line(data[0], cfg, float(np.median([row[1] for row in timings]))))
+    results = [agreement_row(d, cfg.literal_b, seed=7 + 1000 * i) for i, d in enumerate(data)]
+    print_table(
+        f"Agreement at B={cfg.literal_b}, independent seeds (SE = sqrt(p(1-p) 2/B); "
+        f"null-mean diff in SE units)",
+        ["dataset", "T_obs", "|dT|", "p literal", "p engine", "diff", "SE", f"<= {FLAG_SE:g} SE",
+         "null mean lit", "null mean eng", "diff/SE"],
+        [row for row, _ in results],
+    )
+    worst = max(t for _, t in results)
+    verdict = "pass" if worst <= STATISTIC_TOL else "FAIL"
+    print(f"max |T_obs literal - T_obs engine| = {worst:.1e} "
+          f"(target <= {STATISTIC_TOL:g}: {verdict})")
+    print_table(
+        f"Engine at B={B_LARGE}, k={K} "
+        f"(median of {cfg.large_repeats}; target < {TARGET_SECONDS} s for jsd)",
+        ["omega", "seconds", "us/perm", "target"],
+        large_b_rows(data[2], cfg.large_repeats),
+    )
+    print(f"load average after the run {os.getloadavg()[0]:.2f}")
