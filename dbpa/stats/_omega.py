@@ -25,7 +25,7 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.special import rel_entr
+from scipy.special import rel_entr, xlogy
 
 from ._similarity import centered_gram, cosine_distance, l1_distance, l2_distance
 from ._validation import as_positive_int
@@ -82,6 +82,28 @@ def jensen_shannon(p: NDArray[np.float64], q: NDArray[np.float64]) -> Vector:
     return np.clip(js, 0.0, 1.0)
 
 
+def _xlogx_table(size: int) -> Vector:
+    """c * log(c) for the integer counts c = 0..size (0 log 0 = 0)."""
+    c = np.arange(size + 1, dtype=np.float64)
+    table: Vector = xlogy(c, c)
+    return table
+
+
+def _jsd_from_counts(
+    h0: NDArray[np.intp], h1: NDArray[np.intp], n0: int, n1: int, xlogx: Vector
+) -> Vector:
+    """JS divergence in bits between rows of bin counts summing to n0 and n1.
+
+    JSD = H(M) - H(P)/2 - H(Q)/2, and sum p log p = (sum h log h)/n0 - log n0: the integer
+    parts come from a table, so only the mixture M needs logarithms.
+    """
+    neg_h_p = xlogx[h0].sum(axis=1) / n0 - math.log(n0)
+    neg_h_q = xlogx[h1].sum(axis=1) / n1 - math.log(n1)
+    m = 0.5 * (h0 / n0 + h1 / n1)
+    js: Vector = (0.5 * (neg_h_p + neg_h_q) - xlogy(m, m).sum(axis=1)) / math.log(2.0)
+    return np.clip(js, 0.0, 1.0)
+
+
 def _group_sizes(n: int, k_a: int) -> tuple[int, int]:
     """Sizes of P0 (pairs inside the first group) and P1 (cross pairs)."""
     return k_a * (k_a - 1) // 2, k_a * (n - k_a)
@@ -121,24 +143,28 @@ class _JSDKernel:
         n = matrix.shape[0]
         iu = np.triu_indices(n, 1)
         self.edges = histogram_edges(matrix[iu], bins, range)
-        idx = bin_index(matrix, self.edges)
+        rows, cols = np.nonzero(~np.eye(n, dtype=bool))
+        bin_of_pair = bin_index(matrix[rows, cols], self.edges)
         dtype = np.float32 if n < 4096 else np.float64  # counts stay exact integers
-        onehot = (idx[None, :, :] == np.arange(bins)[:, None, None]).astype(dtype)
-        onehot[:, np.arange(n), np.arange(n)] = 0.0
+        # Column block c of `stacked` is E_c: stacked[i, c*n + j] = 1 when pair (i, j) is in bin c.
+        self._stacked = np.zeros((n, bins * n), dtype=dtype)
+        self._stacked[rows, bin_of_pair * n + cols] = 1.0
+        counts = np.bincount(rows * bins + bin_of_pair, minlength=n * bins)
+        self._rowcounts = counts.reshape(n, bins).astype(dtype)
         self._dtype = dtype
         self._n, self._bins = n, bins
-        self._stacked = np.ascontiguousarray(onehot.transpose(1, 0, 2).reshape(n, bins * n))
-        self._rowcounts = onehot.sum(axis=2).T.copy()
         self._n0, self._n1 = _group_sizes(n, k_a)
+        self._xlogx = _xlogx_table(max(self._n0, self._n1))
         self.bytes_per_split = (bins + 2) * n * np.dtype(dtype).itemsize + 16 * bins
         self.scale = 1.0
 
     def __call__(self, masks: Masks) -> Vector:
         x = masks.astype(self._dtype)
         y = (x @ self._stacked).reshape(len(x), self._bins, self._n)
-        within2 = np.matmul(y, x[:, :, None])[:, :, 0].astype(np.float64)  # 2 * h0
-        h1 = (x @ self._rowcounts).astype(np.float64) - within2  # (2 h0 + h1) - 2 h0
-        return jensen_shannon(0.5 * within2 / self._n0, h1 / self._n1)
+        within2 = np.matmul(y, x[:, :, None])[:, :, 0]  # 2 * h0
+        h0 = (0.5 * within2).astype(np.intp)
+        h1 = (x @ self._rowcounts - within2).astype(np.intp)  # (2 h0 + h1) - 2 h0
+        return _jsd_from_counts(h0, h1, self._n0, self._n1, self._xlogx)
 
 
 class _CDFKernel:
@@ -160,6 +186,8 @@ class _CDFKernel:
         # KS: evaluate each CDF only after the last of a run of equal values.
         self._run_ends = np.r_[sorted_values[1:] != sorted_values[:-1], True]
         self._n0, self._n1 = _group_sizes(n, k_a)
+        largest = self._n0 * (self._n0 + self._n1)
+        self._int = np.int32 if largest < 2**31 else np.int64
         self._statistic = statistic
         self.bytes_per_split = 40 * values.size
         spread = float(sorted_values[-1] - sorted_values[0])
@@ -167,8 +195,11 @@ class _CDFKernel:
 
     def __call__(self, masks: Masks) -> Vector:
         xi, xj = masks[:, self._i], masks[:, self._j]
-        diff = np.cumsum(xi & xj, axis=1, dtype=np.float64) / self._n0
-        diff -= np.cumsum(xi ^ xj, axis=1, dtype=np.float64) / self._n1
+        # n0 n1 (F0 - F1) as one exact integer cumulative sum: a pair in P0 adds n1, a
+        # cross pair (in P1) subtracts n0, i.e. (n0 + n1) for both ends in, -n0 for either.
+        steps = (xi & xj).astype(self._int) * (self._n0 + self._n1)
+        steps -= (xi | xj).astype(self._int) * self._n0
+        diff = np.cumsum(steps, axis=1) * (1.0 / (self._n0 * self._n1))
         if self._statistic == "ks":
             sup: Vector = np.abs(diff[:, self._run_ends]).max(axis=1)
             return sup
@@ -332,7 +363,9 @@ OMEGAS: dict[str, Omega] = {
         Omega(
             "energy_cosine",
             "embedding",
-            "energy distance between the arms' embeddings, cosine distance",
+            "energy distance between the arms' embeddings, cosine distance; since "
+            "1 - cos(u, v) = |u - v|^2 / 2 for unit vectors, this is the centroid statistic "
+            "of the normalized embeddings (blind to changes of spread alone)",
             "cosine distance",
             _EnergyKernel,
             from_embeddings=cosine_distance,
