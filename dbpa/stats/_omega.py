@@ -147,10 +147,10 @@ class _JSDKernel:
         bin_of_pair = bin_index(matrix[rows, cols], self.edges)
         dtype = np.float32 if n < 4096 else np.float64  # counts stay exact integers
         # Column block c of `stacked` is E_c: stacked[i, c*n + j] = 1 when pair (i, j) is in bin c.
-        self._stacked = np.zeros((n, bins * n), dtype=dtype)
+        self._stacked: NDArray[np.floating[Any]] = np.zeros((n, bins * n), dtype=dtype)
         self._stacked[rows, bin_of_pair * n + cols] = 1.0
         counts = np.bincount(rows * bins + bin_of_pair, minlength=n * bins)
-        self._rowcounts = counts.reshape(n, bins).astype(dtype)
+        self._rowcounts: NDArray[np.floating[Any]] = counts.reshape(n, bins).astype(dtype)
         self._dtype = dtype
         self._n, self._bins = n, bins
         self._n0, self._n1 = _group_sizes(n, k_a)
@@ -159,7 +159,7 @@ class _JSDKernel:
         self.scale = 1.0
 
     def __call__(self, masks: Masks) -> Vector:
-        x = masks.astype(self._dtype)
+        x: NDArray[np.floating[Any]] = masks.astype(self._dtype)
         y = (x @ self._stacked).reshape(len(x), self._bins, self._n)
         within2 = np.matmul(y, x[:, :, None])[:, :, 0]  # 2 * h0
         h0 = (0.5 * within2).astype(np.intp)
@@ -197,8 +197,9 @@ class _CDFKernel:
         xi, xj = masks[:, self._i], masks[:, self._j]
         # n0 n1 (F0 - F1) as one exact integer cumulative sum: a pair in P0 adds n1, a
         # cross pair (in P1) subtracts n0, i.e. (n0 + n1) for both ends in, -n0 for either.
-        steps = (xi & xj).astype(self._int) * (self._n0 + self._n1)
-        steps -= (xi | xj).astype(self._int) * self._n0
+        inside: NDArray[np.signedinteger[Any]] = (xi & xj).astype(self._int)
+        touching: NDArray[np.signedinteger[Any]] = (xi | xj).astype(self._int)
+        steps = inside * (self._n0 + self._n1) - touching * self._n0
         diff = np.cumsum(steps, axis=1) * (1.0 / (self._n0 * self._n1))
         if self._statistic == "ks":
             sup: Vector = np.abs(diff[:, self._run_ends]).max(axis=1)
