@@ -1,0 +1,85 @@
+"""dbpa.report: audit reports as HTML, Markdown and JSON, regenerated from the record.
+
+Pure rendering, no Prefect and no model call::
+
+    from pathlib import Path
+
+    from storage import Store
+    from dbpa.report import gather, render_html
+
+    with Store("dbpa.duckdb", read_only=True) as store:
+        data = gather(store, "latest")
+    Path("report.html").write_text(render_html(data))
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from ._data import (
+    ALLOWED_FPR,
+    Alignment,
+    ArmView,
+    Family,
+    ModelUsage,
+    NullView,
+    Output,
+    ReportData,
+    RocView,
+    RunInfo,
+    Settings,
+    SimilarityView,
+    TestRow,
+    TestView,
+    Usage,
+)
+from ._gather import gather
+from ._html import CONTENT_SECURITY_POLICY, render_html
+from ._json import render_json, report_dict
+from ._markdown import render_markdown, summary_markdown
+from ._text import results_table
+
+__all__ = [
+    "ALLOWED_FPR",
+    "CONTENT_SECURITY_POLICY",
+    "RENDERERS",
+    "Alignment",
+    "ArmView",
+    "Family",
+    "ModelUsage",
+    "NullView",
+    "Output",
+    "ReportData",
+    "RocView",
+    "RunInfo",
+    "Settings",
+    "SimilarityView",
+    "TestRow",
+    "TestView",
+    "Usage",
+    "gather",
+    "render_html",
+    "render_json",
+    "render_markdown",
+    "report_dict",
+    "report_path",
+    "results_table",
+    "summary_markdown",
+]
+
+RENDERERS: dict[str, Callable[[ReportData], str]] = {
+    "html": render_html,
+    "md": render_markdown,
+    "json": render_json,
+}
+"""Report format (also the file extension) -> renderer."""
+
+
+def report_path(out_dir: str | Path, run_id: str, fmt: str) -> Path:
+    """``out_dir/<run_id>.<fmt>``, with the run id reduced to a safe file name."""
+    if fmt not in RENDERERS:
+        raise ValueError(f"format: unknown {fmt!r}; choose one of {', '.join(RENDERERS)}")
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", run_id).strip("._") or "run"
+    return Path(out_dir) / f"{name}.{fmt}"

@@ -1,0 +1,104 @@
+"""The sampled arms of a run: prompts, a few outputs each, tokens and cost."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from ._data import ArmView, ModelUsage, Output, Usage
+from ._values import as_float, as_int, as_json
+
+if TYPE_CHECKING:
+    from storage import Store
+
+__all__ = ["gather_arms", "usage_by_model"]
+
+
+def _arm_roles(results: pd.DataFrame) -> dict[str, list[str]]:
+    roles: dict[str, list[str]] = {}
+    for r in results.itertuples():
+        original = f"original of {r.family}"
+        if original not in roles.setdefault(str(r.original_arm), []):
+            roles[str(r.original_arm)].append(original)
+        roles.setdefault(str(r.perturbed_arm), []).append(f"{r.perturbation_id} ({r.family})")
+    return roles
+
+
+def _usage_of(row: Any) -> Usage:
+    return Usage(
+        outputs=int(row.outputs),
+        empty=int(row.empty),
+        filtered=int(row.filtered),
+        prompt_tokens=as_int(row.prompt_tokens) or 0,
+        completion_tokens=as_int(row.completion_tokens) or 0,
+        cost_usd=as_float(row.cost_usd),
+    )
+
+
+def gather_arms(
+    store: Store, results: pd.DataFrame, failures: Mapping[str, str], samples_per_arm: int
+) -> tuple[ArmView, ...]:
+    """Every arm of the run's results, with its first ``samples_per_arm`` outputs."""
+    roles = _arm_roles(results)
+    ids = list(roles)
+    stored = store.arms(ids).set_index("arm_id")
+    usage = {str(r.arm_id): _usage_of(r) for r in store.usage(ids).itertuples()}
+    samples = store.samples(ids)
+    shown = samples[samples.idx < samples_per_arm] if not samples.empty else samples
+    outputs: dict[str, list[Output]] = {}
+    for s in shown.itertuples():
+        outputs.setdefault(str(s.arm_id), []).append(
+            Output(int(s.idx), str(s.text), str(s.status), as_int(s.seed))
+        )
+    views = []
+    for arm_id in ids:
+        if arm_id in stored.index:
+            row = stored.loc[arm_id]
+            model, params = str(row.model), as_json(row.params)
+            messages = tuple((str(m["role"]), str(m["content"])) for m in as_json(row.messages))
+        else:
+            model, params, messages = "?", {}, ()
+        views.append(
+            ArmView(
+                arm_id=arm_id,
+                model=model,
+                params=params,
+                messages=messages,
+                roles=tuple(roles[arm_id]),
+                outputs=tuple(outputs.get(arm_id, ())),
+                usage=usage.get(arm_id),
+                failure=failures.get(arm_id),
+            )
+        )
+    return tuple(views)
+
+
+def _add(a: Usage, b: Usage) -> Usage:
+    cost = (
+        None if a.cost_usd is None and b.cost_usd is None else (a.cost_usd or 0) + (b.cost_usd or 0)
+    )
+    return Usage(
+        outputs=a.outputs + b.outputs,
+        empty=a.empty + b.empty,
+        filtered=a.filtered + b.filtered,
+        prompt_tokens=a.prompt_tokens + b.prompt_tokens,
+        completion_tokens=a.completion_tokens + b.completion_tokens,
+        cost_usd=cost,
+    )
+
+
+def usage_by_model(arms: Iterable[ArmView]) -> tuple[tuple[ModelUsage, ...], Usage]:
+    """Usage per model (arms of one model summed) and in total."""
+    zero = Usage(0, 0, 0, 0, 0, None)
+    per_model: dict[str, tuple[int, Usage]] = {}
+    for arm in arms:
+        if arm.usage is None:
+            continue
+        count, usage = per_model.get(arm.model, (0, zero))
+        per_model[arm.model] = (count + 1, _add(usage, arm.usage))
+    total = zero
+    for _, usage in per_model.values():
+        total = _add(total, usage)
+    return tuple(ModelUsage(m, n, u) for m, (n, u) in per_model.items()), total

@@ -1,0 +1,310 @@
+"""Everything a report shows, as frozen dataclasses (gathered once, rendered many ways)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dbpa.analysis import stars
+from dbpa.stats import ModelChoice, OperatingPoint
+
+from ._format import p_floor
+
+__all__ = [
+    "ALLOWED_FPR",
+    "Alignment",
+    "ArmView",
+    "Family",
+    "ModelUsage",
+    "NullView",
+    "Output",
+    "ReportData",
+    "RocView",
+    "RunInfo",
+    "Settings",
+    "SimilarityView",
+    "TestRow",
+    "TestView",
+    "Usage",
+]
+
+ALLOWED_FPR = (0.01, 0.05)
+"""False-positive rates at which the TPR and the best model are reported (paper, Fig. 2)."""
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """The run row and where it is recorded."""
+
+    run_id: str
+    audit: str
+    description: str
+    status: str
+    message: str | None
+    started_at: str | None
+    """ISO 8601."""
+    finished_at: str | None
+    flow_run_id: str | None
+    epoch: str
+    config_hash: str
+    prompt: tuple[tuple[str, str], ...]
+    """The original prompt as (role, content) messages."""
+    config: Mapping[str, Any]
+    """The audit configuration as the run stored it."""
+    versions: Mapping[str, str]
+    """Package versions of the process that ran the audit."""
+    database: str
+    database_id: str
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The analysis settings of the run (from its stored configuration)."""
+
+    k: int | None
+    embedder: str
+    """Embedder key, ``backend/model``."""
+    similarity: str
+    omega: str
+    """Name of the discrepancy (e.g. ``jsd``)."""
+    omega_options: Mapping[str, Any]
+    n_permutations: int | None
+    alpha: float | None
+    correction: str | None
+    seed: int | None
+
+
+@dataclass(frozen=True)
+class TestRow:
+    """One perturbation of one family: its test and its corrected decision."""
+
+    __test__ = False  # not a pytest class
+
+    family: str
+    position: int
+    perturbation_id: str
+    kind: str
+    label: str | None
+    """``control``, ``target`` or None."""
+    description: str
+    tested: bool
+    omega: float | None
+    """Observed discrepancy (the paper's effect size)."""
+    effect: float | None
+    """``omega - null_mean``: omega corrected for its bias at this k."""
+    z: float | None
+    null_mean: float | None
+    null_std: float | None
+    p_value: float | None
+    adjusted_p: float | None
+    reject: bool | None
+    """None when the family was not corrected (the run stopped first)."""
+    evaluated: int | None
+    """Permutations evaluated (all splits when ``exact``)."""
+    exact: bool | None
+    k_a: int | None
+    k_b: int | None
+    seed: int | None
+    """Seed of the permutations."""
+    test_id: str
+    original_arm: str
+    perturbed_arm: str
+    reason: str | None
+    """Why the perturbation was not tested."""
+
+    @property
+    def stars(self) -> str:
+        """``*`` p<0.05, ``**`` p<0.01, ``***`` p<0.001 (raw p, as in the paper's Table 2)."""
+        return "" if self.p_value is None else stars(self.p_value)
+
+    @property
+    def p_floor(self) -> float | None:
+        """The smallest p-value this test could give."""
+        if self.evaluated is None or self.exact is None:
+            return None
+        return p_floor(self.evaluated, self.exact)
+
+    @property
+    def decision(self) -> str:
+        """``changed``, ``no change``, ``not tested`` or ``not corrected``."""
+        if not self.tested:
+            return "not tested"
+        if self.reject is None:
+            return "not corrected"
+        return "changed" if self.reject else "no change"
+
+    @property
+    def control_changed(self) -> bool:
+        """A control perturbation was rejected: the model changed where it should not."""
+        return self.label == "control" and self.reject is True
+
+
+@dataclass(frozen=True)
+class Family:
+    """The perturbations tested against one model's original arm."""
+
+    name: str
+    rows: tuple[TestRow, ...]
+
+    @property
+    def tested(self) -> int:
+        """Perturbations with a test."""
+        return sum(r.tested for r in self.rows)
+
+    @property
+    def changed(self) -> int:
+        """Perturbations rejected after correction."""
+        return sum(r.reject is True for r in self.rows)
+
+    @property
+    def controls_changed(self) -> tuple[TestRow, ...]:
+        """Rejected control perturbations."""
+        return tuple(r for r in self.rows if r.control_changed)
+
+    def labelled(self, label: str) -> tuple[TestRow, ...]:
+        """Tested rows (with a p-value) carrying this label."""
+        return tuple(r for r in self.rows if r.p_value is not None and r.label == label)
+
+
+@dataclass(frozen=True)
+class RocView:
+    """ROC of one labelled family over the raw p-values (paper, Fig. 1)."""
+
+    family: str
+    fpr: tuple[float, ...]
+    tpr: tuple[float, ...]
+    auc: float
+    points: tuple[OperatingPoint, ...]
+    """Best TPR at each allowed FPR in ``ALLOWED_FPR``."""
+    n_control: int
+    n_target: int
+    n_untested: int
+    """Labelled perturbations left out because they were not tested."""
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """A model swapped in for a family's reference model (paper, Fig. 3)."""
+
+    reference: str
+    """The family (its model is the reference)."""
+    model: str
+    """The compared model."""
+    row: TestRow
+
+
+@dataclass(frozen=True)
+class Output:
+    """One sampled output shown in the report."""
+
+    index: int
+    text: str
+    status: str
+    seed: int | None
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Outputs, tokens and cost."""
+
+    outputs: int
+    empty: int
+    filtered: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float | None
+    """Sum of the known prices; None when no output had one."""
+
+
+@dataclass(frozen=True)
+class ArmView:
+    """One sampled arm: what was asked, of which model, and a few of its outputs."""
+
+    arm_id: str
+    model: str
+    params: Mapping[str, Any]
+    messages: tuple[tuple[str, str], ...]
+    """(role, content) pairs."""
+    roles: tuple[str, ...]
+    """Where the arm is used, e.g. ``original of gpt-4`` or ``doctor (gpt-4)``."""
+    outputs: tuple[Output, ...]
+    usage: Usage | None
+    failure: str | None
+
+
+@dataclass(frozen=True)
+class ModelUsage:
+    """Tokens and cost of every arm sampled from one model."""
+
+    model: str
+    arms: int
+    usage: Usage
+
+
+@dataclass(frozen=True)
+class SimilarityView:
+    """Histograms of P0 and P1 on shared edges, as shares of their pairs."""
+
+    similarity: str
+    edges: tuple[float, ...]
+    p0: tuple[float, ...]
+    p1: tuple[float, ...]
+    p0_mean: float
+    p1_mean: float
+
+
+@dataclass(frozen=True)
+class NullView:
+    """Histogram of the permutation null, and the observed statistic."""
+
+    edges: tuple[float, ...]
+    counts: tuple[int, ...]
+    observed: float
+    mean: float
+
+
+@dataclass(frozen=True)
+class TestView:
+    """What the per-test figure draws."""
+
+    __test__ = False  # not a pytest class
+
+    family: str
+    perturbation_id: str
+    null: NullView
+    similarity: SimilarityView | None
+    note: str | None
+    """Why the similarity histograms are missing."""
+
+
+@dataclass(frozen=True)
+class ReportData:
+    """A run, gathered from the audit record."""
+
+    run: RunInfo
+    settings: Settings
+    families: tuple[Family, ...]
+    roc: tuple[RocView, ...]
+    """One per family with tested control and target perturbations."""
+    best_models: tuple[ModelChoice, ...]
+    """One per allowed FPR, when several families are labelled."""
+    alignment: tuple[Alignment, ...]
+    arms: tuple[ArmView, ...]
+    usage: tuple[ModelUsage, ...]
+    total_usage: Usage
+    test_views: tuple[TestView, ...]
+    figures_omitted: int
+    """Tested perturbations beyond the figure limit (their numbers are in the tables)."""
+    generator: str
+    """The dbpa version that wrote the report."""
+
+    @property
+    def rows(self) -> tuple[TestRow, ...]:
+        """Every perturbation of every family."""
+        return tuple(r for f in self.families for r in f.rows)
+
+    @property
+    def labelled(self) -> bool:
+        """Some perturbation carries a control/target label."""
+        return any(r.label for r in self.rows)

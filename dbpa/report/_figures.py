@@ -1,0 +1,175 @@
+"""The report's figures as PNG data URIs.
+
+Drawn on matplotlib's Agg canvas through the object API (``Figure`` +
+``FigureCanvasAgg``): no pyplot, no global figure registry, nothing left open.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import matplotlib as mpl
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.typing import RcKeyType
+
+from dbpa.stats import ModelChoice
+
+from ._data import Alignment, RocView, TestView
+from ._format import fmt_omega, fmt_p, fmt_rate
+
+__all__ = ["Chart", "alignment_figure", "roc_figure", "test_figure", "tpr_by_fpr_figure"]
+
+DPI = 150
+"""Pixels per inch of the PNGs; they are shown at 96 CSS pixels per inch, so stay sharp."""
+CSS_PX_PER_INCH = 96
+BLUE, ORANGE, GREY, RED, INK = "#3b6ea5", "#e08a3c", "#a9b1bb", "#c0392b", "#222222"
+STYLE: dict[RcKeyType, Any] = {
+    "font.size": 8,
+    "axes.titlesize": 8.5,
+    "axes.labelsize": 8,
+    "xtick.labelsize": 7.5,
+    "ytick.labelsize": 7.5,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.edgecolor": "#666666",
+    "legend.frameon": False,
+    "legend.fontsize": 7.5,
+}
+
+
+def _plain(text: str, limit: int = 40) -> str:
+    """A user string as literal plot text: shortened, ``$`` kept out of mathtext."""
+    short = text if len(text) <= limit else text[: limit - 1] + "…"
+    return short.replace("$", r"\$")
+
+
+@contextmanager
+def _figure(width: float, height: float) -> Iterator[Figure]:
+    """A figure on an Agg canvas, cleared when done."""
+    with mpl.rc_context(STYLE):
+        fig = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
+        FigureCanvasAgg(fig)
+        try:
+            yield fig
+        finally:
+            fig.clear()
+
+
+@dataclass(frozen=True)
+class Chart:
+    """A PNG figure as a data URI, and the width in CSS pixels to show it at."""
+
+    uri: str
+    width: int
+
+
+def _chart(fig: Figure) -> Chart:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", metadata={"Software": None})
+    uri = "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+    return Chart(uri=uri, width=round(fig.get_figwidth() * CSS_PX_PER_INCH))
+
+
+def _bars(ax: Axes, edges: Sequence[float], heights: Sequence[float], **style: object) -> None:
+    e = np.asarray(edges)
+    ax.bar(e[:-1], heights, width=np.diff(e), align="edge", **style)  # type: ignore[arg-type]
+
+
+def test_figure(view: TestView) -> Chart:
+    """P0 vs P1 histograms (when the outputs are embedded) and the permutation null."""
+    panels = 2 if view.similarity is not None else 1
+    with _figure(2.75 * panels, 2.2) as fig:
+        axes = fig.subplots(1, panels, squeeze=False)[0]
+        if view.similarity is not None:
+            s = view.similarity
+            ax = axes[0]
+            _bars(ax, s.edges, s.p0, color=BLUE, alpha=0.55, label="P0 original")
+            p1_label = "P1 original \N{MULTIPLICATION SIGN} perturbed"
+            _bars(ax, s.edges, s.p1, color=ORANGE, alpha=0.55, label=p1_label)
+            ax.axvline(s.p0_mean, color=BLUE, lw=1.2, ls="--")
+            ax.axvline(s.p1_mean, color=ORANGE, lw=1.2, ls="--")
+            ax.set_xlabel(f"{s.similarity} similarity")
+            ax.set_ylabel("share of pairs")
+            ax.legend(loc="lower left", bbox_to_anchor=(0, 1), ncol=1)
+        ax = axes[-1]
+        n = view.null
+        _bars(ax, n.edges, n.counts, color=GREY, label="null (permuted splits)")
+        ax.axvline(n.observed, color=RED, lw=2, label=f"observed ω = {fmt_omega(n.observed)}")
+        ax.set_xlabel("ω")
+        ax.set_ylabel("permutations")
+        ax.legend(loc="lower left", bbox_to_anchor=(0, 1), ncol=1)
+        return _chart(fig)
+
+
+def roc_figure(rocs: Sequence[RocView]) -> Chart:
+    """ROC curves over alpha, one per labelled family (paper, Fig. 1)."""
+    with _figure(4.2, 3.6) as fig:
+        ax = fig.subplots()
+        ax.plot([0, 1], [0, 1], color=GREY, lw=1, ls="--", label="chance")
+        for max_fpr in (0.01, 0.05):
+            ax.axvline(max_fpr, color=GREY, lw=0.6, ls=":")
+        for roc in rocs:
+            label = f"{_plain(roc.family, 28)} (AUC {roc.auc:.2f})"
+            ax.plot(roc.fpr, roc.tpr, marker="o", ms=3, lw=1.6, label=label)
+        ax.set_xlim(-0.02, 1.02)
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_aspect("equal")
+        ax.set_xlabel("false-positive rate (controls changed)")
+        ax.set_ylabel("true-positive rate (targets changed)")
+        ax.legend(loc="lower right")
+        return _chart(fig)
+
+
+def tpr_by_fpr_figure(choices: Sequence[ModelChoice]) -> Chart:
+    """TPR of every model at each allowed FPR; the best boxed in black (paper, Fig. 2)."""
+    models = list(choices[0].points)
+    width = 0.8 / len(models)
+    with _figure(max(4.2, 1.1 + 0.45 * len(models) * len(choices)), 2.8) as fig:
+        ax = fig.subplots()
+        for i, model in enumerate(models):
+            x = np.arange(len(choices)) + (i - (len(models) - 1) / 2) * width
+            tpr = [c.points[model].tpr for c in choices]
+            best = [c.model == model for c in choices]
+            bars = ax.bar(
+                x,
+                tpr,
+                width=width * 0.92,
+                label=_plain(model, 28),
+                edgecolor=[INK if b else "none" for b in best],
+                linewidth=[2.2 if b else 0 for b in best],
+            )
+            ax.bar_label(bars, [fmt_rate(t) for t in tpr], padding=2, fontsize=7)
+        ax.set_xticks(
+            np.arange(len(choices)), [f"allowed FPR {fmt_rate(c.max_fpr)}" for c in choices]
+        )
+        ax.set_ylim(0, 1.12)
+        ax.set_ylabel("TPR")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        return _chart(fig)
+
+
+def alignment_figure(rows: Sequence[Alignment]) -> Chart:
+    """Omega of each swapped-in model against the reference model (paper, Fig. 3)."""
+    tested = [a for a in rows if a.row.omega is not None]
+    with _figure(6.0, 0.9 + 0.32 * len(tested)) as fig:
+        ax = fig.subplots()
+        y = np.arange(len(tested))[::-1]
+        omegas = [a.row.omega for a in tested if a.row.omega is not None]
+        colors = [RED if a.row.reject else BLUE for a in tested]
+        ax.barh(y, omegas, color=colors, height=0.6)
+        ax.set_yticks(y, [_plain(a.model) for a in tested])
+        for yi, a, w in zip(y, tested, omegas, strict=True):
+            p = fmt_p(a.row.p_value, a.row.p_floor)
+            note = f" {fmt_omega(a.row.omega)}{a.row.stars}   p {p}"
+            ax.text(w, yi, note, va="center", fontsize=7.5, color=INK)
+        ax.set_xlim(0, max(omegas, default=1.0) * 1.45 or 1.0)
+        ax.set_xlabel(f"ω against {_plain(rows[0].reference)} (red: changed after correction)")
+        return _chart(fig)

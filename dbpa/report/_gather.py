@@ -1,0 +1,216 @@
+"""Read a run from the audit record into a ``ReportData`` (no model call, no Prefect)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from dbpa.stats import ModelChoice, best_model, roc_curve, tpr_at_fpr
+
+from ._arms import gather_arms, usage_by_model
+from ._data import ALLOWED_FPR, Alignment, Family, ReportData, RocView, RunInfo, Settings, TestRow
+from ._values import as_bool, as_float, as_int, as_iso, as_json, as_str
+from ._views import gather_test_views
+
+if TYPE_CHECKING:
+    from storage import Store
+
+__all__ = ["gather"]
+
+
+def gather(
+    store: Store, run_id: str, *, samples_per_arm: int = 3, max_test_figures: int = 200
+) -> ReportData:
+    """Everything the report of ``run_id`` (or ``latest``) shows, read through ``store``.
+
+    ``samples_per_arm`` outputs of each arm are included; per-test figures are drawn
+    for the first ``max_test_figures`` tested perturbations (the tables list all).
+    Raises ``storage.UnknownRunError`` when the run is not recorded.
+    """
+    for name, value in (
+        ("samples_per_arm", samples_per_arm),
+        ("max_test_figures", max_test_figures),
+    ):
+        if value < 0:
+            raise ValueError(f"{name}: must be at least 0, got {value}")
+    run_row = store.run(run_id)
+    run = _run_info(run_row, store)
+    settings = _settings(run.config)
+    results = store.results(run.run_id)
+    failures = {str(r.arm_id): str(r.reason) for r in store.arm_failures(run.run_id).itertuples()}
+    tests = store.tests(sorted(set(results.test_id))).set_index("test_id", drop=False)
+    families = _families(results, tests, failures, _model_order(run.config))
+    arms = gather_arms(store, results, failures, samples_per_arm)
+    usage, total = usage_by_model(arms)
+    tested = [r for f in families for r in f.rows if r.tested and r.test_id in tests.index]
+    views = gather_test_views(store, tested[:max_test_figures], tests)
+    return ReportData(
+        run=run,
+        settings=settings,
+        families=families,
+        roc=tuple(v for f in families if (v := _roc(f)) is not None),
+        best_models=_best_models(families),
+        alignment=_alignment(families, {a.arm_id: a.model for a in arms}),
+        arms=arms,
+        usage=usage,
+        total_usage=total,
+        test_views=views,
+        figures_omitted=max(0, len(tested) - max_test_figures),
+        generator=f"dbpa {_dbpa_version()}",
+    )
+
+
+def _dbpa_version() -> str:
+    """The installed dbpa's version."""
+    try:
+        return version("dbpa")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+# ---------------------------------------------------------------------- run and settings
+
+
+def _run_info(row: Mapping[str, Any], store: Store) -> RunInfo:
+    config = as_json(row["config"])
+    return RunInfo(
+        run_id=str(row["run_id"]),
+        audit=str(row["audit"]),
+        description=str(config.get("description") or ""),
+        status=str(row["status"]),
+        message=as_str(row["message"]),
+        started_at=as_iso(row["started_at"]),
+        finished_at=as_iso(row["finished_at"]),
+        flow_run_id=as_str(row["flow_run_id"]),
+        epoch=str(row["epoch"]),
+        config_hash=str(row["config_hash"]),
+        prompt=tuple(
+            (str(m.get("role", "user")), str(m.get("content", "")))
+            for m in config.get("prompt") or ()
+            if isinstance(m, Mapping)
+        ),
+        config=config,
+        versions={str(k): str(v) for k, v in as_json(row["versions"]).items()},
+        database=str(store.path),
+        database_id=store.database_id,
+    )
+
+
+def _settings(config: Mapping[str, Any]) -> Settings:
+    embedder = config.get("embedder") or {}
+    return Settings(
+        k=as_int(config.get("k")),
+        embedder=f"{embedder.get('backend', '?')}/{embedder.get('model', '?')}",
+        similarity=str(config.get("similarity", "cosine")),
+        omega=str(config.get("omega", "jsd")),
+        omega_options=dict(config.get("omega_options") or {}),
+        n_permutations=as_int(config.get("n_permutations")),
+        alpha=as_float(config.get("alpha")),
+        correction=as_str(config.get("correction")),
+        seed=as_int(config.get("seed")),
+    )
+
+
+def _model_order(config: Mapping[str, Any]) -> list[str]:
+    """Family names (model labels) in the order the config lists the models."""
+    return [str(m.get("name") or m.get("model")) for m in config.get("models") or []]
+
+
+# ---------------------------------------------------------------------- results
+
+
+def _not_tested_reason(row: Any, failures: Mapping[str, str]) -> str:
+    for arm, role in ((row.perturbed_arm, "perturbed"), (row.original_arm, "original")):
+        if arm in failures:
+            return f"the {role} arm could not be sampled: {failures[arm]}"
+    return "no test result is stored (the run stopped before testing it)"
+
+
+def _families(
+    results: pd.DataFrame, tests: pd.DataFrame, failures: Mapping[str, str], order: list[str]
+) -> tuple[Family, ...]:
+    rows: dict[str, list[TestRow]] = {}
+    for r in results.itertuples():
+        tested = bool(r.tested)
+        seed = as_int(tests.at[r.test_id, "seed"]) if r.test_id in tests.index else None
+        rows.setdefault(str(r.family), []).append(
+            TestRow(
+                family=str(r.family),
+                position=int(r.position),
+                perturbation_id=str(r.perturbation_id),
+                kind=str(r.kind),
+                label=as_str(r.label),
+                description=str(r.description),
+                tested=tested,
+                omega=as_float(r.statistic),
+                effect=as_float(r.effect),
+                z=as_float(r.z),
+                null_mean=as_float(r.null_mean),
+                null_std=as_float(r.null_std),
+                p_value=as_float(r.p_value) if tested else None,
+                adjusted_p=as_float(r.adjusted_p) if tested else None,
+                reject=as_bool(r.reject) if tested else None,
+                evaluated=as_int(r.evaluated),
+                exact=as_bool(r.exact),
+                k_a=as_int(r.k_a),
+                k_b=as_int(r.k_b),
+                seed=seed,
+                test_id=str(r.test_id),
+                original_arm=str(r.original_arm),
+                perturbed_arm=str(r.perturbed_arm),
+                reason=None if tested else _not_tested_reason(r, failures),
+            )
+        )
+    rank = {name: i for i, name in enumerate(order)}
+    names = sorted(rows, key=lambda n: (rank.get(n, len(rank)), n))
+    return tuple(Family(n, tuple(sorted(rows[n], key=lambda r: r.position))) for n in names)
+
+
+def _labelled_p_values(family: Family) -> tuple[list[float], list[str]] | None:
+    """Raw p-values and labels of the tested control and target perturbations."""
+    controls, targets = family.labelled("control"), family.labelled("target")
+    if not controls or not targets:
+        return None
+    rows = controls + targets
+    p_values = [r.p_value for r in rows if r.p_value is not None]  # all of them: see labelled()
+    return p_values, [str(r.label) for r in rows]
+
+
+def _roc(family: Family) -> RocView | None:
+    labelled = _labelled_p_values(family)
+    if labelled is None:
+        return None
+    p, labels = labelled
+    curve = roc_curve(p, labels)
+    untested = sum(1 for r in family.rows if r.label and not r.tested)
+    return RocView(
+        family=family.name,
+        fpr=tuple(float(x) for x in curve.fpr),
+        tpr=tuple(float(x) for x in curve.tpr),
+        auc=curve.auc,
+        points=tuple(tpr_at_fpr(p, labels, a) for a in ALLOWED_FPR),
+        n_control=curve.n_control,
+        n_target=curve.n_target,
+        n_untested=untested,
+    )
+
+
+def _best_models(families: Iterable[Family]) -> tuple[ModelChoice, ...]:
+    labelled = {f.name: pl for f in families if (pl := _labelled_p_values(f)) is not None}
+    if len(labelled) < 2:
+        return ()
+    return tuple(best_model(labelled, a) for a in ALLOWED_FPR)
+
+
+def _alignment(families: Iterable[Family], arm_models: Mapping[str, str]) -> tuple[Alignment, ...]:
+    found = []
+    for f in families:
+        swaps = [r for r in f.rows if r.kind == "model"]
+        models = [arm_models.get(r.perturbed_arm, r.perturbation_id) for r in swaps]
+        for r, model in zip(swaps, models, strict=True):
+            name = model if models.count(model) == 1 else f"{model} ({r.perturbation_id})"
+            found.append(Alignment(reference=f.name, model=name, row=r))
+    return tuple(found)

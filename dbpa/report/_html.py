@@ -1,0 +1,88 @@
+"""The report as one self-contained HTML file.
+
+Every string from the record (model outputs, prompts, names, descriptions) goes
+through Jinja2's autoescaping, and the page forbids scripts with a Content-Security-
+Policy: it opens offline, loads nothing, and runs nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import jinja2
+
+from ._data import Alignment, ReportData
+from ._figures import Chart, alignment_figure, roc_figure, test_figure, tpr_by_fpr_figure
+from ._format import fmt_cost, fmt_count, fmt_effect, fmt_omega, fmt_p, fmt_rate, fmt_time
+from ._text import audited, family_verdict, legend, perturbation_matrix
+
+__all__ = ["CONTENT_SECURITY_POLICY", "render_html"]
+
+CONTENT_SECURITY_POLICY = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
+"""No scripts, no requests: images only as data URIs, styles only inline."""
+
+_ENV = jinja2.Environment(
+    loader=jinja2.PackageLoader("dbpa.report", "templates"),
+    autoescape=True,
+    undefined=jinja2.StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+_ENV.filters.update(
+    omega=fmt_omega,
+    effect=fmt_effect,
+    p=fmt_p,
+    rate=fmt_rate,
+    count=fmt_count,
+    cost=fmt_cost,
+    json=lambda value: json.dumps(value, sort_keys=True, ensure_ascii=False),
+    when=fmt_time,
+    shell=shlex.quote,
+)
+
+
+@dataclass(frozen=True)
+class _Figures:
+    """The charts of one report."""
+
+    roc: Chart | None
+    tpr_by_fpr: Chart | None
+    alignment: Mapping[str, Chart]
+    """Reference family -> chart."""
+    tests: Mapping[tuple[str, str], Chart]
+    """(family, perturbation id) -> chart."""
+
+
+def _figures(data: ReportData) -> _Figures:
+    references: dict[str, list[Alignment]] = {}
+    for a in data.alignment:
+        if a.row.tested:
+            references.setdefault(a.reference, []).append(a)
+    return _Figures(
+        roc=roc_figure(data.roc) if data.roc else None,
+        tpr_by_fpr=tpr_by_fpr_figure(data.best_models) if data.best_models else None,
+        alignment={ref: alignment_figure(rows_) for ref, rows_ in references.items()},
+        tests={(v.family, v.perturbation_id): test_figure(v) for v in data.test_views},
+    )
+
+
+def render_html(data: ReportData) -> str:
+    """The whole report, figures included, as one HTML document."""
+    return _ENV.get_template("report.html.j2").render(
+        data=data,
+        run=data.run,
+        settings=data.settings,
+        figures=_figures(data),
+        csp=CONTENT_SECURITY_POLICY,
+        legend=legend(data.settings),
+        audited=audited(data),
+        verdicts={f.name: family_verdict(f, data.settings) for f in data.families},
+        matrix=perturbation_matrix(data.families),
+        rows={(r.family, r.perturbation_id): r for r in data.rows},
+        controls_changed=[r for f in data.families for r in f.controls_changed],
+        untested=[r for r in data.rows if not r.tested],
+        config_json=json.dumps(data.run.config, indent=2, sort_keys=True, ensure_ascii=False),
+    )

@@ -1,0 +1,247 @@
+"""The report as Markdown (GitHub-flavoured tables), e.g. for a pull request or the Prefect UI."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from collections.abc import Iterable, Sequence
+
+from ._data import ReportData, TestRow
+from ._format import (
+    MISSING,
+    fmt_cost,
+    fmt_count,
+    fmt_effect,
+    fmt_omega,
+    fmt_p,
+    fmt_rate,
+    fmt_time,
+)
+from ._text import audited, family_verdict, legend, perturbation_matrix
+
+__all__ = ["render_markdown", "summary_markdown"]
+
+_INLINE = re.compile(r"([\\`*_\[\]|~])")
+_LINE_START = re.compile(r"^([-+#>=]|\d+(?=[.)]))")
+
+
+def _md(text: object) -> str:
+    """User text as literal Markdown on one line: HTML escaped, markup characters backslashed."""
+    flat = " ".join(str(text).split())
+    escaped = _INLINE.sub(r"\\\1", html.escape(flat, quote=False))
+    return _LINE_START.sub(r"\\\1", escaped)
+
+
+def _code(text: object) -> str:
+    """User text as an inline code span (literal: no escaping inside)."""
+    flat = " ".join(str(text).split())
+    ticks = "`" * (max((len(m) for m in re.findall(r"`+", flat)), default=0) + 1)
+    pad = " " if flat.startswith("`") or flat.endswith("`") else ""
+    return f"{ticks}{pad}{flat}{pad}{ticks}"
+
+
+def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _fenced(text: str, info: str = "") -> str:
+    """A code block whose fence is longer than any backtick run inside it."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{info}\n{text}\n{fence}"
+
+
+def _omega_cell(row: TestRow) -> str:
+    if not row.tested:
+        return "not tested"
+    cell = f"{fmt_omega(row.omega)}{_md(row.stars)}"
+    return f"**{cell}**" if row.reject else cell
+
+
+def summary_markdown(data: ReportData) -> str:
+    """What was audited and what changed: the top of the report."""
+    run = data.run
+    lines = [
+        f"# dbpa audit: {_md(run.audit)}",
+        "",
+        f"Run {_code(run.run_id)} · status **{_md(run.status)}**"
+        f" · started {_md(fmt_time(run.started_at))} · finished {_md(fmt_time(run.finished_at))}",
+    ]
+    if run.description:
+        lines += ["", _md(run.description)]
+    if run.message:
+        lines += ["", f"> {_md(run.message)}"]
+    lines += ["", f"- Audited: {_md(audited(data))}"]
+    lines += [
+        f"- **{_md(f.name)}**: {_md(family_verdict(f, data.settings))}" for f in data.families
+    ]
+    controls = [r for f in data.families for r in f.controls_changed]
+    if controls:
+        names = ", ".join(f"{_md(r.perturbation_id)} ({_md(r.family)})" for r in controls)
+        lines.append(
+            f"- 🔴 **Control perturbations that changed the output** (they should not): {names}"
+        )
+    untested = [r for r in data.rows if not r.tested]
+    if untested:
+        lines.append(f"- {len(untested)} perturbation(s) not tested (see the table)")
+    return "\n".join(lines)
+
+
+def _results(data: ReportData) -> list[str]:
+    out = ["## Results", "", _md(legend(data.settings))]
+    if len(data.families) > 1:
+        header = ["perturbation", "label", *(_md(f.name) for f in data.families)]
+        rows = [
+            [_md(pid), _md(label or ""), *(_omega_cell(c) if c else MISSING for c in cells)]
+            for pid, label, cells in perturbation_matrix(data.families)
+        ]
+        out += ["", "### All models (ω with stars; bold: changed)", "", _table(header, rows)]
+    for f in data.families:
+        rows = [
+            [
+                str(r.position + 1),
+                _md(r.perturbation_id),
+                _md(r.kind),
+                _md(r.label or ""),
+                _md(r.description),
+                _omega_cell(r),
+                fmt_effect(r.effect),
+                fmt_p(r.p_value, r.p_floor),
+                fmt_p(r.adjusted_p),
+                _md(r.decision if r.tested else f"not tested: {r.reason}"),
+            ]
+            for r in f.rows
+        ]
+        header = [
+            "#",
+            "perturbation",
+            "kind",
+            "label",
+            "description",
+            "ω",
+            "effect",
+            "p",
+            "adj. p",
+            "decision",
+        ]
+        out += ["", f"### {_md(f.name)}", "", _table(header, rows)]
+    return out
+
+
+def _roc(data: ReportData) -> list[str]:
+    if not data.roc:
+        return []
+    header = [
+        "model",
+        "controls",
+        "targets",
+        "AUC",
+        *(f"TPR at FPR ≤ {fmt_rate(p.max_fpr)}" for p in data.roc[0].points),
+    ]
+    rows = [
+        [
+            _md(v.family),
+            str(v.n_control),
+            str(v.n_target),
+            f"{v.auc:.3f}",
+            *(fmt_rate(p.tpr) for p in v.points),
+        ]
+        for v in data.roc
+    ]
+    out = ["", "## Control vs target perturbations", "", _table(header, rows)]
+    if data.best_models:
+        out.append("")
+    out += [
+        f"- Best model at an allowed FPR of {fmt_rate(c.max_fpr)}: "
+        f"**{_md(c.model)}** (TPR {fmt_rate(c.points[c.model].tpr)})"
+        for c in data.best_models
+    ]
+    return out
+
+
+def _alignment(data: ReportData) -> list[str]:
+    if not data.alignment:
+        return []
+    rows = [
+        [
+            _md(a.reference),
+            _md(a.model),
+            _omega_cell(a.row),
+            fmt_p(a.row.p_value, a.row.p_floor),
+            fmt_p(a.row.adjusted_p),
+            _md(a.row.decision),
+        ]
+        for a in data.alignment
+    ]
+    header = ["reference", "model", "ω", "p", "adj. p", "decision"]
+    return ["", "## Alignment with the reference model", "", _table(header, rows)]
+
+
+def _usage(data: ReportData) -> list[str]:
+    rows = [
+        [
+            _md(m.model),
+            str(m.arms),
+            fmt_count(m.usage.outputs),
+            fmt_count(m.usage.prompt_tokens),
+            fmt_count(m.usage.completion_tokens),
+            fmt_cost(m.usage.cost_usd),
+        ]
+        for m in data.usage
+    ]
+    t = data.total_usage
+    rows.append(
+        [
+            "**total**",
+            str(sum(m.arms for m in data.usage)),
+            fmt_count(t.outputs),
+            fmt_count(t.prompt_tokens),
+            fmt_count(t.completion_tokens),
+            fmt_cost(t.cost_usd),
+        ]
+    )
+    header = ["model", "arms", "outputs", "prompt tokens", "completion tokens", "cost"]
+    return ["", "## Tokens and cost", "", _table(header, rows)]
+
+
+def _provenance(data: ReportData) -> list[str]:
+    run, s = data.run, data.settings
+    facts = [
+        ("run", run.run_id),
+        ("flow run", run.flow_run_id or "-"),
+        ("epoch", run.epoch),
+        ("seed", s.seed),
+        ("embedder", s.embedder),
+        ("config hash", run.config_hash),
+        ("database", run.database),
+        ("database id", run.database_id),
+        ("report", data.generator),
+    ]
+    versions = _table(["package", "version"], [[_md(k), _md(v)] for k, v in run.versions.items()])
+    return [
+        "",
+        "## Provenance",
+        "",
+        *(f"- {name}: {_code(value)}" for name, value in facts),
+        "",
+        versions,
+        "",
+        _fenced(json.dumps(run.config, indent=2, sort_keys=True, ensure_ascii=False), "json"),
+    ]
+
+
+def render_markdown(data: ReportData) -> str:
+    """The whole report (without figures) as Markdown."""
+    parts = [
+        summary_markdown(data),
+        "",
+        *_results(data),
+        *_roc(data),
+        *_alignment(data),
+        *_usage(data),
+        *_provenance(data),
+    ]
+    return "\n".join(parts) + "\n"

@@ -1,0 +1,95 @@
+"""What the per-test figures draw: P0/P1 histograms on shared edges, the permutation null."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
+from dbpa.stats import histogram_edges, pooled_similarity, split_similarities
+
+from ._data import NullView, SimilarityView, TestRow, TestView
+from ._values import as_json
+
+if TYPE_CHECKING:
+    from storage import Store
+
+__all__ = ["gather_test_views"]
+
+NULL_BINS = 40
+"""Bins of the permutation-null histogram."""
+DEFAULT_SIMILARITY_BINS = 30
+"""Bins of the P0/P1 histograms when the discrepancy has no ``bins`` option."""
+
+
+def _null_view(null: NDArray[np.float64], observed: float, mean: float) -> NullView:
+    edges = np.histogram_bin_edges(np.append(null, observed), bins=NULL_BINS)
+    counts, _ = np.histogram(null, bins=edges)
+    return NullView(
+        edges=tuple(float(e) for e in edges),
+        counts=tuple(int(c) for c in counts),
+        observed=observed,
+        mean=mean,
+    )
+
+
+def _similarity_view(
+    original: NDArray[np.float32], perturbed: NDArray[np.float32], test: Mapping[str, Any]
+) -> SimilarityView:
+    """P0 and P1 on the edges the test used (jsd's ``bins``/``range``; else 30 pooled bins)."""
+    similarity = str(test["similarity"])
+    options = as_json(test["omega_options"])
+    matrix = pooled_similarity(original, perturbed, similarity)
+    split = split_similarities(matrix, len(original))
+    pairs = matrix[np.triu_indices(len(matrix), 1)]
+    edges = histogram_edges(
+        pairs, int(options.get("bins", DEFAULT_SIMILARITY_BINS)), options.get("range", "pooled")
+    )
+    p0, _ = np.histogram(split.p0, bins=edges)
+    p1, _ = np.histogram(split.p1, bins=edges)
+    return SimilarityView(
+        similarity=similarity,
+        edges=tuple(float(e) for e in edges),
+        p0=tuple(float(c) / split.p0.size for c in p0),
+        p1=tuple(float(c) / split.p1.size for c in p1),
+        p0_mean=float(split.p0.mean()),
+        p1_mean=float(split.p1.mean()),
+    )
+
+
+def gather_test_views(
+    store: Store, rows: Iterable[TestRow], tests: pd.DataFrame
+) -> tuple[TestView, ...]:
+    """One view per tested row; P0/P1 only where both arms' outputs have stored vectors."""
+    vectors: dict[tuple[str, str, int], NDArray[np.float32] | None] = {}
+
+    def arm_vectors(arm_id: str, embedder: str, k: int) -> NDArray[np.float32] | None:
+        key = (arm_id, embedder, k)
+        if key not in vectors:
+            try:
+                vectors[key] = store.arm_vectors(arm_id, embedder, k)
+            except LookupError:
+                vectors[key] = None
+        return vectors[key]
+
+    views = []
+    for row in rows:
+        test = tests.loc[row.test_id]
+        embedder = str(test["embedder"])
+        original = arm_vectors(row.original_arm, embedder, int(test["k_a"]))
+        perturbed = arm_vectors(row.perturbed_arm, embedder, int(test["k_b"]))
+        similarity, note = None, None
+        if original is None or perturbed is None:
+            note = f"no P0/P1 histogram: the outputs have no stored {embedder} embeddings"
+        else:
+            similarity = _similarity_view(original, perturbed, test)
+        null = _null_view(
+            np.asarray(test["null_distribution"], dtype=np.float64),
+            float(test["statistic"]),
+            float(test["null_mean"]),
+        )
+        views.append(TestView(row.family, row.perturbation_id, null, similarity, note))
+    return tuple(views)

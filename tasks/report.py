@@ -1,0 +1,48 @@
+"""Write a run's reports and show its results in the Prefect UI."""
+
+from __future__ import annotations
+
+import re
+
+from prefect import task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+
+import storage
+from dbpa.report import RENDERERS, gather, report_path, results_table, summary_markdown
+
+__all__ = ["DEFAULT_OUT_DIR", "artifact_key", "write_reports"]
+
+DEFAULT_OUT_DIR = "reports"
+"""Where reports go when the audit names no directory."""
+
+
+def artifact_key(audit: str, suffix: str) -> str:
+    """A Prefect artifact key from the audit name: lower-case letters, digits and dashes."""
+    slug = re.sub(r"[^a-z0-9]+", "-", audit.lower()).strip("-") or "audit"
+    return f"{slug}-{suffix}"
+
+
+@task(name="report", task_run_name="report {run_id}")
+def write_reports(db: str, run_id: str, out_dir: str | None = None) -> dict[str, str]:
+    """Write the HTML, Markdown and JSON reports; publish a results table and a summary."""
+    store = storage.get(db)
+    data = gather(store, run_id)
+    paths: dict[str, str] = {}
+    for fmt, render in RENDERERS.items():
+        path = report_path(out_dir or DEFAULT_OUT_DIR, data.run.run_id, fmt)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(render(data), encoding="utf-8")
+        paths[fmt] = str(path.resolve())
+    store.set_report_path(data.run.run_id, paths["html"])
+    create_table_artifact(
+        table=results_table(data),
+        key=artifact_key(data.run.audit, "results"),
+        description=f"Per-perturbation results of run {data.run.run_id}",
+    )
+    where = "\n".join(f"- {fmt}: `{path}`" for fmt, path in paths.items())
+    create_markdown_artifact(
+        markdown=f"{summary_markdown(data)}\n\n## Reports\n\n{where}\n",
+        key=artifact_key(data.run.audit, "summary"),
+        description=f"Summary of run {data.run.run_id} and where its reports are",
+    )
+    return paths
