@@ -49,14 +49,20 @@ class AnalysisSpec(Spec):
         return self
 
 
-def test_key(
-    original_arm: str, perturbed_arm: str, embedder: str, analysis: AnalysisSpec, seed: int
+def derive_test_id(
+    original_arm: str,
+    perturbed_arm: str,
+    embedder: str,
+    analysis: AnalysisSpec,
+    seed: int,
+    k: int,
 ) -> str:
-    """Content id of a test: the arms, the embedder and every setting that changes the result."""
+    """Content id of a test: the arms, k, the embedder and every setting that changes it."""
     return content_hash(
         "test",
         original_arm,
         perturbed_arm,
+        k,
         embedder,
         analysis.similarity,
         analysis.omega,

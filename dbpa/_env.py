@@ -1,0 +1,21 @@
+"""Process settings that must be in place before Prefect or litellm is imported."""
+
+from __future__ import annotations
+
+import os
+
+DEFAULTS = {
+    # litellm fetches its model price list from the internet at import unless told not to.
+    "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    # No telemetry from Prefect, its ephemeral server or anything else that honours these.
+    "DO_NOT_TRACK": "1",
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "HF_HUB_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+}
+
+
+def configure() -> None:
+    """Set the defaults above where the user has not chosen otherwise."""
+    for key, value in DEFAULTS.items():
+        os.environ.setdefault(key, value)

@@ -1,0 +1,313 @@
+"""The ``dbpa`` command.
+
+Exit codes: 0 success; 1 the audit ran but could not finish (a model failed
+permanently: the message names it, all other work is kept); 2 bad input (file, field
+and reason); 3 ``--fail-on-control-rejection`` and a control perturbation was rejected.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from dbpa._env import configure
+
+configure()
+
+app = typer.Typer(
+    name="dbpa",
+    help="Statistical robustness audits for LLMs (distribution-based perturbation analysis).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+err = Console(stderr=True)
+out = Console()
+
+EXIT_OK, EXIT_INCOMPLETE, EXIT_BAD_INPUT, EXIT_CONTROL_REJECTED = 0, 1, 2, 3
+
+DbOption = Annotated[Path, typer.Option("--db", help="DuckDB file of the audit record.")]
+DEFAULT_DB = Path("dbpa.duckdb")
+
+
+def _fail(code: int, message: str) -> typer.Exit:
+    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    return typer.Exit(code)
+
+
+def _overrides(pairs: list[str] | None) -> dict[str, Any]:
+    """``key=value`` pairs; values parsed as YAML (numbers, booleans, lists)."""
+    import yaml
+
+    found: dict[str, Any] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise _fail(EXIT_BAD_INPUT, f"--set {pair!r}: expected KEY=VALUE (e.g. k=30)")
+        found[key] = yaml.safe_load(value)
+    return found
+
+
+def _load(config: Path, pairs: list[str] | None = None) -> Any:
+    """The validated config and its plan, or exit 2 with file, field and reason."""
+    from dbpa.config import ConfigError, load_config
+    from dbpa.plan import plan_audit
+
+    try:
+        cfg = load_config(config, _overrides(pairs))
+        plan = plan_audit(cfg)
+    except ConfigError as exc:
+        raise _fail(EXIT_BAD_INPUT, str(exc)) from None
+    except ValueError as exc:
+        raise _fail(EXIT_BAD_INPUT, f"{config}: {exc}") from None
+    return cfg, plan
+
+
+@contextmanager
+def _progress_bars() -> Iterator[None]:
+    """Rich progress bars fed by dbpa.progress while the flow runs."""
+    from dbpa import progress
+
+    bars = Progress(
+        TextColumn("{task.description:>8}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[unit]}"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=False,
+    )
+    ids: dict[str, Any] = {}
+
+    def show(update: progress.Progress) -> None:
+        if update.phase not in ids:
+            ids[update.phase] = bars.add_task(update.phase, total=update.total, unit=update.unit)
+        bars.update(ids[update.phase], completed=update.done, total=update.total)
+
+    with bars, progress.listen(show):
+        yield
+
+
+@app.command()
+def validate(
+    config: Annotated[Path, typer.Argument(help="Audit config (YAML).")],
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Override KEY=VALUE.")] = None,
+) -> None:
+    """Check a config and show what it would sample and test."""
+    cfg, plan = _load(config, set_)
+    out.print(
+        f"[green]valid[/]: {cfg.name}: {len(plan.families)} model(s) x {len(cfg.family)} "
+        f"perturbations = {len(plan.tests)} tests, {len(plan.arms)} arms x k={cfg.k} "
+        f"= {len(plan.arms) * cfg.k} outputs; omega={cfg.omega}, B={cfg.n_permutations}, "
+        f"{cfg.correction} at alpha={cfg.alpha}"
+    )
+    table = Table("id", "kind", "label", "description")
+    for p in cfg.family:
+        table.add_row(p.id, p.kind, p.label or "", p.description)
+    out.print(table)
+
+
+@app.command()
+def run(
+    config: Annotated[Path, typer.Argument(help="Audit config (YAML).")],
+    db: DbOption = DEFAULT_DB,
+    out_dir: Annotated[
+        Path | None, typer.Option("--out", help="Directory for the reports.")
+    ] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Override KEY=VALUE.")] = None,
+    fail_on_control_rejection: Annotated[
+        bool, typer.Option(help="Exit 3 when a control perturbation is rejected (a CI gate).")
+    ] = False,
+    runner: Annotated[
+        str, typer.Option(help="Task runner for the compute: threads, dask or dask=ADDRESS.")
+    ] = "threads",
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's logs.")] = False,
+) -> None:
+    """Run (or resume) an audit; re-running the same command resumes it."""
+    if not verbose:
+        os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
+    cfg, plan = _load(config, set_)
+    from flows.audit import AuditIncomplete, audit_with_runner
+    from storage import DatabaseInUseError
+
+    err.print(
+        f"[bold]{cfg.name}[/]: {len(plan.tests)} tests, {len(plan.arms)} arms x k={cfg.k}; "
+        f"record: {db}"
+    )
+    try:
+        with _progress_bars():
+            outcome = audit_with_runner(runner)(
+                config=cfg, db=str(db), out=str(out_dir) if out_dir else None
+            )
+    except AuditIncomplete as exc:
+        _print_results(db, "latest")
+        raise _fail(EXIT_INCOMPLETE, str(exc)) from None
+    except DatabaseInUseError as exc:
+        raise _fail(EXIT_INCOMPLETE, str(exc)) from None
+    except ValueError as exc:
+        raise _fail(EXIT_BAD_INPUT, str(exc)) from None
+    rejected_controls = _print_results(db, outcome.run_id)
+    for fmt, path in outcome.reports.items():
+        out.print(f"{fmt} report: {path}")
+    if fail_on_control_rejection and rejected_controls:
+        raise _fail(
+            EXIT_CONTROL_REJECTED,
+            f"{rejected_controls} control perturbation(s) changed the output distribution",
+        )
+
+
+def _print_results(db: Path, run_id: str) -> int:
+    """Print a run's table; returns how many control perturbations were rejected."""
+    from dbpa.analysis import stars
+    from storage import Store
+
+    with Store(db, read_only=True) as store:
+        row = store.run(run_id)
+        df = store.results(row["run_id"])
+    table = Table(title=f"run {row['run_id']} ({row['status']})")
+    for col in ("family", "perturbation", "label", "omega", "effect", "p", "adj. p", "decision"):
+        table.add_column(
+            col, justify="right" if col in ("omega", "effect", "p", "adj. p") else "left"
+        )
+    for r in df.itertuples():
+        if not r.tested:
+            table.add_row(
+                r.family, r.perturbation_id, r.label or "", "-", "-", "-", "-", "not tested"
+            )
+            continue
+        table.add_row(
+            r.family,
+            r.perturbation_id,
+            r.label or "",
+            f"{r.statistic:.3f}{stars(r.p_value)}",
+            f"{r.effect:+.3f}",
+            f"{r.p_value:.4f}",
+            f"{r.adjusted_p:.4f}",
+            "[red]changed[/]" if r.reject else "no change",
+        )
+    out.print(table)
+    return int(((df.label == "control") & (df.reject == True)).sum())  # noqa: E712
+
+
+@app.command()
+def runs(db: DbOption = DEFAULT_DB) -> None:
+    """List the runs recorded in the database."""
+
+    with _read_store(db) as store:
+        df = store.runs()
+    table = Table("run", "audit", "status", "epoch", "started", "message")
+    for r in df.itertuples():
+        table.add_row(
+            r.run_id,
+            r.audit,
+            r.status,
+            r.epoch,
+            f"{r.started_at:%Y-%m-%d %H:%M:%S}",
+            r.message or "",
+        )
+    out.print(table)
+
+
+@contextmanager
+def _read_store(db: Path) -> Iterator[Any]:
+    from storage import DatabaseInUseError, Store
+
+    try:
+        with Store(db, read_only=True) as store:
+            yield store
+    except FileNotFoundError as exc:
+        raise _fail(EXIT_BAD_INPUT, str(exc)) from None
+    except DatabaseInUseError as exc:
+        raise _fail(EXIT_INCOMPLETE, str(exc)) from None
+
+
+@app.command()
+def results(
+    run_id: Annotated[str, typer.Argument(metavar="RUN", help="Run id, or 'latest'.")],
+    db: DbOption = DEFAULT_DB,
+    fmt: Annotated[str, typer.Option("--format", help="table, csv or json.")] = "table",
+) -> None:
+    """Show a run's per-perturbation results."""
+    from storage import UnknownRunError
+
+    if fmt not in ("table", "csv", "json"):
+        raise _fail(EXIT_BAD_INPUT, f"--format: unknown {fmt!r}; choose table, csv or json")
+    with _read_store(db) as store:
+        try:
+            row = store.run(run_id)
+        except UnknownRunError as exc:
+            raise _fail(EXIT_BAD_INPUT, str(exc)) from None
+        df = store.results(row["run_id"])
+    if fmt == "table":
+        _print_results(db, row["run_id"])
+    elif fmt == "csv":
+        sys.stdout.write(df.to_csv(index=False))
+    else:
+        sys.stdout.write(json.dumps(json.loads(df.to_json(orient="records")), indent=2) + "\n")
+
+
+@app.command()
+def export(
+    db: DbOption = DEFAULT_DB,
+    table: Annotated[
+        list[str] | None, typer.Option(help="Table to export (repeatable); default all.")
+    ] = None,
+    fmt: Annotated[str, typer.Option("--format", help="parquet or csv.")] = "parquet",
+    out_dir: Annotated[Path, typer.Option("--out", help="Directory for the files.")] = Path(
+        "export"
+    ),
+) -> None:
+    """Export tables of the audit record to Parquet or CSV."""
+    from storage import EXPORTS
+
+    with _read_store(db) as store:
+        for name in table or list(EXPORTS):
+            try:
+                path = store.export(name, out_dir / f"{name}.{fmt}", fmt)
+            except ValueError as exc:
+                raise _fail(EXIT_BAD_INPUT, str(exc)) from None
+            out.print(f"{name}: {path}")
+
+
+@app.command()
+def report(
+    run_id: Annotated[str, typer.Argument(metavar="RUN", help="Run id, or 'latest'.")],
+    db: DbOption = DEFAULT_DB,
+    fmt: Annotated[str, typer.Option("--format", help="html, md or json.")] = "html",
+    out_path: Annotated[
+        Path | None,
+        typer.Option("--out", help="File to write (or a directory); default reports/RUN.FORMAT."),
+    ] = None,
+) -> None:
+    """Regenerate a run's report from the record (no model call)."""
+    from dbpa.report import RENDERERS, gather, report_path
+    from storage import UnknownRunError
+
+    if fmt not in RENDERERS:
+        raise _fail(EXIT_BAD_INPUT, f"--format: unknown {fmt!r}; choose {', '.join(RENDERERS)}")
+    with _read_store(db) as store:
+        try:
+            data = gather(store, run_id)
+        except UnknownRunError as exc:
+            raise _fail(EXIT_BAD_INPUT, str(exc)) from None
+    if out_path is None or out_path.is_dir():
+        path = report_path(out_path or Path("reports"), data.run.run_id, fmt)
+    else:
+        path = out_path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(RENDERERS[fmt](data), encoding="utf-8")
+    out.print(f"{fmt} report of run {data.run.run_id}: {path}", highlight=False)
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,96 @@
+"""An audit config expanded into arms to sample and tests to run.
+
+One family per model: its original arm, and for every perturbation a perturbed arm
+and a test. Arms are shared: the original arm of a family is sampled once for all its
+tests, and an arm that appears in several families (a model swap) is sampled once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from dbpa.analysis import derive_test_id
+from dbpa.arms import Arm
+from dbpa.config import AuditConfig
+from dbpa.perturbations import Perturbation
+from dbpa.specs import content_hash
+
+
+@dataclass(frozen=True)
+class PlannedTest:
+    """One perturbation of one family, with its two arms and its content id."""
+
+    family: str
+    """The family's model label."""
+    position: int
+    perturbation: Perturbation
+    original: Arm
+    perturbed: Arm
+    test_id: str
+
+    def row(self) -> dict[str, Any]:
+        """The family-membership row stored for a run."""
+        p = self.perturbation
+        return {
+            "family": self.family,
+            "perturbation_id": p.id,
+            "position": self.position,
+            "kind": p.kind,
+            "label": p.label,
+            "description": p.description,
+            "original_arm": self.original.arm_id,
+            "perturbed_arm": self.perturbed.arm_id,
+            "test_id": self.test_id,
+        }
+
+
+@dataclass(frozen=True)
+class AuditPlan:
+    """Everything one run of an audit samples and tests."""
+
+    arms: tuple[Arm, ...]
+    """Distinct arms, originals first."""
+    tests: tuple[PlannedTest, ...]
+    families: tuple[str, ...]
+    k: int
+    seed: int
+
+    def arm_seed(self, arm: Arm) -> int:
+        """Base seed of an arm's sampling requests: fixed by the audit seed and the arm."""
+        return int(content_hash("sampling-seed", self.seed, arm.arm_id)[:12], 16)
+
+
+def plan_audit(config: AuditConfig) -> AuditPlan:
+    """Expand the config's family for every model."""
+    arms: dict[str, Arm] = {}
+    tests: list[PlannedTest] = []
+    for model in config.models:
+        original = Arm.of(model, config.messages, config.epoch)
+        arms.setdefault(original.arm_id, original)
+    for model in config.models:
+        original = Arm.of(model, config.messages, config.epoch)
+        for position, p in enumerate(config.family):
+            perturbed = Arm.of(p.arm_model(model), p.messages, config.epoch)
+            if perturbed.arm_id == original.arm_id:
+                raise ValueError(
+                    f"perturbations: {p.id!r} leaves the {model.label} arm unchanged "
+                    "(same model, parameters and messages); it cannot be tested against itself"
+                )
+            arms.setdefault(perturbed.arm_id, perturbed)
+            tid = derive_test_id(
+                original.arm_id,
+                perturbed.arm_id,
+                config.embedder.key,
+                config.analysis,
+                config.seed,
+                config.k,
+            )
+            tests.append(PlannedTest(model.label, position, p, original, perturbed, tid))
+    return AuditPlan(
+        arms=tuple(arms.values()),
+        tests=tuple(tests),
+        families=tuple(m.label for m in config.models),
+        k=config.k,
+        seed=config.seed,
+    )

@@ -1,0 +1,321 @@
+"""The audit flow: expand the family -> sample -> embed -> test -> correct -> report.
+
+Every step reads what DuckDB already holds and does only the rest, so a re-run of a
+finished audit makes no model call, a killed run resumes where it stopped, and a run
+with more perturbations or other analysis settings re-uses every stored sample and
+embedding. Work is batched so a family of thousands of perturbations makes hundreds
+of task runs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from prefect import flow, get_run_logger, tags
+from prefect.artifacts import create_progress_artifact, update_progress_artifact
+from prefect.futures import PrefectFuture, wait
+from prefect.runtime import flow_run
+from prefect.task_runners import ThreadPoolTaskRunner
+
+import storage
+from dbpa.arms import Arm
+from dbpa.config import AuditConfig
+from dbpa.plan import AuditPlan, PlannedTest, plan_audit
+from dbpa.progress import Counter
+from tasks.correct import correct_family
+from tasks.embed import embed_texts
+from tasks.report import write_reports
+from tasks.sample import ArmJob, SampleOutcome, sample_arms
+from tasks.test import TestJob, run_tests
+
+MAX_TASK_RUNS_PER_PHASE = 64
+"""Arms and tests are batched so that no phase makes more task runs than this."""
+EMBED_BATCH = 256
+"""Texts per embedding task run."""
+SAMPLING_THREADS = 16
+"""Sampling task runs in flight at once (the model's own concurrency bound still applies)."""
+
+
+class AuditIncomplete(RuntimeError):
+    """The audit ran, but some arms could not be sampled (a model failed permanently)."""
+
+
+@dataclass(frozen=True)
+class AuditOutcome:
+    """How a run ended and where to find it."""
+
+    run_id: str
+    status: str
+    """``completed`` or ``incomplete``."""
+    db: str
+    failures: dict[str, str] = field(default_factory=dict)
+    """arm_id -> why it could not be sampled."""
+    reports: dict[str, str] = field(default_factory=dict)
+    """format -> path of the written report."""
+
+
+def _batches(items: Sequence[Any], max_batches: int = MAX_TASK_RUNS_PER_PHASE) -> list[list[Any]]:
+    size = max(1, math.ceil(len(items) / max_batches))
+    return [list(items[i : i + size]) for i in range(0, len(items), size)]
+
+
+def _flow_run_name() -> str:
+    config = flow_run.parameters["config"]
+    name = config.name if isinstance(config, AuditConfig) else config["name"]
+    return f"audit {name}"
+
+
+def _versions() -> dict[str, str]:
+    found = {}
+    for package in (
+        "dbpa",
+        "prefect",
+        "litellm",
+        "duckdb",
+        "numpy",
+        "scipy",
+        "sentence-transformers",
+    ):
+        try:
+            found[package] = version(package)
+        except PackageNotFoundError:
+            found[package] = "not installed"
+    return found
+
+
+def _run_id(config: AuditConfig) -> str:
+    """Stable across retries of one flow run, unique across flow runs."""
+    started = flow_run.scheduled_start_time or datetime.now(UTC)
+    suffix = str(flow_run.id or "local")[:8]
+    return f"{config.name}-{started:%Y%m%d-%H%M%S}-{suffix}"
+
+
+def _label(arm_labels: dict[str, str], arms: Sequence[Arm]) -> str:
+    first = arm_labels[arms[0].arm_id]
+    return first if len(arms) == 1 else f"{len(arms)} arms from {first}"
+
+
+@flow(name="dbpa-audit", flow_run_name=_flow_run_name, log_prints=True)
+def audit(config: AuditConfig, db: str = "dbpa.duckdb", out: str | None = None) -> AuditOutcome:
+    """Run (or resume) an audit and record everything in the DuckDB file ``db``."""
+    logger = get_run_logger()
+    plan = plan_audit(config)
+    with storage.Store(db) as store, tags(f"audit:{config.name}"):
+        storage.register(store)
+        run_id = _run_id(config)
+        try:
+            if crashed := store.mark_interrupted_runs():
+                logger.warning("%d earlier run(s) had been interrupted; marked crashed", crashed)
+            store.start_run(
+                run_id,
+                audit=config.name,
+                config=config.model_dump(mode="json"),
+                config_hash=config.fingerprint(),
+                epoch=config.epoch,
+                flow_run_id=str(flow_run.id) if flow_run.id else None,
+                versions=_versions(),
+            )
+            store.add_arms(plan.arms)
+            store.add_family(run_id, [t.row() for t in plan.tests])
+            logger.info(
+                "run %s: %d models x %d perturbations, %d arms of k=%d",
+                run_id,
+                len(plan.families),
+                len(config.family),
+                len(plan.arms),
+                plan.k,
+            )
+            failures = _sample(plan, store, db, run_id)
+            complete = {a.arm_id for a in plan.arms} - set(failures)
+            _embed(plan, store, config, complete)
+            _test(plan, store, config, complete)
+            _correct(plan, store, config, run_id)
+            status = "incomplete" if failures else "completed"
+            message = _failure_message(plan, failures) if failures else None
+            store.finish_run(run_id, status, message)
+            reports = write_reports(db, run_id, out)
+        except BaseException as exc:
+            store.finish_run(run_id, "failed", f"{type(exc).__name__}: {exc}")
+            raise
+        finally:
+            storage.unregister(store)
+    if failures:
+        logger.error(message)
+        raise AuditIncomplete(message)
+    logger.info("run %s completed; report: %s", run_id, reports["html"])
+    return AuditOutcome(
+        run_id=run_id, status=status, db=str(store.path), failures=failures, reports=reports
+    )
+
+
+# ---------------------------------------------------------------------- phases
+
+
+def _sample(plan: AuditPlan, store: storage.Store, db: str, run_id: str) -> dict[str, str]:
+    """Fill every arm to k outputs; returns the arms that failed permanently."""
+    logger = get_run_logger()
+    present = store.sample_indices([a.arm_id for a in plan.arms])
+    have = {a: sum(1 for i in idx if i < plan.k) for a, idx in present.items()}
+    todo = [a for a in plan.arms if have[a.arm_id] < plan.k]
+    total = plan.k * len(plan.arms)
+    counter = Counter("sample", total, done=sum(have.values()), unit="outputs")
+    if not todo:
+        logger.info("sampling: all %d outputs already stored", total)
+        return {}
+    logger.info("sampling %d outputs for %d arms", total - counter.done, len(todo))
+    labels = _arm_labels(plan)
+    progress_id = create_progress_artifact(
+        progress=100.0 * counter.done / total,
+        key="sampling-progress",
+        description=f"Outputs sampled for run {run_id}",
+    )
+    futures: list[PrefectFuture[SampleOutcome]] = []
+    by_model: dict[str, list[Arm]] = {}
+    for arm in todo:
+        by_model.setdefault(arm.model.label, []).append(arm)
+    with ThreadPoolTaskRunner(max_workers=SAMPLING_THREADS) as runner:
+        for model, arms in by_model.items():
+            task = sample_arms.with_options(tags=[f"model:{model}"])
+            for batch in _batches(arms):
+                jobs = [ArmJob(arm=a, seed=plan.arm_seed(a)) for a in batch]
+                params = {
+                    "db": db,
+                    "jobs": jobs,
+                    "k": plan.k,
+                    "label": _label(labels, batch),
+                    "counter": counter,
+                }
+                futures.append(runner.submit(task, params))
+        pending = set(futures)
+        while pending:
+            pending = wait(list(pending), timeout=2.0).not_done
+            update_progress_artifact(progress_id, 100.0 * counter.done / total)
+    failures: dict[str, str] = {}
+    for future in futures:
+        outcome = future.result()  # transient failures that outlived every retry raise here
+        failures.update(outcome.failures)
+    for arm_id, reason in failures.items():
+        arm = next(a for a in plan.arms if a.arm_id == arm_id)
+        store.add_arm_failure(run_id, arm_id, arm.model.model, reason)
+        logger.error("arm %s (%s) failed: %s", labels[arm_id], arm.model.model, reason)
+    return failures
+
+
+def _embed(plan: AuditPlan, store: storage.Store, config: AuditConfig, complete: set[str]) -> None:
+    """Embed every stored output of the complete arms that has no vector yet."""
+    logger = get_run_logger()
+    texts = store.arm_texts(sorted(complete), plan.k)
+    missing = store.missing_embeddings(config.embedder.key, texts.text_hash)
+    unique = texts[texts.text_hash.isin(missing)].drop_duplicates("text_hash")
+    counter = Counter(
+        "embed", len(texts.text_hash.unique()), len(texts.text_hash.unique()) - len(unique), "texts"
+    )
+    if unique.empty:
+        logger.info("embedding: all %d distinct outputs already embedded", counter.total)
+        return
+    logger.info("embedding %d distinct outputs with %s", len(unique), config.embedder.key)
+    hashes, contents = unique.text_hash.tolist(), unique.text.tolist()
+    for start in range(0, len(contents), EMBED_BATCH):
+        chunk = contents[start : start + EMBED_BATCH]
+        label = f"{start + 1}-{start + len(chunk)} of {len(contents)} texts"
+        batch = embed_texts.submit(chunk, config.embedder, label).result()
+        store.add_embeddings(config.embedder.key, hashes[start : start + len(chunk)], batch)
+        counter.add(len(chunk))
+
+
+def _test(plan: AuditPlan, store: storage.Store, config: AuditConfig, complete: set[str]) -> None:
+    """Run every planned test whose arms are complete and whose result is not stored."""
+    logger = get_run_logger()
+    ready = [t for t in plan.tests if {t.original.arm_id, t.perturbed.arm_id} <= complete]
+    done = store.existing_tests(t.test_id for t in ready)
+    todo = [t for t in ready if t.test_id not in done]
+    counter = Counter("test", len(ready), len(ready) - len(todo), "tests")
+    if not todo:
+        logger.info("testing: all %d tests already stored", len(ready))
+        return
+    logger.info(
+        "running %d permutation tests (B=%d, omega=%s)",
+        len(todo),
+        config.n_permutations,
+        config.omega,
+    )
+    futures = []
+    for batch in _batches(todo):
+        jobs = [_test_job(store, config, t) for t in batch]
+        label = _test_label(batch)
+        futures.append(run_tests.submit(jobs, config.embedder.key, config.analysis, label))
+    for future in futures:
+        records = future.result()
+        store.add_tests(records)
+        counter.add(len(records))
+
+
+def _test_job(store: storage.Store, config: AuditConfig, t: PlannedTest) -> TestJob:
+    return TestJob(
+        test_id=t.test_id,
+        original_arm=t.original.arm_id,
+        perturbed_arm=t.perturbed.arm_id,
+        original=store.arm_vectors(t.original.arm_id, config.embedder.key, config.k),
+        perturbed=store.arm_vectors(t.perturbed.arm_id, config.embedder.key, config.k),
+    )
+
+
+def _test_label(batch: Sequence[PlannedTest]) -> str:
+    first = f"{batch[0].perturbation.id} ({batch[0].family})"
+    return first if len(batch) == 1 else f"{len(batch)} perturbations from {first}"
+
+
+def _correct(plan: AuditPlan, store: storage.Store, config: AuditConfig, run_id: str) -> None:
+    """Adjust each family's p-values and store the decisions."""
+    stored = store.tests([t.test_id for t in plan.tests]).set_index("test_id").p_value.to_dict()
+    for family in plan.families:
+        members = [t for t in plan.tests if t.family == family]
+        p_values = {t.perturbation.id: stored.get(t.test_id) for t in members}
+        decisions = correct_family(family, p_values, config.analysis)
+        store.add_corrections(run_id, family, config.correction, config.alpha, decisions)
+
+
+def _arm_labels(plan: AuditPlan) -> dict[str, str]:
+    labels = {}
+    for t in plan.tests:
+        labels.setdefault(t.original.arm_id, f"original ({t.family})")
+        labels.setdefault(t.perturbed.arm_id, f"{t.perturbation.id} ({t.family})")
+    return labels
+
+
+def _failure_message(plan: AuditPlan, failures: dict[str, str]) -> str:
+    reasons = sorted(set(failures.values()))
+    return (
+        f"{len(failures)} of {len(plan.arms)} arms could not be sampled: {'; '.join(reasons)}. "
+        "Every other output and result is kept; fix the cause and run the same command again."
+    )
+
+
+def audit_with_runner(runner: str = "threads") -> Any:
+    """The audit flow with its compute tasks (embed, test) on the chosen task runner.
+
+    ``threads`` (default): a thread pool in this process. ``dask``: a local Dask cluster
+    on 127.0.0.1; ``dask=ADDRESS``: an existing cluster (e.g. ``tcp://10.0.0.5:8786``).
+    Sampling always runs in this process, which stays the only DuckDB writer.
+    """
+    kind, _, address = runner.partition("=")
+    if kind == "threads" and not address:
+        return audit
+    if kind == "dask":
+        from prefect_dask import DaskTaskRunner
+
+        if address:
+            return audit.with_options(task_runner=DaskTaskRunner(address=address))
+        cluster = {
+            "n_workers": 2,
+            "threads_per_worker": 1,
+            "host": "127.0.0.1",
+            "dashboard_address": None,
+        }
+        return audit.with_options(task_runner=DaskTaskRunner(cluster_kwargs=cluster))
+    raise ValueError(f"runner: unknown {runner!r}; choose threads, dask or dask=ADDRESS")

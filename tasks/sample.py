@@ -1,0 +1,103 @@
+"""Sample arms: ask the model until each arm holds k outputs, storing each as it arrives."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from prefect import task
+
+import storage
+from dbpa.arms import Arm
+from dbpa.llm import PermanentModelError, TransientModelError, sample
+from dbpa.progress import Counter
+from dbpa.specs import Generation
+from tasks._cache import content_key
+
+
+@dataclass(frozen=True)
+class ArmJob:
+    """An arm to fill and the base seed of its requests."""
+
+    arm: Arm
+    seed: int
+
+
+@dataclass(frozen=True)
+class SampleOutcome:
+    """What a sampling task achieved."""
+
+    sampled: int
+    """Outputs stored by this task."""
+    failures: dict[str, str]
+    """arm_id -> permanent error message (model and reason)."""
+
+
+def _transient_only(task: Any, task_run: Any, state: Any) -> bool:
+    """Retry the task only when the provider kept failing transiently."""
+    try:
+        state.result()
+    except TransientModelError:
+        return True
+    except Exception:
+        return False
+    return False
+
+
+def _describe(parameters: dict[str, Any]) -> Any:
+    store = storage.get(parameters["db"])
+    jobs = [(j.arm.arm_id, j.seed) for j in parameters["jobs"]]
+    return [store.database_id, parameters["k"], jobs]
+
+
+@task(
+    name="sample",
+    task_run_name="sample {label}",
+    cache_key_fn=content_key(_describe),
+    retries=2,
+    retry_delay_seconds=[10, 60],
+    retry_condition_fn=_transient_only,
+)
+def sample_arms(
+    db: str, jobs: list[ArmJob], k: int, label: str, counter: Counter | None = None
+) -> SampleOutcome:
+    """Fill every arm of ``jobs`` up to k outputs, asking only for the missing ones (so a
+    retry or a resumed run never requests a stored output again); a permanent model error
+    ends that arm only. The arms of the batch are sampled concurrently."""
+    store = storage.get(db)
+    present = store.sample_indices([j.arm.arm_id for j in jobs])
+    with ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="dbpa-arm") as pool:
+        futures = {
+            job.arm.arm_id: pool.submit(
+                _fill,
+                store,
+                job,
+                [i for i in range(k) if i not in present[job.arm.arm_id]],
+                counter,
+            )
+            for job in jobs
+        }
+    failures: dict[str, str] = {}
+    sampled = 0
+    for arm_id, future in futures.items():
+        error = future.exception()
+        if isinstance(error, PermanentModelError):
+            failures[arm_id] = str(error)
+        elif error is not None:
+            raise error  # transient failures that outlived the sampler's retries
+        else:
+            sampled += future.result()
+    return SampleOutcome(sampled=sampled, failures=failures)
+
+
+def _fill(store: storage.Store, job: ArmJob, missing: list[int], counter: Counter | None) -> int:
+    if not missing:
+        return 0
+
+    def keep(outputs: list[Generation]) -> None:
+        store.add_samples(job.arm.arm_id, outputs)
+        if counter is not None:
+            counter.add(len(outputs))
+
+    return len(sample(job.arm.model, job.arm.messages, missing, seed=job.seed, on_outputs=keep))
