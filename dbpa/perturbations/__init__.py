@@ -1,0 +1,82 @@
+"""dbpa.perturbations: what the perturbed arms of an audit are.
+
+An audit lists perturbation specs (a pydantic union on ``kind``); ``expand(original, specs)``
+turns them into concrete, labelled perturbations with stable ids. Kinds: ``prompt``
+(explicit prompt variants), ``template`` and ``personas`` (a template over values, e.g. the
+paper's eight personas), ``system_prompt``, ``model`` and ``sampling`` (system swaps),
+``record`` (a structured prompt edited one field at a time) and ``cardiovascular`` (the
+paper's control/target patient study). Pure Python: pydantic, numpy and the standard library.
+"""
+
+from ._cardiovascular import (
+    AGE_BANDS,
+    ETHNICITIES,
+    FEMALE_NAMES,
+    MALE_NAMES,
+    PAPER_CVD_TEMPLATE,
+    RISK_BANDS,
+    SYSTOLIC_BP_BANDS,
+    TOTAL_CHOLESTEROL_BANDS,
+    Band,
+    CardiovascularSpec,
+    ControlCounts,
+    Patient,
+    RiskBands,
+    TargetCounts,
+    cardiovascular_edits,
+    draw_patient,
+)
+from ._expand import PerturbationSpec, base_prompt, expand, parse_specs
+from ._kinds import (
+    ModelSwapSpec,
+    ModelVariant,
+    PromptSpec,
+    SamplingSpec,
+    SamplingVariant,
+    SystemPromptSpec,
+    TemplateSpec,
+    TemplateValue,
+    TextVariant,
+)
+from ._model import Label, Perturbation
+from ._personas import PAPER_PERSONAS, PERSONA_TEMPLATE, PersonasSpec
+from ._records import RecordEdit, RecordSpec
+
+__all__ = [
+    "AGE_BANDS",
+    "ETHNICITIES",
+    "FEMALE_NAMES",
+    "MALE_NAMES",
+    "PAPER_CVD_TEMPLATE",
+    "PAPER_PERSONAS",
+    "PERSONA_TEMPLATE",
+    "RISK_BANDS",
+    "SYSTOLIC_BP_BANDS",
+    "TOTAL_CHOLESTEROL_BANDS",
+    "Band",
+    "CardiovascularSpec",
+    "ControlCounts",
+    "Label",
+    "ModelSwapSpec",
+    "ModelVariant",
+    "Patient",
+    "PersonasSpec",
+    "Perturbation",
+    "PerturbationSpec",
+    "PromptSpec",
+    "RecordEdit",
+    "RecordSpec",
+    "RiskBands",
+    "SamplingSpec",
+    "SamplingVariant",
+    "SystemPromptSpec",
+    "TargetCounts",
+    "TemplateSpec",
+    "TemplateValue",
+    "TextVariant",
+    "base_prompt",
+    "cardiovascular_edits",
+    "draw_patient",
+    "expand",
+    "parse_specs",
+]
