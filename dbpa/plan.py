@@ -13,6 +13,7 @@ from typing import Any
 from dbpa.analysis import derive_test_id
 from dbpa.arms import Arm
 from dbpa.config import AuditConfig
+from dbpa.embedding import embedder_key
 from dbpa.perturbations import Perturbation
 from dbpa.specs import content_hash
 
@@ -55,6 +56,8 @@ class AuditPlan:
     families: tuple[str, ...]
     k: int
     seed: int
+    embedder: str
+    """Key of the embedder's vectors (``dbpa.embedding.embedder_key``)."""
 
     def arm_seed(self, arm: Arm) -> int:
         """Base seed of an arm's sampling requests: fixed by the audit seed and the arm."""
@@ -63,6 +66,7 @@ class AuditPlan:
 
 def plan_audit(config: AuditConfig) -> AuditPlan:
     """Expand the config's family for every model."""
+    embedder = embedder_key(config.embedder)
     arms: dict[str, Arm] = {}
     tests: list[PlannedTest] = []
     for model in config.models:
@@ -81,7 +85,7 @@ def plan_audit(config: AuditConfig) -> AuditPlan:
             tid = derive_test_id(
                 original.arm_id,
                 perturbed.arm_id,
-                config.embedder.key,
+                embedder,
                 config.analysis,
                 config.seed,
                 config.k,
@@ -93,4 +97,5 @@ def plan_audit(config: AuditConfig) -> AuditPlan:
         families=tuple(m.label for m in config.models),
         k=config.k,
         seed=config.seed,
+        embedder=embedder,
     )

@@ -16,7 +16,7 @@ from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 LOCAL_MODEL_PREFIX = "local/"
-"""Model strings starting with this run on the embedded in-process server (e.g. ``local/smollm2-135m``)."""
+"""Models named with this prefix run on the embedded in-process server (``local/smollm2-135m``)."""
 
 
 class Spec(BaseModel):
@@ -36,9 +36,9 @@ class ModelSpec(Spec):
     """An LLM reached through litellm, and how to call it."""
 
     model: str = Field(min_length=1)
-    """litellm model string (``openai/gpt-4o-mini``, ``anthropic/...``, ``ollama/...``) or ``local/smollm2-135m``."""
+    """A litellm model string (``openai/gpt-4o-mini``, ``ollama/llama3``...) or ``local/smollm2-135m``."""
     name: str | None = None
-    """Display name in tables and reports (default: the model string); not part of an arm's identity."""
+    """Display name in tables and reports (default: the model string); not part of an arm's id."""
     api_base: str | None = None
     """Base URL of an OpenAI-compatible or self-hosted endpoint."""
     api_key_env: str | None = None
@@ -85,11 +85,6 @@ class EmbedderSpec(Spec):
     batch_size: int = Field(default=64, ge=1)
     timeout_s: float = Field(default=120.0, gt=0)
     max_retries: int = Field(default=6, ge=0)
-
-    @property
-    def key(self) -> str:
-        """Identity of the vectors this embedder produces: the cache key of stored embeddings."""
-        return f"{self.backend}/{self.model}"
 
 
 def content_hash(*parts: Any) -> str:

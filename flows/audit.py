@@ -202,7 +202,7 @@ def _sample(plan: AuditPlan, store: storage.Store, db: str, run_id: str) -> dict
     for arm_id, reason in failures.items():
         arm = next(a for a in plan.arms if a.arm_id == arm_id)
         store.add_arm_failure(run_id, arm_id, arm.model.model, reason)
-        logger.error("arm %s (%s) failed: %s", labels[arm_id], arm.model.model, reason)
+        logger.error("arm %s failed: %s", labels[arm_id], reason)
     return failures
 
 
@@ -210,7 +210,7 @@ def _embed(plan: AuditPlan, store: storage.Store, config: AuditConfig, complete:
     """Embed every stored output of the complete arms that has no vector yet."""
     logger = get_run_logger()
     texts = store.arm_texts(sorted(complete), plan.k)
-    missing = store.missing_embeddings(config.embedder.key, texts.text_hash)
+    missing = store.missing_embeddings(plan.embedder, texts.text_hash)
     unique = texts[texts.text_hash.isin(missing)].drop_duplicates("text_hash")
     counter = Counter(
         "embed", len(texts.text_hash.unique()), len(texts.text_hash.unique()) - len(unique), "texts"
@@ -218,13 +218,13 @@ def _embed(plan: AuditPlan, store: storage.Store, config: AuditConfig, complete:
     if unique.empty:
         logger.info("embedding: all %d distinct outputs already embedded", counter.total)
         return
-    logger.info("embedding %d distinct outputs with %s", len(unique), config.embedder.key)
+    logger.info("embedding %d distinct outputs with %s", len(unique), plan.embedder)
     hashes, contents = unique.text_hash.tolist(), unique.text.tolist()
     for start in range(0, len(contents), EMBED_BATCH):
         chunk = contents[start : start + EMBED_BATCH]
         label = f"{start + 1}-{start + len(chunk)} of {len(contents)} texts"
         batch = embed_texts.submit(chunk, config.embedder, label).result()
-        store.add_embeddings(config.embedder.key, hashes[start : start + len(chunk)], batch)
+        store.add_embeddings(plan.embedder, hashes[start : start + len(chunk)], batch)
         counter.add(len(chunk))
 
 
@@ -246,22 +246,22 @@ def _test(plan: AuditPlan, store: storage.Store, config: AuditConfig, complete: 
     )
     futures = []
     for batch in _batches(todo):
-        jobs = [_test_job(store, config, t) for t in batch]
+        jobs = [_test_job(store, plan, t) for t in batch]
         label = _test_label(batch)
-        futures.append(run_tests.submit(jobs, config.embedder.key, config.analysis, label))
+        futures.append(run_tests.submit(jobs, plan.embedder, config.analysis, label))
     for future in futures:
         records = future.result()
         store.add_tests(records)
         counter.add(len(records))
 
 
-def _test_job(store: storage.Store, config: AuditConfig, t: PlannedTest) -> TestJob:
+def _test_job(store: storage.Store, plan: AuditPlan, t: PlannedTest) -> TestJob:
     return TestJob(
         test_id=t.test_id,
         original_arm=t.original.arm_id,
         perturbed_arm=t.perturbed.arm_id,
-        original=store.arm_vectors(t.original.arm_id, config.embedder.key, config.k),
-        perturbed=store.arm_vectors(t.perturbed.arm_id, config.embedder.key, config.k),
+        original=store.arm_vectors(t.original.arm_id, plan.embedder, plan.k),
+        perturbed=store.arm_vectors(t.perturbed.arm_id, plan.embedder, plan.k),
     )
 
 

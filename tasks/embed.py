@@ -6,13 +6,13 @@ from typing import Any
 
 from prefect import task
 
-from dbpa.embedding import get_embedder
+from dbpa.embedding import embedder_key, get_embedder
 from dbpa.specs import EmbedderSpec, EmbeddingBatch, text_hash
 from tasks._cache import content_key
 
 
 def _describe(parameters: dict[str, Any]) -> Any:
-    return [parameters["embedder"].key, [text_hash(t) for t in parameters["texts"]]]
+    return [embedder_key(parameters["embedder"]), [text_hash(t) for t in parameters["texts"]]]
 
 
 @task(

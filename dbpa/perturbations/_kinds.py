@@ -199,11 +199,13 @@ class ModelSwapSpec(FamilySpec):
         for v in self.models:
             spec = v.model
             detail = None
-            if spec.api_base is not None or spec.params:
+            if spec.name is None and (spec.api_base is not None or spec.params):
                 detail = json.dumps([spec.api_base, spec.params], sort_keys=True, default=str)
             perturbations.append(
                 Perturbation(
-                    id=v.id or make_id(prefix, spec.model, detail=detail),
+                    # A display name is the readable id; without one, the model string and
+                    # a hash of what else distinguishes the endpoint.
+                    id=v.id or make_id(prefix, spec.name or spec.model, detail=detail),
                     kind=self.kind,
                     label=v.label or self.label,
                     description=v.description or f"model {spec.label} instead of the audited one",

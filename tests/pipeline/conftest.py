@@ -1,0 +1,91 @@
+"""A scripted provider and audit configs that point at it (models and embeddings)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.support.scripted_server import Rule, ScriptedServer
+
+KEY_ENV = "DBPA_PIPELINE_TEST_KEY"
+
+# Medical personas answer like the original; the comedian and the child do not.
+RULES = (
+    Rule("comedian", [("Why did the flu cross the road? Rest!", 1), ("Knock knock, it's flu.", 1)]),
+    Rule("child", [("My tummy hurts and I want my mum.", 1), ("Ask a grown-up!", 1)]),
+    Rule(
+        "",
+        [
+            ("Rest, drink fluids and see a doctor if it gets worse.", 2),
+            ("See a doctor if your fever lasts more than three days.", 1),
+            ("Most flu gets better with rest at home.", 1),
+        ],
+    ),
+)
+
+BASE: dict[str, Any] = {
+    "name": "persona-test",
+    "prompt": "My flu has lasted two days. Should I see a doctor?",
+    "perturbations": [
+        {
+            "kind": "personas",
+            "values": [
+                {"value": "doctor", "label": "control"},
+                {"value": "nurse", "label": "control"},
+                {"value": "comedian", "label": "target"},
+                {"value": "child", "label": "target"},
+            ],
+        },
+    ],
+    "k": 8,
+    "n_permutations": 199,
+    "seed": 7,
+}
+
+
+@pytest.fixture(autouse=True)
+def _key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KEY_ENV, "sk-pipeline-test")
+
+
+@pytest.fixture
+def provider() -> Iterator[ScriptedServer]:
+    with ScriptedServer(rules=RULES, embedding_dimension=24) as server:
+        yield server
+
+
+def make_config(server: ScriptedServer, **overrides: Any) -> dict[str, Any]:
+    """An audit config dict whose model and embedder are the scripted server."""
+    config = copy.deepcopy(BASE)
+    config["models"] = [
+        {
+            "model": "openai/scripted",
+            "api_base": server.api_base,
+            "api_key_env": KEY_ENV,
+            "max_concurrency": 8,
+            "max_n": 1,
+        }
+    ]
+    config["embedder"] = {
+        "backend": "litellm",
+        "model": "openai/scripted",
+        "api_base": server.api_base,
+        "api_key_env": KEY_ENV,
+    }
+    config.update(overrides)
+    return config
+
+
+@pytest.fixture
+def write_config(tmp_path: Path) -> Callable[[dict[str, Any]], Path]:
+    def write(config: dict[str, Any], name: str = "audit.yaml") -> Path:
+        path = tmp_path / name
+        path.write_text(yaml.safe_dump(config))
+        return path
+
+    return write

@@ -1,0 +1,152 @@
+"""The audit flow against the scripted provider: resumable, incremental, fault tolerant."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dbpa.config import parse_config
+from flows.audit import AuditIncomplete, audit
+from storage import Store
+from tests.pipeline.conftest import make_config
+from tests.support.scripted_server import Fault, ScriptedServer
+
+pytestmark = pytest.mark.usefixtures("prefect_harness")
+
+RESULT_COLUMNS = ["perturbation_id", "statistic", "p_value", "adjusted_p", "reject", "null_mean"]
+
+
+def _results(db, run_id) -> pd.DataFrame:
+    with Store(db, read_only=True) as store:
+        return store.results(run_id)[RESULT_COLUMNS].reset_index(drop=True)
+
+
+def _table_sizes(db) -> dict[str, int]:
+    with Store(db, read_only=True) as store:
+        return {
+            t: len(store.export(t, db.parent / f"{t}.csv", "csv").read_text().splitlines())
+            for t in ("samples", "embeddings", "tests")
+        }
+
+
+def test_a_run_samples_every_arm_and_decides(provider: ScriptedServer, tmp_path):
+    config = parse_config(make_config(provider))
+    outcome = audit(config=config, db=str(tmp_path / "a.duckdb"), out=str(tmp_path / "out"))
+    assert outcome.status == "completed"
+    # 5 arms (original + 4 personas) x k=8, one choice per request; one embedding request
+    # per batch of distinct texts.
+    assert provider.counts.by_endpoint["/v1/chat/completions"] == 5 * 8
+    df = _results(tmp_path / "a.duckdb", outcome.run_id).set_index("perturbation_id")
+    assert df.loc["persona-comedian", "reject"]
+    assert df.loc["persona-child", "reject"]
+    assert not df.loc["persona-doctor", "reject"]
+    assert set(outcome.reports) == {"html", "md", "json"}
+
+
+def test_a_rerun_of_a_finished_audit_makes_no_model_call(provider, tmp_path):
+    config = parse_config(make_config(provider))
+    db = str(tmp_path / "a.duckdb")
+    first = audit(config=config, db=db)
+    calls = provider.counts.total
+    second = audit(config=config, db=db)
+    assert provider.counts.total == calls
+    pd.testing.assert_frame_equal(
+        _results(tmp_path / "a.duckdb", first.run_id),
+        _results(tmp_path / "a.duckdb", second.run_id),
+    )
+
+
+def test_added_perturbations_sample_and_test_only_the_new_ones(provider, tmp_path):
+    db = str(tmp_path / "a.duckdb")
+    base = make_config(provider)
+    audit(config=parse_config(base), db=db)
+    before = dict(provider.counts.by_endpoint)
+    more = make_config(provider)
+    more["perturbations"] = [
+        *base["perturbations"],
+        {"kind": "prompt", "variants": [{"text": "Flu for two days: doctor or not?"}]},
+    ]
+    outcome = audit(config=parse_config(more), db=db)
+    new_chat = provider.counts.by_endpoint["/v1/chat/completions"] - before["/v1/chat/completions"]
+    assert new_chat == 8  # one new arm of k=8
+    assert len(_results(tmp_path / "a.duckdb", outcome.run_id)) == 5
+
+
+def test_changing_only_the_analysis_reuses_samples_and_embeddings(provider, tmp_path):
+    db = tmp_path / "a.duckdb"
+    audit(config=parse_config(make_config(provider)), db=str(db))
+    calls = provider.counts.total
+    sizes = _table_sizes(db)
+    changed = make_config(
+        provider, omega="energy_l2", n_permutations=499, alpha=0.01, correction="bh"
+    )
+    outcome = audit(config=parse_config(changed), db=str(db))
+    assert provider.counts.total == calls  # no chat and no embedding request
+    after = _table_sizes(db)
+    assert after["samples"] == sizes["samples"]
+    assert after["embeddings"] == sizes["embeddings"]
+    assert after["tests"] == sizes["tests"] + 4  # new tests under the new settings
+    assert (_results(db, outcome.run_id).p_value > 0).all()
+
+
+def test_thirty_percent_transient_faults_and_the_audit_completes(tmp_path):
+    from tests.pipeline.conftest import RULES
+
+    faults = {"429": 0.1, "500": 0.1, "503": 0.1}
+    with ScriptedServer(
+        rules=RULES, fault_rates=faults, fault_seed=3, embedding_dimension=24
+    ) as flaky:
+        config = parse_config(make_config(flaky))
+        outcome = audit(config=config, db=str(tmp_path / "f.duckdb"))
+        assert outcome.status == "completed"
+        first_faults = sum(flaky.counts.faults.values())
+        assert first_faults >= 5
+        # Faults fall on other requests the second time; the same seeds give the same outputs.
+        again = audit(config=config, db=str(tmp_path / "g.duckdb"))
+        assert sum(flaky.counts.faults.values()) > first_faults
+    pd.testing.assert_frame_equal(
+        _results(tmp_path / "f.duckdb", outcome.run_id),
+        _results(tmp_path / "g.duckdb", again.run_id),
+    )
+
+
+def test_a_permanent_error_ends_the_run_and_keeps_the_rest(tmp_path):
+    from tests.pipeline.conftest import RULES
+
+    with (
+        ScriptedServer(rules=RULES, embedding_dimension=24) as good,
+        ScriptedServer(rules=RULES, script=[Fault("401")] * 50) as bad,
+    ):
+        config = make_config(good)
+        swap = {
+            "model": "openai/scripted",
+            "name": "broken",
+            "api_base": bad.api_base,
+            "api_key_env": "DBPA_PIPELINE_TEST_KEY",
+            "max_n": 1,
+        }
+        config["perturbations"].append({"kind": "model", "models": [swap]})
+        with pytest.raises(AuditIncomplete, match="openai/scripted|broken") as raised:
+            audit(config=parse_config(config), db=str(tmp_path / "p.duckdb"))
+        assert "sk-pipeline-test" not in str(raised.value)
+        # Failed fast: the arm's requests were in flight together, none was retried.
+        seeds = [r["seed"] for r in bad.counts.requests]
+        assert len(seeds) == len(set(seeds)) <= 8
+    with Store(tmp_path / "p.duckdb", read_only=True) as store:
+        run = store.run("latest")
+        assert run["status"] == "incomplete"
+        df = store.results(run["run_id"])
+        assert len(store.arm_failures(run["run_id"])) == 1
+        assert store.samples().groupby("arm_id").size().tolist() == [8] * 5
+    assert df.tested.sum() == 4
+    assert not df.set_index("perturbation_id").loc["model-broken", "tested"]
+
+
+def test_results_do_not_depend_on_concurrency(provider, tmp_path):
+    a = audit(config=parse_config(make_config(provider)), db=str(tmp_path / "a.duckdb"))
+    serial = make_config(provider)
+    serial["models"][0]["max_concurrency"] = 1
+    b = audit(config=parse_config(serial), db=str(tmp_path / "b.duckdb"))
+    ra, rb = _results(tmp_path / "a.duckdb", a.run_id), _results(tmp_path / "b.duckdb", b.run_id)
+    np.testing.assert_array_equal(ra.p_value, rb.p_value)
