@@ -36,7 +36,7 @@ class ModelSpec(Spec):
     """An LLM reached through litellm, and how to call it."""
 
     model: str = Field(min_length=1)
-    """A litellm model string (``openai/gpt-4o-mini``, ``ollama/llama3``...) or ``local/smollm2-135m``."""
+    """A litellm model string (``openai/gpt-4o-mini``) or ``local/smollm2-135m``."""
     name: str | None = None
     """Display name in tables and reports (default: the model string); not part of an arm's id."""
     api_base: str | None = None
