@@ -166,6 +166,11 @@ def run(
         )
 
 
+def _cell(value: Any) -> str:
+    """A table cell from a DataFrame value; missing values (None, NaN) are blank."""
+    return "" if value is None or value != value else str(value)
+
+
 def _print_results(db: Path, run_id: str) -> int:
     """Print a run's table; returns how many control perturbations were rejected."""
     from dbpa.analysis import stars
@@ -182,13 +187,13 @@ def _print_results(db: Path, run_id: str) -> int:
     for r in df.itertuples():
         if not r.tested:
             table.add_row(
-                r.family, r.perturbation_id, r.label or "", "-", "-", "-", "-", "not tested"
+                r.family, r.perturbation_id, _cell(r.label), "-", "-", "-", "-", "not tested"
             )
             continue
         table.add_row(
             r.family,
             r.perturbation_id,
-            r.label or "",
+            _cell(r.label),
             f"{r.statistic:.3f}{stars(r.p_value)}",
             f"{r.effect:+.3f}",
             f"{r.p_value:.4f}",
@@ -213,7 +218,7 @@ def runs(db: DbOption = DEFAULT_DB) -> None:
             r.status,
             r.epoch,
             f"{r.started_at:%Y-%m-%d %H:%M:%S}",
-            r.message or "",
+            _cell(r.message),
         )
     out.print(table)
 

@@ -49,8 +49,10 @@ BASE: dict[str, Any] = {
 
 
 @pytest.fixture(autouse=True)
-def _key(monkeypatch: pytest.MonkeyPatch) -> None:
+def _key_and_cwd(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The provider key in the environment; a temp working directory (reports go there)."""
     monkeypatch.setenv(KEY_ENV, "sk-pipeline-test")
+    monkeypatch.chdir(tmp_path)
 
 
 @pytest.fixture

@@ -32,7 +32,7 @@ def _table_sizes(db) -> dict[str, int]:
 
 def test_a_run_samples_every_arm_and_decides(provider: ScriptedServer, tmp_path):
     config = parse_config(make_config(provider))
-    outcome = audit(config=config, db=str(tmp_path / "a.duckdb"), out=str(tmp_path / "out"))
+    outcome = audit(config=config, db=str(tmp_path / "a.duckdb"))
     assert outcome.status == "completed"
     # 5 arms (original + 4 personas) x k=8, one choice per request; one embedding request
     # per batch of distinct texts.
