@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -179,19 +180,27 @@ def _print_results(db: Path, run_id: str) -> int:
     with Store(db, read_only=True) as store:
         row = store.run(run_id)
         df = store.results(row["run_id"])
-    table = Table(title=f"run {row['run_id']} ({row['status']})")
-    for col in ("family", "perturbation", "label", "omega", "effect", "p", "adj. p", "decision"):
-        table.add_column(
-            col, justify="right" if col in ("omega", "effect", "p", "adj. p") else "left"
-        )
+    families = df.family.unique()
+    table = Table(
+        title=f"run {row['run_id']} ({row['status']})",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
+    if len(families) > 1:
+        table.add_column("model", overflow="fold")
+    table.add_column("perturbation", overflow="fold")
+    table.add_column("label", no_wrap=True, min_width=7)
+    for numeric in ("omega", "effect", "p", "adj. p"):
+        table.add_column(numeric, justify="right", no_wrap=True, min_width=6)
+    table.add_column("decision", no_wrap=True, min_width=9)
     for r in df.itertuples():
+        first = [r.family] if len(families) > 1 else []
         if not r.tested:
-            table.add_row(
-                r.family, r.perturbation_id, _cell(r.label), "-", "-", "-", "-", "not tested"
-            )
+            table.add_row(*first, r.perturbation_id, _cell(r.label), *"----", "not tested")
             continue
         table.add_row(
-            r.family,
+            *first,
             r.perturbation_id,
             _cell(r.label),
             f"{r.statistic:.3f}{stars(r.p_value)}",
