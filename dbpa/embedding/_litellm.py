@@ -1,0 +1,106 @@
+"""Hosted embedding models through ``litellm.embedding`` (OpenAI, Azure, Cohere, any
+OpenAI-compatible server).
+
+Identical texts in one call are embedded once; the unique texts go out in batches of
+``spec.batch_size``. Errors follow the sampler's policy: transient ones are retried with
+backoff (``spec.max_retries``), then :class:`~dbpa.llm.TransientModelError`; permanent ones
+raise :class:`~dbpa.llm.PermanentModelError` at once; neither message contains the key. The
+dimension is learnt from the first response (or from a one-word probe when asked before any).
+No provider reports truncation: ``truncated`` is all False.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dbpa.llm import DEFAULT_RETRY, PermanentModelError
+from dbpa.llm._client import litellm
+from dbpa.llm._providers import KEYLESS_PLACEHOLDER, api_key, provider_name
+from dbpa.llm._retry import Retrier
+from dbpa.specs import EmbedderSpec, EmbeddingBatch
+
+_PROBE = "dimension"
+
+
+class LiteLLMEmbedder:
+    """An embedding API reached through litellm."""
+
+    def __init__(self, spec: EmbedderSpec) -> None:
+        self.name = f"litellm/{spec.model}"
+        self.max_tokens: int | None = None
+        self._spec = spec
+        self._dimension: int | None = None
+        key = api_key(self.name, spec.api_key_env, provider_name(spec.model, spec.api_base))
+        self._kwargs: dict[str, Any] = {
+            "model": spec.model,
+            "timeout": spec.timeout_s,
+            "num_retries": 0,
+            "max_retries": 0,
+        }
+        if spec.api_base is not None:
+            self._kwargs["api_base"] = spec.api_base
+        if key is not None:
+            self._kwargs["api_key"] = key
+        self._retrier = Retrier(
+            model=self.name,
+            max_retries=spec.max_retries,
+            policy=DEFAULT_RETRY,
+            rng=random.Random(),
+            secrets=(key,) if key and key != KEYLESS_PLACEHOLDER else (),
+            auth_hint=f" (the key comes from ${spec.api_key_env})" if spec.api_key_env else "",
+        )
+
+    @property
+    def dimension(self) -> int:
+        """Length of the vectors (embeds a probe word when nothing was embedded yet)."""
+        if self._dimension is None:
+            return int(self._request([_PROBE]).shape[1])
+        return self._dimension
+
+    @dimension.setter
+    def dimension(self, value: int) -> None:
+        """Declare the dimension up front (the Embedder protocol's attribute is settable);
+        responses of another length then raise PermanentModelError."""
+        self._dimension = value
+
+    def embed(self, texts: Sequence[str]) -> EmbeddingBatch:
+        """Vectors (n, d) float32 in the order of ``texts``."""
+        unique = list(dict.fromkeys(texts))
+        position = {text: i for i, text in enumerate(unique)}
+        where = np.fromiter((position[t] for t in texts), dtype=np.intp, count=len(texts))
+        if not unique:
+            return EmbeddingBatch(
+                np.empty((0, self.dimension), np.float32), np.empty(0, dtype=np.bool_)
+            )
+        size = self._spec.batch_size
+        vectors = np.concatenate(
+            [self._request(unique[i : i + size]) for i in range(0, len(unique), size)]
+        )
+        return EmbeddingBatch(vectors[where], np.zeros(len(texts), dtype=np.bool_))
+
+    def _request(self, batch: list[str]) -> NDArray[np.float32]:
+        embedding = litellm().embedding
+        response = self._retrier.call(lambda: embedding(input=batch, **self._kwargs))
+        rows = sorted(response.data, key=lambda item: _field(item, "index"))
+        if len(rows) != len(batch):
+            raise PermanentModelError(
+                self.name, f"sent {len(batch)} texts, got {len(rows)} vectors back"
+            )
+        vectors = np.asarray([_field(row, "embedding") for row in rows], dtype=np.float32)
+        if self._dimension is None:
+            self._dimension = int(vectors.shape[1])
+        elif vectors.shape[1] != self._dimension:
+            raise PermanentModelError(
+                self.name, f"vectors changed length from {self._dimension} to {vectors.shape[1]}"
+            )
+        return vectors
+
+
+def _field(item: Any, name: str) -> Any:
+    """litellm returns embedding rows as dicts or as objects, depending on the provider."""
+    return item[name] if isinstance(item, dict) else getattr(item, name)

@@ -1,0 +1,48 @@
+"""Sampling LLM outputs through litellm, and the embedded local LLM.
+
+::
+
+    from dbpa.llm import sample
+    from dbpa.specs import Message, ModelSpec
+
+    outputs = sample(ModelSpec(model="local/smollm2-135m"), [Message(role="user", content="Hi")],
+                     range(20), seed=0, on_outputs=store)
+
+* :func:`sample` / :func:`sample_async` fill the given output indices of an arm; the same
+  index gives the same text in a full and in a resumed run (see ``_sampler``'s docstring).
+* :func:`choices_per_request`, :func:`requests_needed`, :func:`block_seed`: the blocking of
+  indices into requests, for progress bars and checks.
+* Errors: :class:`TransientModelError` (retries exhausted), :class:`PermanentModelError`
+  (the arm stops at once); both are :class:`ModelError` and never contain a key.
+* ``local/...`` models (:data:`LOCAL_MODELS`) run in-process on xllamacpp; the server starts
+  on first use and stops at exit or with :func:`stop_local_server`.
+
+litellm is imported on first use only, with ``LITELLM_LOCAL_MODEL_COST_MAP=True`` set before
+(``_client``), so nothing here touches the internet.
+"""
+
+from ._errors import ModelError, PermanentModelError, TransientModelError
+from ._local import LOCAL_MODELS, LocalModel, LocalServer, local_server, stop_local_server
+from ._providers import KNOWN_MAX_N, choices_per_request
+from ._retry import DEFAULT_RETRY, RetryPolicy
+from ._sampler import OnOutputs, block_seed, requests_needed, sample, sample_async
+
+__all__ = [
+    "DEFAULT_RETRY",
+    "KNOWN_MAX_N",
+    "LOCAL_MODELS",
+    "LocalModel",
+    "LocalServer",
+    "ModelError",
+    "OnOutputs",
+    "PermanentModelError",
+    "RetryPolicy",
+    "TransientModelError",
+    "block_seed",
+    "choices_per_request",
+    "local_server",
+    "requests_needed",
+    "sample",
+    "sample_async",
+    "stop_local_server",
+]

@@ -1,0 +1,360 @@
+"""A scripted OpenAI-compatible HTTP server on 127.0.0.1: the test double of a provider.
+
+Endpoints: ``POST /v1/chat/completions`` (honours ``n``, ``seed``, ``temperature``; returns
+usage summed over the choices, as OpenAI does), ``POST /v1/embeddings`` (deterministic unit
+vectors from a hash of each text) and ``GET /v1/models``.
+
+What a prompt answers is a list of :class:`Rule`: the first rule whose ``contains`` is a
+substring of the last user message gives weighted outputs. Choice ``j`` of a request with
+seed ``s`` is drawn from ``Random(f"{s}/{j}")``, so the same seeds give the same texts in
+any order and at any concurrency; ``temperature=0`` always picks the heaviest output; a
+request without a seed draws from the server's own seeded RNG.
+
+Faults (:class:`Fault`) come from a scripted queue (``script``, consumed one per request, in
+arrival order; ``None`` entries pass) or at random (``fault_rates``, with its own seeded
+RNG). ``max_n`` caps ``n`` (more: a 400, like llama.cpp); ``ignore_n`` answers one choice
+whatever ``n`` says (like some OpenAI-compatible servers). Counters are thread-safe;
+``max_in_flight`` is the most requests handled at once.
+
+Usage::
+
+    with ScriptedServer(rules=[Rule("flu", [("rest", 3), ("see a doctor", 1)])]) as server:
+        litellm.completion(model="openai/scripted", api_base=server.api_base, api_key="k", ...)
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+import math
+import random
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Literal
+
+FaultKind = Literal["429", "500", "503", "timeout", "malformed", "401", "400"]
+_STATUS = {"429": 429, "500": 500, "503": 503, "401": 401, "400": 400}
+_ERROR_TYPE = {
+    "429": "rate_limit_exceeded",
+    "500": "server_error",
+    "503": "service_unavailable",
+    "401": "invalid_api_key",
+    "400": "invalid_request_error",
+}
+
+
+@dataclass(frozen=True)
+class Output:
+    """One possible completion: its text (None: no content) and finish reason."""
+
+    text: str | None
+    weight: float = 1.0
+    finish_reason: str = "stop"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Outputs for prompts whose last user message contains ``contains`` ("" matches all)."""
+
+    contains: str
+    outputs: Sequence[Output | tuple[str, float]]
+
+    def choices(self) -> list[Output]:
+        return [o if isinstance(o, Output) else Output(o[0], o[1]) for o in self.outputs]
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A failure served instead of a normal response."""
+
+    kind: FaultKind
+    retry_after: float | None = None
+    """Seconds sent in a ``Retry-After`` header (429 and 503)."""
+    endpoint: str | None = None
+    """Only requests to this path consume the fault (None: any endpoint)."""
+
+
+@dataclass
+class Counts:
+    """Requests seen, by endpoint and by prompt (the last user message)."""
+
+    total: int = 0
+    by_endpoint: collections.Counter[str] = field(default_factory=collections.Counter)
+    by_prompt: collections.Counter[str] = field(default_factory=collections.Counter)
+    faults: collections.Counter[str] = field(default_factory=collections.Counter)
+    max_in_flight: int = 0
+    embedded_texts: list[str] = field(default_factory=list)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    """Bodies of the chat requests, in arrival order."""
+
+
+DEFAULT_RULES = (Rule("", [("The answer is yes.", 1.0), ("The answer is no.", 1.0)]),)
+
+
+class ScriptedServer:
+    """A scripted provider in a background thread; a context manager (``close()`` stops it)."""
+
+    def __init__(
+        self,
+        rules: Sequence[Rule] = DEFAULT_RULES,
+        *,
+        script: Sequence[Fault | None] = (),
+        fault_rates: Mapping[FaultKind, float] | None = None,
+        fault_seed: int = 0,
+        latency: float | Callable[[dict[str, Any]], float] = 0.0,
+        timeout_sleep: float = 5.0,
+        embedding_dimension: int = 8,
+        models: Sequence[str] = ("scripted",),
+        max_n: int = 128,
+        ignore_n: bool = False,
+        seed: int = 0,
+    ) -> None:
+        self.rules = list(rules)
+        self.latency = latency
+        self.timeout_sleep = timeout_sleep
+        self.embedding_dimension = embedding_dimension
+        self.models = list(models)
+        self.max_n = max_n
+        self.ignore_n = ignore_n
+        self.counts = Counts()
+        self._script: collections.deque[Fault | None] = collections.deque(script)
+        self._fault_rates = dict(fault_rates or {})
+        self._fault_rng = random.Random(fault_seed)
+        self._unseeded_rng = random.Random(seed)
+        self._lock = threading.Lock()
+        self._in_flight = 0
+        self._stopping = threading.Event()
+        self._httpd = _QuietHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread.start()
+
+    @property
+    def port(self) -> int:
+        return int(self._httpd.server_address[1])
+
+    @property
+    def api_base(self) -> str:
+        """OpenAI-style base URL, ``http://127.0.0.1:PORT/v1``."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def push_faults(self, *faults: Fault | None) -> None:
+        """Append faults to the scripted queue."""
+        with self._lock:
+            self._script.extend(faults)
+
+    def close(self) -> None:
+        """Stop serving and wake handlers that are sleeping (latency, timeouts)."""
+        self._stopping.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join()
+
+    def __enter__(self) -> ScriptedServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- used by the handler -------------------------------------------------------------
+
+    def _enter(self, path: str, body: dict[str, Any]) -> Fault | None:
+        """Count the request and pick its fault, if any."""
+        with self._lock:
+            self._in_flight += 1
+            self.counts.max_in_flight = max(self.counts.max_in_flight, self._in_flight)
+            self.counts.total += 1
+            self.counts.by_endpoint[path] += 1
+            if path.endswith("/chat/completions"):
+                self.counts.by_prompt[_last_user_message(body)] += 1
+                self.counts.requests.append(body)
+            fault = self._next_fault(path)
+            if fault is not None:
+                self.counts.faults[fault.kind] += 1
+            return fault
+
+    def _next_fault(self, path: str) -> Fault | None:
+        if self._script:
+            head = self._script[0]
+            if head is not None and head.endpoint not in (None, path):
+                return None  # the head waits for a request to its endpoint
+            return self._script.popleft()
+        for kind, rate in self._fault_rates.items():
+            if self._fault_rng.random() < rate:
+                return Fault(kind)
+        return None
+
+    def _leave(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
+
+    def _sleep(self, seconds: float) -> None:
+        self._stopping.wait(seconds)
+
+    def _chat(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        n = 1 if self.ignore_n else int(body.get("n") or 1)
+        if not 1 <= n <= self.max_n:
+            return 400, _error(f"n must be between 1 and {self.max_n}", "invalid_request_error")
+        prompt = _last_user_message(body)
+        rule = next((r for r in self.rules if r.contains in prompt), None)
+        if rule is None:
+            return 400, _error("no scripted rule matches the prompt", "invalid_request_error")
+        outputs = rule.choices()
+        seed = body.get("seed")
+        greedy = body.get("temperature") == 0
+        weights = [o.weight for o in outputs]
+        choices: list[dict[str, Any]] = []
+        for j in range(n):
+            if greedy:
+                out = max(outputs, key=lambda o: o.weight)
+            elif seed is not None:
+                out = random.Random(f"{seed}/{j}").choices(outputs, weights=weights)[0]
+            else:
+                with self._lock:
+                    out = self._unseeded_rng.choices(outputs, weights=weights)[0]
+            choices.append(
+                {
+                    "index": j,
+                    "message": {"role": "assistant", "content": out.text},
+                    "finish_reason": out.finish_reason,
+                }
+            )
+        prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in body["messages"])
+        completion_tokens = sum(len((c["message"]["content"] or "").split()) for c in choices)
+        request_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
+        return 200, {
+            "id": request_id,
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", "scripted"),
+            "choices": choices,
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }
+
+    def _embeddings(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        texts = body["input"]
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        with self._lock:
+            self.counts.embedded_texts.extend(texts)
+        data = [
+            {"object": "embedding", "index": i, "embedding": self.vector(t)}
+            for i, t in enumerate(texts)
+        ]
+        tokens = sum(len(t.split()) for t in texts)
+        return 200, {
+            "object": "list",
+            "data": data,
+            "model": body.get("model", "scripted"),
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
+
+    def vector(self, text: str) -> list[float]:
+        """The unit vector served for ``text``."""
+        rng = random.Random(hashlib.sha256(text.encode()).digest())
+        raw = [rng.gauss(0.0, 1.0) for _ in range(self.embedding_dimension)]
+        norm = math.sqrt(sum(x * x for x in raw))
+        return [x / norm for x in raw]
+
+
+class _QuietHTTPServer(ThreadingHTTPServer):
+    """Daemon handler threads; clients hanging up (after a timeout) are not an error."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
+def _last_user_message(body: dict[str, Any]) -> str:
+    users = [m for m in body.get("messages", []) if m.get("role") == "user"]
+    content = users[-1].get("content", "") if users else ""
+    return content if isinstance(content, str) else json.dumps(content)
+
+
+def _error(message: str, kind: str) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "code": kind}}
+
+
+def _handler_for(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # silence stderr
+            pass
+
+        def do_GET(self) -> None:
+            if self.path.rstrip("/") != "/v1/models":
+                self._send(404, _error(f"no route {self.path}", "not_found"))
+                return
+            data = [{"id": m, "object": "model", "owned_by": "scripted"} for m in server.models]
+            self._send(200, {"object": "list", "data": data})
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = json.loads(self.rfile.read(length) or b"{}")
+            fault = server._enter(self.path, body)
+            try:
+                self._serve(body, fault)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (timeout): nothing to answer
+            finally:
+                server._leave()
+
+        def _serve(self, body: dict[str, Any], fault: Fault | None) -> None:
+            latency = server.latency(body) if callable(server.latency) else server.latency
+            server._sleep(latency)
+            if fault is None:
+                self._answer(body)
+            elif fault.kind == "timeout":
+                server._sleep(server.timeout_sleep)
+                self._send(504, _error("scripted timeout", "timeout"))
+            elif fault.kind == "malformed":
+                self._send_raw(200, b'{"id": "chatcmpl-broken", "choices": [{"ind')
+            else:
+                message = f"scripted {fault.kind}"
+                if fault.kind == "401":
+                    # Real providers echo (part of) the key: the client must not repeat it.
+                    message = f"Incorrect API key provided: {self._bearer()}"
+                headers = {}
+                if fault.retry_after is not None:
+                    headers["Retry-After"] = f"{fault.retry_after:g}"
+                self._send(_STATUS[fault.kind], _error(message, _ERROR_TYPE[fault.kind]), headers)
+
+        def _answer(self, body: dict[str, Any]) -> None:
+            if self.path == "/v1/chat/completions":
+                self._send(*server._chat(body))
+            elif self.path == "/v1/embeddings":
+                self._send(*server._embeddings(body))
+            else:
+                self._send(404, _error(f"no route {self.path}", "not_found"))
+
+        def _bearer(self) -> str:
+            return self.headers.get("Authorization", "").removeprefix("Bearer ")
+
+        def _send(
+            self, status: int, payload: dict[str, Any], headers: Mapping[str, str] | None = None
+        ) -> None:
+            self._send_raw(status, json.dumps(payload).encode(), headers)
+
+        def _send_raw(
+            self, status: int, data: bytes, headers: Mapping[str, str] | None = None
+        ) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+
+    return Handler
