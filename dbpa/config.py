@@ -6,6 +6,7 @@ run is triggered. Unknown keys and wrong types are errors that name the field.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from functools import cached_property
@@ -81,6 +82,13 @@ class AuditConfig(Spec):
         analysis = self.analysis  # validates the analysis names and options
         m = len(self.family)
         needed = min_permutations(m, analysis.alpha, analysis.correction)
+        if math.comb(2 * self.k, self.k) - 1 < needed:
+            enough = next(k for k in range(self.k, 10_000) if math.comb(2 * k, k) - 1 >= needed)
+            raise ValueError(
+                f"k: with {self.k} outputs per arm there are only {math.comb(2 * self.k, self.k)} "
+                f"distinct splits, so no p-value can pass {analysis.correction} over {m} tests at "
+                f"alpha={analysis.alpha}; use k >= {enough}"
+            )
         if self.n_permutations < needed:
             raise ValueError(
                 f"n_permutations: {self.n_permutations} permutations cannot reject anything in a "

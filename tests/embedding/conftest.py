@@ -2,22 +2,11 @@
 
 from __future__ import annotations
 
-import ipaddress
-import socket
-
 import pytest
 
 from dbpa.embedding._sentence_transformers import SentenceTransformerEmbedder
 from dbpa.specs import EmbedderSpec
-
-
-def _loopback(host: object) -> bool:
-    if host in ("localhost", "", None):
-        return True
-    try:
-        return ipaddress.ip_address(str(host)).is_loopback
-    except ValueError:
-        return False
+from tests.support.network import loopback_only
 
 
 @pytest.fixture(scope="session")
@@ -29,34 +18,9 @@ def network_attempts() -> list[str]:
 @pytest.fixture(scope="session")
 def embedder(network_attempts: list[str]) -> SentenceTransformerEmbedder:
     """The default embedder, loaded once, with every non-loopback connection refused."""
-    real_connect = socket.socket.connect
-    real_getaddrinfo = socket.getaddrinfo
-
-    def guarded_connect(self: socket.socket, address: object) -> object:
-        host = address[0] if isinstance(address, tuple) else address
-        if not _loopback(host):
-            network_attempts.append(str(host))
-            raise OSError(f"network blocked in tests: {host}")
-        return real_connect(self, address)
-
-    def guarded_getaddrinfo(host: object, *args: object, **kwargs: object) -> object:
-        if not _loopback(host):
-            network_attempts.append(str(host))
-            raise socket.gaierror(f"network blocked in tests: {host}")
-        return real_getaddrinfo(host, *args, **kwargs)
-
-    real_create_connection = socket.create_connection
-
-    def guarded_create_connection(address: tuple[str, int], *args: object, **kwargs: object):
-        if not _loopback(address[0]):
-            network_attempts.append(address[0])
-            raise OSError(f"network blocked in tests: {address[0]}")
-        return real_create_connection(address, *args, **kwargs)
-
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(socket.socket, "connect", guarded_connect)
-        patch.setattr(socket, "getaddrinfo", guarded_getaddrinfo)
-        patch.setattr(socket, "create_connection", guarded_create_connection)
+        attempts = loopback_only(patch)
         loaded = SentenceTransformerEmbedder(EmbedderSpec())
         loaded.embed(["warm-up text"])
+    network_attempts.extend(attempts)
     return loaded

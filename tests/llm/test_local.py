@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -21,6 +20,7 @@ from dbpa.llm import (
     stop_local_server,
 )
 from dbpa.specs import EmbedderSpec, Message, ModelSpec
+from tests.support.network import loopback_only
 
 LOCAL = "local/smollm2-135m"
 QUESTION = (
@@ -89,32 +89,9 @@ def test_a_resumed_local_arm_gives_the_texts_of_a_full_run() -> None:
 
 
 @pytest.fixture
-def no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
+def no_network(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every connection or lookup that is not loopback fails (and is recorded)."""
-    attempts: list[Any] = []
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    for name in ("HF_ENDPOINT", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
-        monkeypatch.delenv(name, raising=False)
-    loopback = {"127.0.0.1", "localhost", "::1"}
-    real_connect = socket.socket.connect
-    real_getaddrinfo = socket.getaddrinfo
-
-    def connect(self: socket.socket, address: Any) -> None:
-        if isinstance(address, tuple) and address[0] not in loopback:
-            attempts.append(address)
-            raise OSError(f"network disabled in this test: {address}")
-        real_connect(self, address)
-
-    def getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
-        if host not in loopback and host is not None:
-            attempts.append(host)
-            raise socket.gaierror(f"network disabled in this test: {host}")
-        return real_getaddrinfo(host, *args, **kwargs)
-
-    monkeypatch.setattr(socket.socket, "connect", connect)
-    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
-    return attempts
+    return loopback_only(monkeypatch)
 
 
 @pytest.mark.slow
