@@ -15,6 +15,8 @@ __all__ = [
     "ALLOWED_FPR",
     "Alignment",
     "ArmView",
+    "DriftHistory",
+    "DriftPoint",
     "Family",
     "ModelUsage",
     "NullView",
@@ -279,6 +281,59 @@ class TestView:
 
 
 @dataclass(frozen=True)
+class DriftPoint:
+    """One arm of the audit at one tick, tested against the same arm at an earlier tick."""
+
+    epoch: str
+    against: str
+    """``previous`` or ``baseline``."""
+    reference_epoch: str
+    family: str
+    role: str
+    """``original`` or the perturbation that samples the arm."""
+    omega: float
+    effect: float
+    p_value: float
+    adjusted_p: float
+    """Within the arms of the same tick and reference (one family)."""
+    reject: bool
+    method: str
+    alpha: float
+    evaluated: int
+    exact: bool
+
+    @property
+    def label(self) -> str:
+        """``role (family)``."""
+        return f"{self.role} ({self.family})"
+
+    @property
+    def p_floor(self) -> float:
+        """The smallest p-value this test could give."""
+        return p_floor(self.evaluated, self.exact)
+
+
+@dataclass(frozen=True)
+class DriftHistory:
+    """The drift tests of the audit's ticks up to this run's (only with several ticks)."""
+
+    epochs: tuple[str, ...]
+    """Ticks with a completed run, oldest first; the first has nothing to compare with."""
+    current: str
+    """This run's epoch."""
+    points: tuple[DriftPoint, ...]
+
+    def at(self, epoch: str) -> dict[str, tuple[DriftPoint, ...]]:
+        """The tests of one tick by what they compare against (previous first)."""
+        found: dict[str, tuple[DriftPoint, ...]] = {}
+        for against in ("previous", "baseline"):
+            points = tuple(p for p in self.points if p.epoch == epoch and p.against == against)
+            if points:
+                found[against] = points
+        return found
+
+
+@dataclass(frozen=True)
 class ReportData:
     """A run, gathered from the audit record."""
 
@@ -298,6 +353,8 @@ class ReportData:
     """Tested perturbations beyond the figure limit (their numbers are in the tables)."""
     generator: str
     """The dbpa version that wrote the report."""
+    drift: DriftHistory | None = None
+    """Drift between the audit's ticks; None unless several ticks are recorded."""
 
     @property
     def rows(self) -> tuple[TestRow, ...]:

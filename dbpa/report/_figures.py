@@ -1,4 +1,4 @@
-"""The report's figures as PNG data URIs.
+"""The report's summary figures as PNG data URIs (the per-test figures are SVG: ``_svg``).
 
 Drawn on matplotlib's Agg canvas through the object API (``Figure`` +
 ``FigureCanvasAgg``): no pyplot, no global figure registry, nothing left open.
@@ -15,17 +15,16 @@ from typing import Any
 
 import matplotlib as mpl
 import numpy as np
-from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.typing import RcKeyType
 
 from dbpa.stats import ModelChoice
 
-from ._data import Alignment, RocView, TestView
+from ._data import Alignment, RocView
 from ._format import fmt_omega, fmt_p, fmt_rate
 
-__all__ = ["Chart", "alignment_figure", "roc_figure", "test_figure", "tpr_by_fpr_figure"]
+__all__ = ["Chart", "alignment_figure", "roc_figure", "tpr_by_fpr_figure"]
 
 DPI = 150
 """Pixels per inch of the PNGs; they are shown at 96 CSS pixels per inch, so stay sharp."""
@@ -76,37 +75,6 @@ def _chart(fig: Figure) -> Chart:
     fig.savefig(buffer, format="png", metadata={"Software": None})
     uri = "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
     return Chart(uri=uri, width=round(fig.get_figwidth() * CSS_PX_PER_INCH))
-
-
-def _bars(ax: Axes, edges: Sequence[float], heights: Sequence[float], **style: object) -> None:
-    e = np.asarray(edges)
-    ax.bar(e[:-1], heights, width=np.diff(e), align="edge", **style)  # type: ignore[arg-type]
-
-
-def test_figure(view: TestView) -> Chart:
-    """P0 vs P1 histograms (when the outputs are embedded) and the permutation null."""
-    panels = 2 if view.similarity is not None else 1
-    with _figure(2.75 * panels, 2.2) as fig:
-        axes = fig.subplots(1, panels, squeeze=False)[0]
-        if view.similarity is not None:
-            s = view.similarity
-            ax = axes[0]
-            _bars(ax, s.edges, s.p0, color=BLUE, alpha=0.55, label="P0 original")
-            p1_label = "P1 original \N{MULTIPLICATION SIGN} perturbed"
-            _bars(ax, s.edges, s.p1, color=ORANGE, alpha=0.55, label=p1_label)
-            ax.axvline(s.p0_mean, color=BLUE, lw=1.2, ls="--")
-            ax.axvline(s.p1_mean, color=ORANGE, lw=1.2, ls="--")
-            ax.set_xlabel(f"{s.similarity} similarity")
-            ax.set_ylabel("share of pairs")
-            ax.legend(loc="lower left", bbox_to_anchor=(0, 1), ncol=1)
-        ax = axes[-1]
-        n = view.null
-        _bars(ax, n.edges, n.counts, color=GREY, label="null (permuted splits)")
-        ax.axvline(n.observed, color=RED, lw=2, label=f"observed ω = {fmt_omega(n.observed)}")
-        ax.set_xlabel("ω")
-        ax.set_ylabel("permutations")
-        ax.legend(loc="lower left", bbox_to_anchor=(0, 1), ncol=1)
-        return _chart(fig)
 
 
 def roc_figure(rocs: Sequence[RocView]) -> Chart:
@@ -173,3 +141,4 @@ def alignment_figure(rows: Sequence[Alignment]) -> Chart:
         ax.set_xlim(0, max(omegas, default=1.0) * 1.45 or 1.0)
         ax.set_xlabel(f"ω against {_plain(rows[0].reference)} (red: changed after correction)")
         return _chart(fig)
+

@@ -12,6 +12,7 @@ from dbpa.stats import ModelChoice, best_model, roc_curve, tpr_at_fpr
 
 from ._arms import gather_arms, usage_by_model
 from ._data import ALLOWED_FPR, Alignment, Family, ReportData, RocView, RunInfo, Settings, TestRow
+from ._drift import gather_drift
 from ._values import as_bool, as_float, as_int, as_iso, as_json, as_str
 from ._views import gather_test_views
 
@@ -60,6 +61,7 @@ def gather(
         test_views=views,
         figures_omitted=max(0, len(tested) - max_test_figures),
         generator=f"dbpa {_dbpa_version()}",
+        drift=gather_drift(store, run),
     )
 
 

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 import jinja2
 
 from ._data import Alignment, ReportData
-from ._figures import Chart, alignment_figure, roc_figure, test_figure, tpr_by_fpr_figure
+from ._figures import Chart, alignment_figure, roc_figure, tpr_by_fpr_figure
 from ._format import fmt_cost, fmt_count, fmt_effect, fmt_omega, fmt_p, fmt_rate, fmt_time
+from ._svg import test_figure
 from ._text import audited, family_verdict, legend, perturbation_matrix
 
 __all__ = ["CONTENT_SECURITY_POLICY", "render_html"]

@@ -282,7 +282,7 @@ def test_per_test_figures_show_p0_p1_and_the_null(labelled_run):
             assert sum(view.similarity.p1) == pytest.approx(1.0)
     page = render_html(data)
     figures = page[page.index('id="tests"') : page.index('id="outputs"')]
-    assert figures.count('src="data:image/png;base64,') == len(labelled_run.records)
+    assert figures.count('src="data:image/svg+xml;base64,') == len(labelled_run.records)
 
 
 def test_a_run_without_embeddings_skips_the_similarity_histograms(unembedded_run):
@@ -292,7 +292,7 @@ def test_a_run_without_embeddings_skips_the_similarity_histograms(unembedded_run
     assert all(v.similarity is None and v.note for v in data.test_views)
     page = render_html(data)
     figures = page[page.index('id="tests"') : page.index('id="outputs"')]
-    assert figures.count('src="data:image/png;base64,') == len(unembedded_run.records)
+    assert figures.count('src="data:image/svg+xml;base64,') == len(unembedded_run.records)
     assert figures.count("no P0/P1 histogram") == len(unembedded_run.records)
 
 
@@ -330,7 +330,8 @@ def test_the_page_is_self_contained_and_forbids_scripts(labelled):
     )
     sources = re.findall(r'\b(?:src|href)="([^"]*)"', page)
     assert sources
-    assert all(s.startswith(("data:image/png;base64,", "#")) for s in sources)
+    images = ("data:image/png;base64,", "data:image/svg+xml;base64,")
+    assert all(s.startswith((*images, "#")) for s in sources)
     assert "<link" not in page
     assert "<script" not in page
 
@@ -378,3 +379,27 @@ def test_latest_is_the_newest_run_of_the_database(tmp_path):
     assert data.run.run_id == "second"
     assert data.rows == ()
     assert "second" in render_html(data)
+
+
+def test_per_test_svg_draws_every_bin_and_the_observed_statistic(labelled_run):
+    import base64
+    import xml.etree.ElementTree as ET
+
+    from dbpa.report._svg import test_figure
+
+    with Store(labelled_run.db, read_only=True) as store:
+        view = gather(store, labelled_run.run_id).test_views[0]
+    chart = test_figure(view)
+    svg = ET.fromstring(base64.b64decode(chart.uri.split(",", 1)[1]))
+    ns = "{http://www.w3.org/2000/svg}"
+    groups = svg.findall(f"{ns}g")
+    bar_counts = [len(g.findall(f"{ns}rect")) for g in groups]
+    s = view.similarity
+    assert bar_counts == [
+        sum(h > 0 for h in s.p0),
+        sum(h > 0 for h in s.p1),
+        sum(c > 0 for c in view.null.counts),
+    ]
+    red_lines = [e for e in svg.iter(f"{ns}line") if e.get("stroke") == "#c0392b"]
+    assert len(red_lines) == 1
+    assert chart.width == int(svg.get("width"))

@@ -1,0 +1,94 @@
+"""The drift history of a run's audit: read from the record, drawn as one figure."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from ._data import DriftHistory, DriftPoint, RunInfo
+from ._figures import GREY, RED, Chart, _chart, _figure, _plain
+
+if TYPE_CHECKING:
+    from storage import Store
+
+__all__ = ["drift_figure", "gather_drift"]
+
+
+def gather_drift(store: Store, run: RunInfo) -> DriftHistory | None:
+    """The audit's ticks up to the run's epoch and their drift tests; None with one tick."""
+    epochs = [str(e) for e in store.audit_epochs(run.audit).epoch]
+    if run.epoch in epochs:
+        epochs = epochs[: epochs.index(run.epoch) + 1]
+    recorded = store.drift(run.audit)
+    recorded = recorded[recorded.epoch.isin(epochs)]
+    if len(epochs) < 2 or recorded.empty:
+        return None
+    points = tuple(
+        DriftPoint(
+            epoch=str(r.epoch),
+            against=str(r.against),
+            reference_epoch=str(r.reference_epoch),
+            family=str(r.family),
+            role=str(r.role),
+            omega=float(r.statistic),
+            effect=float(r.effect),
+            p_value=float(r.p_value),
+            adjusted_p=float(r.adjusted_p),
+            reject=bool(r.reject),
+            method=str(r.method),
+            alpha=float(r.alpha),
+            evaluated=int(r.evaluated),
+            exact=bool(r.exact),
+        )
+        for r in recorded.itertuples()
+    )
+    return DriftHistory(epochs=tuple(epochs), current=run.epoch, points=points)
+
+
+def _tick_label(epoch: str) -> str:
+    """A tick's epoch shortened for an axis: ``11-21 03:00`` for a scheduled time."""
+    try:
+        return f"{datetime.fromisoformat(epoch):%m-%d %H:%M}"
+    except ValueError:
+        return _plain(epoch, 16)
+
+
+def drift_figure(history: DriftHistory) -> Chart:
+    """Effect and p of every arm against the baseline tick, over the ticks (red: changed)."""
+    ticks = {epoch: i for i, epoch in enumerate(history.epochs)}
+    series: dict[str, list[tuple[int, float, float, bool]]] = {}
+    for p in history.points:
+        if p.against == "baseline":
+            series.setdefault(p.label, []).append((ticks[p.epoch], p.effect, p.p_value, p.reject))
+    alpha = history.points[0].alpha
+    with _figure(8.4, 2.9) as fig:
+        effect_ax, p_ax = fig.subplots(1, 2)
+        for label, values in series.items():
+            x, effect, p_value, reject = (list(v) for v in zip(*values, strict=True))
+            (line,) = effect_ax.plot(x, effect, marker="o", ms=3, lw=1.2, label=_plain(label, 32))
+            p_ax.plot(x, p_value, marker="o", ms=3, lw=1.2, color=line.get_color())
+            changed = [i for i, r in enumerate(reject) if r]
+            for ax, y in ((effect_ax, effect), (p_ax, p_value)):
+                ax.scatter(
+                    [x[i] for i in changed],
+                    [y[i] for i in changed],
+                    s=40,
+                    facecolors="none",
+                    edgecolors=RED,
+                    linewidths=1.4,
+                    zorder=3,
+                )
+        effect_ax.axhline(0, color=GREY, lw=0.8)
+        effect_ax.set_ylabel("effect (\N{GREEK SMALL LETTER OMEGA} minus null mean)")
+        p_ax.axhline(
+            alpha, color=RED, lw=0.8, ls="--", label=f"\N{GREEK SMALL LETTER ALPHA} = {alpha:g}"
+        )
+        p_ax.set_yscale("log")
+        p_ax.set_ylabel("p (raw)")
+        for ax in (effect_ax, p_ax):
+            ax.set_xticks(range(len(history.epochs)), [_tick_label(e) for e in history.epochs])
+            ax.tick_params(axis="x", labelrotation=30)
+            ax.set_xlabel("tick")
+        effect_ax.legend(loc="upper left", bbox_to_anchor=(0, -0.45), ncol=3)
+        p_ax.legend(loc="lower left")
+        return _chart(fig)
