@@ -139,5 +139,30 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             """,
         ],
     ),
+    (
+        2,
+        "drift: each arm of an audit tested against the same arm at an earlier epoch",
+        [
+            """
+            CREATE TABLE drift_tests (
+                audit VARCHAR NOT NULL,
+                epoch VARCHAR NOT NULL,
+                against VARCHAR NOT NULL,
+                reference_epoch VARCHAR NOT NULL,
+                arm_id VARCHAR NOT NULL,
+                reference_arm VARCHAR NOT NULL,
+                family VARCHAR NOT NULL,
+                role VARCHAR NOT NULL,
+                test_id VARCHAR NOT NULL,
+                method VARCHAR NOT NULL,
+                alpha DOUBLE NOT NULL,
+                adjusted_p DOUBLE NOT NULL,
+                reject BOOLEAN NOT NULL,
+                created_at TIMESTAMPTZ NOT NULL DEFAULT current_timestamp,
+                PRIMARY KEY (audit, epoch, against, arm_id)
+            )
+            """,
+        ],
+    ),
 ]
 """(version, description, statements) in the order they are applied."""

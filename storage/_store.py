@@ -541,6 +541,68 @@ class Store:
             pa_csv.write_csv(_flatten_lists(data), out)
         return out
 
+    # ---- drift
+
+    def audit_epochs(self, audit: str) -> pd.DataFrame:
+        """The epochs of ``audit`` that have a completed run, oldest first (by the start of
+        their first run): epoch, started_at, and the run_id and config of the latest one."""
+        return self._df(
+            "SELECT epoch, min(started_at) AS started_at, arg_max(run_id, started_at) AS run_id, "
+            "arg_max(config, started_at) AS config FROM runs "
+            "WHERE audit = ? AND status = 'completed' GROUP BY epoch ORDER BY 2, 1",
+            [audit],
+        )
+
+    def add_drift(
+        self, audit: str, epoch: str, against: str, rows: Sequence[Mapping[str, Any]]
+    ) -> None:
+        """Store (or replace) one family of drift tests: the arms of ``audit`` at ``epoch``
+        against an earlier epoch (``against``: previous or baseline). Keys of ``rows``:
+        reference_epoch, arm_id, reference_arm, family, role, test_id, method, alpha,
+        adjusted_p, reject; the tests themselves are stored with ``add_tests``."""
+        keys = (
+            "reference_epoch",
+            "arm_id",
+            "reference_arm",
+            "family",
+            "role",
+            "test_id",
+            "method",
+            "alpha",
+            "adjusted_p",
+            "reject",
+        )
+        with self._transaction() as con:
+            con.execute(
+                "DELETE FROM drift_tests WHERE audit = ? AND epoch = ? AND against = ?",
+                [audit, epoch, against],
+            )
+            if rows:
+                con.executemany(
+                    f"INSERT INTO drift_tests (audit, epoch, against, {', '.join(keys)}) "
+                    f"VALUES ({', '.join('?' * (len(keys) + 3))})",
+                    [[audit, epoch, against, *(row[k] for k in keys)] for row in rows],
+                )
+
+    def drift(self, audit: str) -> pd.DataFrame:
+        """The stored drift tests of ``audit`` with their statistics, in epoch order (empty
+        for a database opened read-only before the drift migration)."""
+        columns = (
+            "d.epoch, d.against, d.reference_epoch, d.family, d.role, d.arm_id, d.reference_arm, "
+            "d.test_id, d.method, d.alpha, d.adjusted_p, d.reject, t.statistic, t.effect, "
+            "t.p_value, t.null_mean, t.evaluated, t.exact, t.k_a, t.k_b"
+        )
+        if self.schema_version < 2:
+            return pd.DataFrame(columns=[c.strip()[2:] for c in columns.split(",")])
+        return self._df(
+            "WITH epochs AS (SELECT epoch, min(started_at) AS started_at FROM runs "
+            "WHERE audit = ? AND status = 'completed' GROUP BY epoch) "
+            f"SELECT {columns} FROM drift_tests d JOIN tests t ON t.test_id = d.test_id "
+            "LEFT JOIN epochs e ON e.epoch = d.epoch WHERE d.audit = ? "
+            "ORDER BY e.started_at, d.epoch, d.against, d.family, d.role",
+            [audit, audit],
+        )
+
 
 def _flatten_lists(table: pa.Table) -> pa.Table:
     """CSV has no lists: write list columns (vectors, null distributions) as JSON text."""
