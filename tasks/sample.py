@@ -7,13 +7,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from prefect import task
+from prefect.cache_policies import NO_CACHE
 
 import storage
 from dbpa.arms import Arm
 from dbpa.llm import PermanentModelError, TransientModelError, sample
 from dbpa.progress import Counter
 from dbpa.specs import Generation
-from tasks._cache import content_key
 
 
 @dataclass(frozen=True)
@@ -45,16 +45,10 @@ def _transient_only(task: Any, task_run: Any, state: Any) -> bool:
     return False
 
 
-def _describe(parameters: dict[str, Any]) -> Any:
-    store = storage.get(parameters["db"])
-    jobs = [(j.arm.arm_id, j.seed) for j in parameters["jobs"]]
-    return [store.database_id, parameters["k"], jobs]
-
-
 @task(
     name="sample",
     task_run_name="sample {label}",
-    cache_key_fn=content_key(_describe),
+    cache_policy=NO_CACHE,  # the record is the cache: a cached outcome would repeat its failures
     retries=2,
     retry_delay_seconds=[10, 60],
     retry_condition_fn=_transient_only,
