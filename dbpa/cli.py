@@ -323,5 +323,168 @@ def report(
     out.print(f"{fmt} report of run {data.run.run_id}: {path}", highlight=False)
 
 
+@app.command()
+def serve(
+    config: Annotated[Path, typer.Argument(help="Audit config (YAML).")],
+    cron: Annotated[
+        str, typer.Option(help="When to run: a cron expression in UTC, e.g. '0 3 * * *'.")
+    ],
+    db: DbOption = DEFAULT_DB,
+    out_dir: Annotated[
+        Path | None, typer.Option("--out", help="Directory for the reports.")
+    ] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Override KEY=VALUE.")] = None,
+    runner: Annotated[
+        str, typer.Option(help="Task runner for the compute: threads, dask or dask=ADDRESS.")
+    ] = "threads",
+) -> None:
+    """Run an audit on a schedule from this process, each tick sampling afresh (Ctrl-C stops).
+
+    Needs a Prefect server (PREFECT_API_URL); every tick is a run of the deployment
+    dbpa-scheduled-audit/NAME, which can also be triggered by hand or from the UI.
+    """
+    from prefect.client.schemas.schedules import CronSchedule
+    from prefect.settings import PREFECT_API_URL
+    from pydantic import ValidationError
+
+    cfg, _ = _load(config, set_)
+    try:
+        CronSchedule(cron=cron)
+    except ValidationError as exc:
+        raise _fail(EXIT_BAD_INPUT, f"--cron {cron!r}: {exc.errors()[0]['msg']}") from None
+    api = PREFECT_API_URL.value()
+    if not api:
+        raise _fail(
+            EXIT_BAD_INPUT,
+            "no Prefect server: start one (prefect server start --host 127.0.0.1) and set "
+            "PREFECT_API_URL=http://127.0.0.1:4200/api",
+        )
+    from prefect.deployments.runner import EntrypointType
+
+    from flows.scheduled import scheduled_audit
+
+    deployment = f"{scheduled_audit.name}/{cfg.name}"
+    err.print(
+        f"serving [bold]{deployment}[/] on cron '{cron}' (UTC) against {api}; record: {db}\n"
+        f"run a tick now with: prefect deployment run '{deployment}'\n"
+        "press Ctrl-C to stop",
+        highlight=False,
+    )
+    scheduled_audit.serve(
+        name=cfg.name,
+        cron=cron,
+        parameters={
+            "config_path": str(config.resolve()),
+            "db": str(db.resolve()),
+            "out": str(out_dir.resolve()) if out_dir else None,
+            "overrides": _overrides(set_),
+            "runner": runner,
+        },
+        tags=[f"audit:{cfg.name}"],
+        print_starting_message=False,
+        entrypoint_type=EntrypointType.MODULE_PATH,
+    )
+    err.print(f"stopped serving {deployment}; its schedule is paused until it is served again")
+
+
+@app.command()
+def drift(
+    audit: Annotated[str, typer.Argument(metavar="AUDIT", help="Audit name (the config's name).")],
+    db: DbOption = DEFAULT_DB,
+    epoch: Annotated[str, typer.Option(help="Epoch to test, or 'latest'.")] = "latest",
+    baseline: Annotated[str, typer.Option(help="Baseline epoch, or 'first'.")] = "first",
+    against: Annotated[
+        list[str] | None,
+        typer.Option(help="previous or baseline (repeatable; default both)."),
+    ] = None,
+    fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+) -> None:
+    """Test an audit's epoch against the previous and the baseline epoch, arm by arm.
+
+    Uses the stored embeddings only: no model call, nothing written.
+    """
+    from dbpa.config import ConfigError
+    from dbpa.drift import AGAINST, DriftError, plan_drift, read_epochs, run_comparison
+
+    if fmt not in ("table", "json"):
+        raise _fail(EXIT_BAD_INPUT, f"--format: unknown {fmt!r}; choose table or json")
+    with _read_store(db) as store:
+        try:
+            comparisons = plan_drift(
+                audit,
+                read_epochs(store, audit),
+                epoch=epoch,
+                baseline=baseline,
+                against=against or AGAINST,
+            )
+        except (DriftError, ConfigError) as exc:
+            raise _fail(EXIT_BAD_INPUT, str(exc)) from None
+        found = [(c, *run_comparison(store, c)) for c in comparisons]
+    if fmt == "json":
+        sys.stdout.write(json.dumps([_drift_json(*f) for f in found], indent=2) + "\n")
+        return
+    if not found:
+        out.print(f"{audit}: a single epoch is recorded; nothing to compare yet")
+    for comparison, results, skipped in found:
+        _print_drift(comparison, results, skipped)
+
+
+def _drift_json(comparison: Any, results: Any, skipped: dict[str, str]) -> dict[str, Any]:
+    c = comparison
+    return {
+        "audit": c.audit,
+        "epoch": c.epoch,
+        "against": c.against,
+        "reference_epoch": c.reference_epoch,
+        "k": c.k,
+        "correction": c.config.correction,
+        "alpha": c.config.alpha,
+        "results": [
+            {
+                "family": r.job.family,
+                "role": r.job.role,
+                "arm": r.job.arm,
+                "reference_arm": r.job.reference_arm,
+                "test_id": r.job.test_id,
+                "omega": r.record.statistic,
+                "effect": r.record.effect,
+                "p_value": r.record.p_value,
+                "adjusted_p": r.decision.adjusted_p,
+                "reject": r.decision.reject,
+            }
+            for r in results
+        ],
+        "skipped": skipped,
+    }
+
+
+def _print_drift(comparison: Any, results: Any, skipped: dict[str, str]) -> None:
+    c = comparison
+    table = Table(
+        title=f"{c.audit}: epoch {c.epoch} against the {c.against} epoch {c.reference_epoch} "
+        f"({c.config.correction} at alpha={c.config.alpha}, k={c.k}, "
+        f"B={c.config.n_permutations})",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
+    table.add_column("arm", overflow="fold")
+    for numeric in ("omega", "effect", "p", "adj. p"):
+        table.add_column(numeric, justify="right", no_wrap=True, min_width=6)
+    table.add_column("decision", no_wrap=True, min_width=9)
+    for r in results:
+        table.add_row(
+            r.job.label,
+            f"{r.record.statistic:.3f}",
+            f"{r.record.effect:+.3f}",
+            f"{r.record.p_value:.4f}",
+            f"{r.decision.adjusted_p:.4f}",
+            "[red]changed[/]" if r.decision.reject else "no change",
+        )
+    out.print(table)
+    for label, reason in skipped.items():
+        out.print(f"not tested: {label}: {reason}", highlight=False)
+
+
 if __name__ == "__main__":
     app()

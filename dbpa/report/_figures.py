@@ -141,4 +141,3 @@ def alignment_figure(rows: Sequence[Alignment]) -> Chart:
         ax.set_xlim(0, max(omegas, default=1.0) * 1.45 or 1.0)
         ax.set_xlabel(f"ω against {_plain(rows[0].reference)} (red: changed after correction)")
         return _chart(fig)
-

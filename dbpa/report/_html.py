@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import jinja2
 
 from ._data import Alignment, ReportData
+from ._drift import drift_figure
 from ._figures import Chart, alignment_figure, roc_figure, tpr_by_fpr_figure
 from ._format import fmt_cost, fmt_count, fmt_effect, fmt_omega, fmt_p, fmt_rate, fmt_time
 from ._svg import test_figure
@@ -55,6 +56,8 @@ class _Figures:
     """Reference family -> chart."""
     tests: Mapping[tuple[str, str], Chart]
     """(family, perturbation id) -> chart."""
+    drift: Chart | None
+    """Effect and p over the audit's ticks."""
 
 
 def _figures(data: ReportData) -> _Figures:
@@ -67,6 +70,7 @@ def _figures(data: ReportData) -> _Figures:
         tpr_by_fpr=tpr_by_fpr_figure(data.best_models) if data.best_models else None,
         alignment={ref: alignment_figure(rows_) for ref, rows_ in references.items()},
         tests={(v.family, v.perturbation_id): test_figure(v) for v in data.test_views},
+        drift=drift_figure(data.drift) if data.drift else None,
     )
 
 

@@ -85,6 +85,7 @@ def report_dict(data: ReportData) -> dict[str, Any]:
             for a in data.alignment
         ],
         "usage": {"total": _jsonable(data.total_usage), "models": _jsonable(data.usage)},
+        "drift": _jsonable(data.drift),
         "arms": _jsonable(data.arms),
         "provenance": {"config": config, "versions": versions},
     }

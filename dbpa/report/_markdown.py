@@ -180,6 +180,33 @@ def _alignment(data: ReportData) -> list[str]:
     return ["", "## Alignment with the reference model", "", _table(header, rows)]
 
 
+def _drift(data: ReportData) -> list[str]:
+    if data.drift is None:
+        return []
+    d = data.drift
+    out = ["", "## Drift between ticks", ""]
+    out.append(
+        f"Every arm of this tick ({_code(d.current)}) against the same arm at an earlier tick; "
+        f"{len(d.epochs)} ticks recorded since {_code(d.epochs[0])}."
+    )
+    for against, points in d.at(d.current).items():
+        rows = [
+            [
+                _md(p.label),
+                fmt_omega(p.omega),
+                fmt_effect(p.effect),
+                fmt_p(p.p_value, p.p_floor),
+                fmt_p(p.adjusted_p),
+                "**changed**" if p.reject else "no change",
+            ]
+            for p in points
+        ]
+        header = ["arm", "ω", "effect", "p", "adj. p", "decision"]
+        title = f"### Against the {against} tick {_code(points[0].reference_epoch)}"
+        out += ["", title, "", _table(header, rows)]
+    return out
+
+
 def _usage(data: ReportData) -> list[str]:
     rows = [
         [
@@ -241,6 +268,7 @@ def render_markdown(data: ReportData) -> str:
         *_results(data),
         *_roc(data),
         *_alignment(data),
+        *_drift(data),
         *_usage(data),
         *_provenance(data),
     ]

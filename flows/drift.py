@@ -1,0 +1,113 @@
+"""The drift flow: an audit's latest epoch tested against earlier epochs, recorded in DuckDB.
+
+Every arm of the audit at the tested epoch is compared with the same arm (model,
+messages, parameters) at the previous epoch and at the baseline epoch, on the stored
+embeddings; each comparison is one family for the correction. No model is called.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prefect import flow, get_run_logger
+from prefect.artifacts import create_table_artifact
+
+import storage
+from dbpa.drift import Comparison, DriftResult, decide, load_vectors, plan_drift, read_epochs
+from tasks.report import artifact_key
+from tasks.test import TestJob, run_tests
+
+
+@dataclass(frozen=True)
+class DriftSummary:
+    """What one comparison found."""
+
+    against: str
+    epoch: str
+    reference_epoch: str
+    tested: int
+    changed: int
+    """Arms whose output distribution changed (after correction)."""
+    skipped: int
+    """Arms not sampled and embedded at both epochs."""
+
+
+@flow(name="dbpa-drift", flow_run_name="drift {audit}", log_prints=True)
+def drift(
+    audit: str, db: str = "dbpa.duckdb", epoch: str = "latest", baseline: str = "first"
+) -> list[DriftSummary]:
+    """Test ``epoch`` of ``audit`` against the previous and the ``baseline`` epoch; store
+    the tests and their corrected decisions, and publish them as a table artifact."""
+    logger = get_run_logger()
+    summaries, table = [], []
+    with storage.Store(db) as store:
+        comparisons = plan_drift(audit, read_epochs(store, audit), epoch=epoch, baseline=baseline)
+        if not comparisons:
+            logger.info("drift: %s has a single epoch so far; nothing to compare", audit)
+            return []
+        for comparison in comparisons:
+            results, skipped = _compare(store, comparison)
+            for label, reason in skipped.items():
+                logger.warning("drift: %s not tested: %s", label, reason)
+            changed = [r.job.label for r in results if r.decision.reject]
+            logger.info(
+                "drift of %s at %s against the %s epoch %s: %d of %d arms changed%s",
+                audit,
+                comparison.epoch,
+                comparison.against,
+                comparison.reference_epoch,
+                len(changed),
+                len(results),
+                f" ({', '.join(changed)})" if changed else "",
+            )
+            summaries.append(
+                DriftSummary(
+                    comparison.against,
+                    comparison.epoch,
+                    comparison.reference_epoch,
+                    len(results),
+                    len(changed),
+                    len(skipped),
+                )
+            )
+            table += [_table_row(comparison, r) for r in results]
+    create_table_artifact(
+        table=table,
+        key=artifact_key(audit, "drift"),
+        description=f"Drift of {audit} at epoch {comparisons[0].epoch} against earlier epochs",
+    )
+    return summaries
+
+
+def _compare(
+    store: storage.Store, comparison: Comparison
+) -> tuple[tuple[DriftResult, ...], dict[str, str]]:
+    """Test every arm embedded at both epochs, correct the family and store it."""
+    ready, skipped = load_vectors(store, comparison)
+    jobs = [
+        TestJob(job.test_id, job.reference_arm, job.arm, reference, current)
+        for job, reference, current in ready
+    ]
+    label = f"drift {comparison.epoch} vs {comparison.against} {comparison.reference_epoch}"
+    records = (
+        run_tests(jobs, comparison.embedder, comparison.config.analysis, label) if jobs else []
+    )
+    store.add_tests(records)
+    results = decide(comparison, [job for job, _, _ in ready], records)
+    store.add_drift(
+        comparison.audit, comparison.epoch, comparison.against, [r.row(comparison) for r in results]
+    )
+    return results, skipped
+
+
+def _table_row(comparison: Comparison, result: DriftResult) -> dict[str, str]:
+    r = result.record
+    return {
+        "against": f"{comparison.against} ({comparison.reference_epoch})",
+        "arm": result.job.label,
+        "omega": f"{r.statistic:.3f}",
+        "effect": f"{r.effect:+.3f}",
+        "p": f"{r.p_value:.4f}",
+        "adjusted p": f"{result.decision.adjusted_p:.4f}",
+        "decision": "changed" if result.decision.reject else "no change",
+    }

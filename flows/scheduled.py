@@ -1,0 +1,71 @@
+"""One tick of a scheduled audit: fresh samples at the scheduled time, then drift.
+
+The epoch, part of every arm's id, is the flow run's scheduled start time (UTC, ISO 8601
+to the second). So every tick of a schedule samples anew; a retry of the same flow run
+keeps its scheduled time and resumes the tick (stored outputs are not requested again);
+a run triggered by hand is scheduled for the moment it was triggered, so it is a new
+tick. ``overrides={"epoch": "..."}`` runs, or resumes, a given tick instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, get_run_logger, tags
+from prefect.runtime import flow_run
+
+import storage
+from dbpa.config import load_config
+from flows.audit import AuditOutcome, audit_with_runner
+from flows.drift import drift
+from tasks.report import write_reports
+
+RETRY_DELAY_SECONDS = 60
+"""Wait before the retry of a failed tick (the retry resumes it)."""
+
+
+def tick_epoch() -> str:
+    """This flow run's scheduled start time in UTC, to the second (now outside a run)."""
+    return flow_run.scheduled_start_time.astimezone(UTC).isoformat(timespec="seconds")
+
+
+def _flow_run_name() -> str:
+    return f"{Path(flow_run.parameters['config_path']).stem} @ {tick_epoch()}"
+
+
+@flow(
+    name="dbpa-scheduled-audit",
+    flow_run_name=_flow_run_name,
+    retries=1,
+    retry_delay_seconds=RETRY_DELAY_SECONDS,
+    log_prints=True,
+)
+def scheduled_audit(
+    config_path: str,
+    db: str = "dbpa.duckdb",
+    out: str | None = None,
+    overrides: dict[str, Any] | None = None,
+    runner: str = "threads",
+) -> AuditOutcome:
+    """Audit ``config_path`` at this tick's epoch, test every arm for drift against the
+    previous and the first tick, and write the run's reports with the drift history.
+
+    ``overrides`` sets config keys, dotted for nested ones (``{"k": 10}``,
+    ``{"embedder.model": "..."}``); ``runner``: threads, dask or dask=ADDRESS.
+    """
+    logger = get_run_logger()
+    config = load_config(config_path, {"epoch": tick_epoch(), **(overrides or {})})
+    logger.info("%s: tick %s (%s)", config.name, config.epoch, Path(config_path).resolve())
+    with tags(f"audit:{config.name}", *(f"model:{m.label}" for m in config.models)):
+        outcome = audit_with_runner(runner)(config=config, db=db, out=out)
+        drift(audit=config.name, db=db, epoch=config.epoch)
+        with storage.Store(db) as store:
+            storage.register(store)
+            try:
+                reports = write_reports(db, outcome.run_id, out)  # now with the drift section
+            finally:
+                storage.unregister(store)
+    return dataclasses.replace(outcome, reports=reports)

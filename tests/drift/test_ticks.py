@@ -1,0 +1,154 @@
+"""Ticks of the scheduled audit against the scripted provider: fresh samples per tick, a
+retried tick resumes, and drift between ticks is found when (and only when) the model's
+outputs changed."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+import yaml
+from prefect.client.orchestration import get_client
+from prefect.flow_engine import run_flow
+from prefect.states import Scheduled
+
+from flows.scheduled import scheduled_audit
+from storage import Store
+from tests.pipeline.conftest import KEY_ENV, RULES, make_config
+from tests.support.scripted_server import Fault, Rule, ScriptedServer
+
+pytestmark = pytest.mark.usefixtures("prefect_harness")
+
+CHAT = "/v1/chat/completions"
+TICKS = [datetime(2026, 11, day, 3, tzinfo=UTC) for day in (1, 2, 3)]
+EPOCHS = [t.isoformat() for t in TICKS]
+ALPHA = 0.05
+
+
+@pytest.fixture(autouse=True)
+def _key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KEY_ENV, "sk-drift-test")
+
+
+def tick(when: datetime, flow: Any = scheduled_audit, **parameters: Any) -> dict[str, Any]:
+    """Run one tick as a scheduled flow run due at ``when``; returns the run as stored."""
+    with get_client(sync_client=True) as client:
+        created = client.create_flow_run(
+            flow, parameters=parameters, state=Scheduled(scheduled_time=when)
+        )
+        state = run_flow(flow, flow_run=created, parameters=parameters, return_type="state")
+        assert state.is_completed(), state
+        return client.read_flow_run(created.id).model_dump(mode="json")
+
+
+def _seeds(server: ScriptedServer, start: int = 0) -> list[int]:
+    return [r["seed"] for r in server.counts.requests[start:]]
+
+
+def _write(tmp_path: Path, config: dict[str, Any]) -> str:
+    path = tmp_path / "flu.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return str(path)
+
+
+def test_each_tick_samples_afresh_and_its_report_shows_the_drift(tmp_path: Path):
+    db, out = tmp_path / "ticks.duckdb", tmp_path / "reports"
+    with ScriptedServer(rules=RULES, embedding_dimension=24) as provider:
+        config = make_config(provider)
+        config["models"][0]["name"] = "scripted <i>&</i>"
+        params = {"config_path": _write(tmp_path, config), "db": str(db), "out": str(out)}
+        first = tick(TICKS[0], **params)
+        assert provider.counts.by_endpoint[CHAT] == 5 * 8
+        tick(TICKS[1], **params)
+        assert provider.counts.by_endpoint[CHAT] == 2 * 5 * 8
+        assert not set(_seeds(provider, 40)) & set(_seeds(provider, 0)[:40])
+
+    assert first["name"] == f"flu @ {EPOCHS[0]}"
+    with Store(db, read_only=True) as store:
+        runs = store.runs()
+        arms = store.arms()
+        drift = store.drift("persona-test")
+    assert sorted(runs.epoch) == EPOCHS[:2]
+    assert Counter(arms.epoch) == {EPOCHS[0]: 5, EPOCHS[1]: 5}
+    assert len(drift) == 2 * 5
+    assert set(drift.epoch) == {EPOCHS[1]}
+    assert set(drift.reference_epoch) == {EPOCHS[0]}
+
+    paths = runs.set_index("epoch").report_path
+    reports = {fmt: Path(paths[EPOCHS[1]]).with_suffix(fmt) for fmt in (".html", ".md", ".json")}
+    html = reports[".html"].read_text()
+    assert 'id="drift"' in html
+    assert "original (scripted &lt;i&gt;&amp;&lt;/i&gt;)" in html
+    assert "<i>&</i>" not in html
+    assert 'alt="drift over ticks" src="data:image/png;base64,' in html
+    assert "## Drift between ticks" in reports[".md"].read_text()
+    points = json.loads(reports[".json"].read_text())["drift"]["points"]
+    assert {(p["against"], p["role"]) for p in points} >= {("previous", "original")}
+    assert 'id="drift"' not in Path(paths[EPOCHS[0]]).read_text()  # one tick: nothing to show
+
+
+def test_a_retried_tick_resumes_without_asking_again(tmp_path: Path):
+    db = tmp_path / "retry.duckdb"
+    retried = scheduled_audit.with_options(retry_delay_seconds=0)
+    with ScriptedServer(rules=RULES, embedding_dimension=24, script=[Fault("401")]) as provider:
+        params = {"config_path": _write(tmp_path, make_config(provider)), "db": str(db)}
+        run = tick(TICKS[0], flow=retried, **params)
+        requests = provider.counts.requests
+    assert run["run_count"] == 2  # the first attempt failed on the permanent error
+    with Store(db, read_only=True) as store:
+        samples = store.samples()
+        runs = store.runs()
+    assert len(samples) == 5 * 8
+    assert set(samples.seed) == {r["seed"] for r in requests}
+    # Only the refused arm, which stored nothing in the first attempt, was asked again; the
+    # 32 outputs the other arms stored then were not requested a second time.
+    refused = requests[0]["messages"]
+    asked = Counter(r["seed"] for r in requests)
+    again = [r for r in requests if asked[r["seed"]] > 1]
+    assert {json.dumps(r["messages"]) for r in again} == {json.dumps(refused)}
+    assert len(requests) == 5 * 8 + len(again) // 2
+    assert sum(1 for r in requests if r["messages"] != refused) == 4 * 8
+    assert set(runs.epoch) == {EPOCHS[0]}
+    assert sorted(runs.status) == ["completed", "incomplete"]
+
+
+def test_drift_is_found_when_the_outputs_change_and_not_otherwise(tmp_path: Path):
+    """Eleven arms (each sampled with seeds of its own) over three ticks: the second tick
+    samples the same distributions as the first, the third a changed one."""
+    db = tmp_path / "calibration.duckdb"
+    variants = [f"Flu for {d} days: should I see a doctor? (asked {d} times)" for d in range(10)]
+    updated = Rule(  # the model was updated: it answers the same question differently
+        "",
+        [
+            ("Call your GP tomorrow morning.", 2),
+            ("Antibiotics will not help against the flu.", 1),
+            ("Take paracetamol and stay in bed.", 1),
+        ],
+    )
+    with ScriptedServer(rules=RULES, embedding_dimension=24) as provider:
+        config = make_config(
+            provider,
+            perturbations=[{"kind": "prompt", "variants": [{"text": v} for v in variants]}],
+            n_permutations=999,
+            alpha=ALPHA,
+        )
+        params = {"config_path": _write(tmp_path, config), "db": str(db)}
+        tick(TICKS[0], **params)
+        tick(TICKS[1], **params)
+        provider.rules = [updated]
+        tick(TICKS[2], **params)
+    with Store(db, read_only=True) as store:
+        drift = store.drift("persona-test")
+    same = drift[(drift.epoch == EPOCHS[1]) & (drift.against == "previous")]
+    moved = drift[drift.epoch == EPOCHS[2]]
+    assert len(same) == 11
+    assert (same.p_value < ALPHA).sum() <= 2  # about alpha * 11 = 0.55 expected
+    assert not same.reject.any()
+    assert len(moved) == 2 * 11
+    assert moved.reject.all(), moved[["against", "role", "p_value", "adjusted_p"]]
+    assert pd.Series(moved.reference_epoch).tolist().count(EPOCHS[0]) == 11
