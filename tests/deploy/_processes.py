@@ -1,0 +1,174 @@
+"""Start and stop the processes a deployment test needs, and talk to the Prefect API.
+
+Every process starts in a session of its own; stopping it interrupts the whole group
+(twice: an idle Prefect worker exits only on the second SIGINT), then kills whatever is
+left, and reports which processes were still there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+import psutil
+
+BIN = Path(sys.executable).parent
+PREFECT = str(BIN / "prefect")
+DBPA = str(BIN / "dbpa")
+REPO = Path(__file__).resolve().parents[2]
+
+T = TypeVar("T")
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(probe: Callable[[], T | None], timeout: float, what: str, every: float = 0.25) -> T:
+    """Call ``probe`` until it returns something other than None (or fail naming ``what``)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = probe()
+        if found is not None:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(every)
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """How a process group ended."""
+
+    code: int | None
+    """Exit code of the group leader (negative: the signal that ended it)."""
+    leftovers: tuple[int, ...]
+    """Processes of the group or its descendants still alive after the interrupts (killed)."""
+
+
+@dataclass(frozen=True)
+class Started:
+    """A process started in a new session, with its output in ``log``."""
+
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def output(self) -> str:
+        """Everything it printed so far."""
+        return self.log.read_text(errors="replace")
+
+    def stop(self, grace: float = 20.0) -> Stopped:
+        """SIGINT the group, SIGINT again, then SIGKILL anything left."""
+        family = [psutil.Process(self.process.pid)]
+        with contextlib.suppress(psutil.NoSuchProcess):
+            family += family[0].children(recursive=True)
+        code = None
+        for sig in (signal.SIGINT, signal.SIGINT):
+            _signal_group(self.process.pid, sig)
+            try:
+                code = self.process.wait(timeout=grace / 2)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        _, alive = psutil.wait_procs(family, timeout=grace / 2)
+        for p in alive:
+            p.kill()
+        _signal_group(self.process.pid, signal.SIGKILL)
+        if code is None:
+            code = self.process.wait(timeout=grace)
+        return Stopped(code, tuple(sorted(p.pid for p in alive)))
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, sig)
+
+
+def start(
+    args: Sequence[str], env: Mapping[str, str], log: Path, cwd: Path | None = None
+) -> Started:
+    """Start ``args`` in its own session, output to ``log``."""
+    with log.open("wb") as handle:
+        process = subprocess.Popen(
+            list(args),
+            env=dict(env),
+            cwd=cwd,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    return Started(process, log)
+
+
+class Api:
+    """The few REST calls the tests make to a Prefect server."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._http = httpx.Client(base_url=url.rstrip("/") + "/", timeout=10)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def healthy(self) -> bool | None:
+        try:
+            return True if self._http.get("health").status_code == 200 else None
+        except httpx.TransportError:
+            return None
+
+    def _post(self, path: str, body: Mapping[str, Any]) -> Any:
+        response = self._http.post(path, json=body)
+        response.raise_for_status()
+        return response.json()
+
+    def flow_run(self, flow_run_id: str) -> dict[str, Any]:
+        response = self._http.get(f"flow_runs/{flow_run_id}")
+        response.raise_for_status()
+        return dict(response.json())
+
+    def flow_runs(self, **flow_runs: Any) -> list[dict[str, Any]]:
+        """Flow runs matching a ``flow_runs`` filter, oldest first."""
+        body = {"flow_runs": flow_runs, "sort": "START_TIME_ASC"}
+        return list(self._post("flow_runs/filter", body))
+
+    def deployment(self, name: str) -> dict[str, Any] | None:
+        response = self._http.get(f"deployments/name/{name}")
+        return dict(response.json()) if response.status_code == 200 else None
+
+    def artifacts(self, key: str) -> list[dict[str, Any]]:
+        """Every version of the artifact ``key``, newest first."""
+        body = {"artifacts": {"key": {"any_": [key]}}, "sort": "CREATED_DESC"}
+        return list(self._post("artifacts/filter", body))
+
+    def automations(self) -> dict[str, dict[str, Any]]:
+        """Every automation on the server, by name."""
+        return {a["name"]: a for a in self._post("automations/filter", {})}
+
+    def events(self, event: str, resource_id: str) -> list[dict[str, Any]]:
+        """Events named ``event`` about one resource (the last hour)."""
+        body = {
+            "filter": {
+                "event": {"name": [event]},
+                "resource": {"id": [resource_id]},
+                "occurred": {"since": _iso(time.time() - 3600)},
+            },
+            "limit": 50,
+        }
+        return list(self._post("events/filter", body)["events"])
+
+
+def _iso(epoch_seconds: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch_seconds))

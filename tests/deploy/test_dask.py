@@ -1,0 +1,68 @@
+"""``--runner dask=ADDRESS``: embedding and testing run on the workers of a Dask cluster,
+sampling stays in the flow's process (the only DuckDB writer), results equal a threads run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from distributed import Client, LocalCluster, get_task_stream
+
+from dbpa.config import parse_config
+from flows.audit import audit
+from storage import Store
+from tests.deploy._processes import DBPA
+from tests.pipeline.conftest import KEY_ENV, RULES, make_config
+from tests.support.scripted_server import ScriptedServer
+
+COLUMNS = ["perturbation_id", "statistic", "p_value", "adjusted_p", "reject", "null_mean"]
+
+
+def _results(db: Path) -> pd.DataFrame:
+    with Store(db, read_only=True) as store:
+        return store.results(store.run("latest")["run_id"])[COLUMNS].reset_index(drop=True)
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect_harness")
+def test_the_compute_runs_on_the_cluster_and_gives_the_same_results(tmp_path, monkeypatch):
+    from prefect.settings import PREFECT_API_URL
+
+    monkeypatch.setenv(KEY_ENV, "sk-dask-test")  # before the workers start: they embed
+    with (
+        ScriptedServer(rules=RULES, embedding_dimension=24) as provider,
+        LocalCluster(
+            host="127.0.0.1",
+            n_workers=2,
+            threads_per_worker=1,
+            dashboard_address=None,
+            processes=True,
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        config = make_config(provider)
+        path = tmp_path / "flu.yaml"
+        path.write_text(yaml.safe_dump(config))
+        runner = f"dask={cluster.scheduler_address}"
+        with get_task_stream(client) as stream:
+            done = subprocess.run(
+                [DBPA, "run", str(path), "--db", str(tmp_path / "dask.duckdb"), "--runner", runner],
+                env={**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value())},
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+        assert done.returncode == 0, done.stdout + done.stderr
+        workers = set(client.scheduler_info()["workers"])
+        audit(config=parse_config(config), db=str(tmp_path / "threads.duckdb"))
+    ran = [(t["key"].rsplit("-", 1)[0], t["worker"]) for t in stream.data]
+    assert {name for name, _ in ran} == {"embed_texts", "run_tests"}  # no sampling, no writes
+    assert sum(name == "run_tests" for name, _ in ran) == 4
+    assert {worker for _, worker in ran} <= workers
+    pd.testing.assert_frame_equal(
+        _results(tmp_path / "dask.duckdb"), _results(tmp_path / "threads.duckdb")
+    )

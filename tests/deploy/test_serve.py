@@ -1,0 +1,60 @@
+"""``dbpa serve``: one long-running process that serves the scheduled audit of a config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from storage import Store
+from tests.deploy._processes import DBPA, wait_for
+from tests.pipeline.conftest import KEY_ENV, RULES, make_config
+from tests.support.scripted_server import ScriptedServer
+
+DEPLOYMENT = "dbpa-scheduled-audit/persona-test"
+
+
+@pytest.mark.slow
+def test_serve_runs_a_triggered_tick_and_stops_on_ctrl_c(prefect_server, tmp_path: Path):
+    api = prefect_server.api
+    db, out = tmp_path / "served.duckdb", tmp_path / "reports"
+    with ScriptedServer(rules=RULES, embedding_dimension=24) as provider:
+        config = tmp_path / "flu.yaml"
+        config.write_text(yaml.safe_dump(make_config(provider)))
+        serve = prefect_server.start(
+            "serve",
+            DBPA,
+            "serve",
+            str(config),
+            "--cron",
+            "0 3 * * *",
+            "--db",
+            str(db),
+            "--out",
+            str(out),
+            "--set",
+            "k=6",
+            PREFECT_RUNNER_POLL_FREQUENCY="1",
+            **{KEY_ENV: "sk-serve-test"},
+        )
+        try:
+            deployment = wait_for(
+                lambda: api.deployment(DEPLOYMENT), 60, f"the served deployment\n{serve.output()}"
+            )
+            assert deployment["schedules"][0]["schedule"]["cron"] == "0 3 * * *"
+            run = prefect_server.final(prefect_server.trigger(DEPLOYMENT), serve)
+            assert run["state"]["type"] == "COMPLETED", serve.output()[-4000:]
+            assert provider.counts.by_endpoint["/v1/chat/completions"] == 5 * 6  # --set k=6
+        finally:
+            stopped = serve.stop()
+    output = " ".join(serve.output().split())
+    assert stopped.code == 0, output
+    assert not stopped.leftovers
+    assert f"serving {DEPLOYMENT} on cron '0 3 * * *' (UTC)" in output
+    assert "press Ctrl-C to stop" in output
+    assert f"stopped serving {DEPLOYMENT}" in output
+    assert api.deployment(DEPLOYMENT)["paused"]  # no tick until it is served again
+    with Store(db, read_only=True) as store:
+        assert store.runs().status.tolist() == ["completed"]
+    assert any(out.glob("*.html"))
