@@ -10,7 +10,9 @@ of task runs.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
@@ -33,12 +35,15 @@ from tasks.report import write_reports
 from tasks.sample import ArmJob, SampleOutcome, sample_arms
 from tasks.test import TestJob, run_tests
 
-MAX_TASK_RUNS_PER_PHASE = 64
-"""Arms and tests are batched so that no phase makes more task runs than this."""
+SAMPLE_TASK_RUNS = 32
+"""Arms are batched into at most this many sampling task runs per model."""
+TEST_TASK_RUNS = 16
+"""Tests are batched into at most this many task runs (each costs tens of ms of Prefect work)."""
 EMBED_BATCH = 256
 """Texts per embedding task run."""
-SAMPLING_THREADS = 16
-"""Sampling task runs in flight at once (the model's own concurrency bound still applies)."""
+SAMPLING_THREADS = 8
+"""Sampling task runs in flight at once; their arms sample concurrently, and the model's own
+concurrency bound (``max_concurrency``) limits the requests."""
 
 
 class AuditIncomplete(RuntimeError):
@@ -59,7 +64,15 @@ class AuditOutcome:
     """format -> path of the written report."""
 
 
-def _batches(items: Sequence[Any], max_batches: int = MAX_TASK_RUNS_PER_PHASE) -> list[list[Any]]:
+@contextmanager
+def _timed(phase: str) -> Iterator[None]:
+    """Log how long a phase took."""
+    start = time.perf_counter()
+    yield
+    get_run_logger().info("%s took %.1f s", phase, time.perf_counter() - start)
+
+
+def _batches(items: Sequence[Any], max_batches: int) -> list[list[Any]]:
     size = max(1, math.ceil(len(items) / max_batches))
     return [list(items[i : i + size]) for i in range(0, len(items), size)]
 
@@ -130,15 +143,20 @@ def audit(config: AuditConfig, db: str = "dbpa.duckdb", out: str | None = None) 
                 len(plan.arms),
                 plan.k,
             )
-            failures = _sample(plan, store, db, run_id)
+            with _timed("sampling"):
+                failures = _sample(plan, store, db, run_id)
             complete = {a.arm_id for a in plan.arms} - set(failures)
-            _embed(plan, store, config, complete)
-            _test(plan, store, config, complete)
-            _correct(plan, store, config, run_id)
+            with _timed("embedding"):
+                _embed(plan, store, config, complete)
+            with _timed("testing"):
+                _test(plan, store, config, complete)
+            with _timed("correcting"):
+                _correct(plan, store, config, run_id)
             status = "incomplete" if failures else "completed"
             message = _failure_message(plan, failures) if failures else None
             store.finish_run(run_id, status, message)
-            reports = write_reports(db, run_id, out)
+            with _timed("reporting"):
+                reports = write_reports(db, run_id, out)
         except BaseException as exc:
             store.finish_run(run_id, "failed", f"{type(exc).__name__}: {exc}")
             raise
@@ -181,7 +199,7 @@ def _sample(plan: AuditPlan, store: storage.Store, db: str, run_id: str) -> dict
     with ThreadPoolTaskRunner(max_workers=SAMPLING_THREADS) as runner:
         for model, arms in by_model.items():
             task = sample_arms.with_options(tags=[f"model:{model}"])
-            for batch in _batches(arms):
+            for batch in _batches(arms, SAMPLE_TASK_RUNS):
                 jobs = [ArmJob(arm=a, seed=plan.arm_seed(a)) for a in batch]
                 params = {
                     "db": db,
@@ -244,25 +262,28 @@ def _test(plan: AuditPlan, store: storage.Store, config: AuditConfig, complete: 
         config.n_permutations,
         config.omega,
     )
+    vectors = store.arms_vectors(
+        sorted({a for t in todo for a in (t.original.arm_id, t.perturbed.arm_id)}),
+        plan.embedder,
+        plan.k,
+    )
     futures = []
-    for batch in _batches(todo):
-        jobs = [_test_job(store, plan, t) for t in batch]
-        label = _test_label(batch)
-        futures.append(run_tests.submit(jobs, plan.embedder, config.analysis, label))
+    for batch in _batches(todo, TEST_TASK_RUNS):
+        jobs = [
+            TestJob(
+                test_id=t.test_id,
+                original_arm=t.original.arm_id,
+                perturbed_arm=t.perturbed.arm_id,
+                original=vectors[t.original.arm_id],
+                perturbed=vectors[t.perturbed.arm_id],
+            )
+            for t in batch
+        ]
+        futures.append(run_tests.submit(jobs, plan.embedder, config.analysis, _test_label(batch)))
     for future in futures:
         records = future.result()
         store.add_tests(records)
         counter.add(len(records))
-
-
-def _test_job(store: storage.Store, plan: AuditPlan, t: PlannedTest) -> TestJob:
-    return TestJob(
-        test_id=t.test_id,
-        original_arm=t.original.arm_id,
-        perturbed_arm=t.perturbed.arm_id,
-        original=store.arm_vectors(t.original.arm_id, plan.embedder, plan.k),
-        perturbed=store.arm_vectors(t.perturbed.arm_id, plan.embedder, plan.k),
-    )
 
 
 def _test_label(batch: Sequence[PlannedTest]) -> str:

@@ -287,15 +287,31 @@ class Store:
 
     def arm_vectors(self, arm_id: str, embedder: str, k: int) -> NDArray[np.float32]:
         """(k, d) vectors of the arm's first k outputs, in output order."""
-        rows = self._rows(
-            "SELECT e.vector FROM samples s JOIN embeddings e "
-            "ON e.text_hash = s.text_hash AND e.embedder = ? "
-            "WHERE s.arm_id = ? AND s.idx < ? ORDER BY s.idx",
-            [embedder, arm_id, k],
-        )
-        if len(rows) != k:
-            raise LookupError(f"arm {arm_id} has {len(rows)} embedded outputs of the {k} needed")
-        return np.asarray([r[0] for r in rows], dtype=np.float32)
+        found = self.arms_vectors([arm_id], embedder, k)
+        if arm_id not in found:
+            have = len(self.arm_texts([arm_id], k))
+            raise LookupError(f"arm {arm_id} has {have} embedded outputs of the {k} needed")
+        return found[arm_id]
+
+    def arms_vectors(
+        self, arm_ids: Sequence[str], embedder: str, k: int
+    ) -> dict[str, NDArray[np.float32]]:
+        """(k, d) vectors per arm, in output order, for every arm whose first k are embedded."""
+        with self._lock:
+            table = self._con.sql(
+                "SELECT s.arm_id, s.idx, e.vector FROM samples s JOIN embeddings e "
+                "ON e.text_hash = s.text_hash AND e.embedder = $embedder "
+                "WHERE list_contains($arms, s.arm_id) AND s.idx < $k ORDER BY s.arm_id, s.idx",
+                params={"embedder": embedder, "arms": list(arm_ids), "k": k},
+            ).to_arrow_table()
+        if table.num_rows == 0:
+            return {}
+        arms = table.column("arm_id").to_numpy(zero_copy_only=False)
+        flat = table.column("vector").combine_chunks()
+        vectors = flat.flatten().to_numpy().reshape(len(flat), -1).astype(np.float32, copy=False)
+        starts = np.flatnonzero(np.r_[True, arms[1:] != arms[:-1]])
+        ends = np.r_[starts[1:], len(arms)]
+        return {str(arms[i]): vectors[i:j] for i, j in zip(starts, ends, strict=True) if j - i == k}
 
     def truncated_counts(self, arm_ids: Sequence[str], embedder: str, k: int) -> dict[str, int]:
         """How many of each arm's first k outputs were truncated by the embedder."""
@@ -319,42 +335,51 @@ class Store:
 
     def add_tests(self, records: Sequence[PerturbationTestRecord]) -> None:
         """Store test results (idempotent)."""
-        rows = [
-            [
-                r.test_id,
-                r.original_arm,
-                r.perturbed_arm,
-                r.embedder,
-                r.similarity,
-                r.omega,
-                json.dumps(dict(r.omega_options), sort_keys=True),
-                r.n_permutations,
-                r.seed,
-                r.statistic,
-                r.p_value,
-                r.null_mean,
-                r.null_std,
-                r.effect,
-                None if np.isnan(r.z) else r.z,
-                r.evaluated,
-                r.exact,
-                r.k_a,
-                r.k_b,
-                np.asarray(r.null_distribution, dtype=np.float64).tolist(),
-            ]
-            for r in records
-        ]
-        if not rows:
+        if not records:
             return
+        nulls = [np.asarray(r.null_distribution, dtype=np.float64) for r in records]
+        table = pa.table(
+            {
+                "test_id": [r.test_id for r in records],
+                "original_arm": [r.original_arm for r in records],
+                "perturbed_arm": [r.perturbed_arm for r in records],
+                "embedder": [r.embedder for r in records],
+                "similarity": [r.similarity for r in records],
+                "omega": [r.omega for r in records],
+                "omega_options": [
+                    json.dumps(dict(r.omega_options), sort_keys=True) for r in records
+                ],
+                "n_permutations": [r.n_permutations for r in records],
+                "seed": pa.array([r.seed for r in records], pa.int64()),
+                "statistic": [r.statistic for r in records],
+                "p_value": [r.p_value for r in records],
+                "null_mean": [r.null_mean for r in records],
+                "null_std": [r.null_std for r in records],
+                "effect": [r.effect for r in records],
+                "z": pa.array([None if np.isnan(r.z) else r.z for r in records], pa.float64()),
+                "evaluated": [r.evaluated for r in records],
+                "exact": [r.exact for r in records],
+                "k_a": [r.k_a for r in records],
+                "k_b": [r.k_b for r in records],
+                "null_distribution": pa.ListArray.from_arrays(
+                    np.cumsum([0] + [len(n) for n in nulls]), pa.array(np.concatenate(nulls))
+                ),
+            }
+        )
         with self._transaction() as con:
-            con.executemany(
-                "INSERT INTO tests (test_id, original_arm, perturbed_arm, embedder, similarity, "
-                "omega, omega_options, n_permutations, seed, statistic, p_value, null_mean, "
-                "null_std, effect, z, evaluated, exact, k_a, k_b, null_distribution) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT DO NOTHING",
-                rows,
-            )
+            con.register("new_tests", table)
+            try:
+                con.execute(
+                    "INSERT INTO tests (test_id, original_arm, perturbed_arm, embedder, "
+                    "similarity, omega, omega_options, n_permutations, seed, statistic, p_value, "
+                    "null_mean, null_std, effect, z, evaluated, exact, k_a, k_b, "
+                    "null_distribution) SELECT test_id, original_arm, perturbed_arm, embedder, "
+                    "similarity, omega, omega_options, n_permutations, seed, statistic, p_value, "
+                    "null_mean, null_std, effect, z, evaluated, exact, k_a, k_b, "
+                    "null_distribution FROM new_tests ON CONFLICT DO NOTHING"
+                )
+            finally:
+                con.unregister("new_tests")
 
     def tests(self, test_ids: Sequence[str]) -> pd.DataFrame:
         """Stored test rows, with their null distributions."""

@@ -15,6 +15,9 @@ from dbpa.llm import PermanentModelError, TransientModelError, sample
 from dbpa.progress import Counter
 from dbpa.specs import Generation
 
+ARMS_IN_FLIGHT = 32
+"""Arms of one task sampled at once (each waits on its own requests in a thread)."""
+
 
 @dataclass(frozen=True)
 class ArmJob:
@@ -61,7 +64,8 @@ def sample_arms(
     ends that arm only. The arms of the batch are sampled concurrently."""
     store = storage.get(db)
     present = store.sample_indices([j.arm.arm_id for j in jobs])
-    with ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="dbpa-arm") as pool:
+    threads = min(len(jobs), ARMS_IN_FLIGHT)
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="dbpa-arm") as pool:
         futures = {
             job.arm.arm_id: pool.submit(
                 _fill,

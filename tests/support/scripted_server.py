@@ -269,6 +269,7 @@ class _QuietHTTPServer(ThreadingHTTPServer):
     """Daemon handler threads; clients hanging up (after a timeout) are not an error."""
 
     daemon_threads = True
+    request_queue_size = 256  # the default backlog of 5 drops bursts of new connections
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         if not isinstance(sys.exc_info()[1], ConnectionError):
@@ -288,6 +289,7 @@ def _error(message: str, kind: str) -> dict[str, Any]:
 def _handler_for(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # headers and body go out at once, no 40 ms ACK wait
 
         def log_message(self, format: str, *args: Any) -> None:  # silence stderr
             pass

@@ -1,0 +1,140 @@
+"""The audit flow against a scripted provider: wall time against the ideal, and a re-run.
+
+100 perturbations, k=20, 200 ms per request, 16 requests in flight, one output per request:
+the ideal sampling time is 101 arms x 20 outputs x 0.2 s / 16 = 25.25 s. The audit's wall time
+(sample, embed, 100 permutation tests, corrections, reports) is measured against it in the
+same run, after a small warm-up audit has started Prefect's ephemeral server. Then the finished
+audit is run again: it must make no model call.
+
+The scripted provider runs in its own process, as a real provider would: in the audit's
+process its request handling would compete with the audit for the interpreter lock.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from benchmarks._table import print_table
+from dbpa.config import parse_config
+from tests.support.scripted_server import Rule, ScriptedServer
+
+KEY_ENV = "DBPA_BENCH_KEY"
+RULES = (Rule("", [("Rest and drink fluids.", 2), ("See a doctor if it lasts.", 1)]),)
+
+
+class _RemoteProvider:
+    """A ScriptedServer in a child process; ``chat_requests()`` asks it for its count."""
+
+    def __init__(self, conn: Connection, api_base: str) -> None:
+        self._conn, self.api_base = conn, api_base
+
+    def requests(self) -> tuple[int, int]:
+        """(chat requests, all requests) served so far."""
+        self._conn.send("counts")
+        chat, total = self._conn.recv()
+        return int(chat), int(total)
+
+
+def _serve(conn: Connection, latency: float) -> None:
+    with ScriptedServer(rules=RULES, latency=latency) as server:
+        conn.send(server.api_base)
+        while conn.recv() == "counts":
+            conn.send((server.counts.by_endpoint["/v1/chat/completions"], server.counts.total))
+
+
+@contextmanager
+def _provider(latency: float) -> Iterator[_RemoteProvider]:
+    ours, theirs = mp.get_context("spawn").Pipe()
+    child = mp.get_context("spawn").Process(target=_serve, args=(theirs, latency), daemon=True)
+    child.start()
+    try:
+        yield _RemoteProvider(ours, ours.recv())
+    finally:
+        ours.send("stop")
+        child.join(timeout=30)
+        if child.is_alive():
+            child.kill()
+
+
+def _config(
+    server: _RemoteProvider, perturbations: int, k: int, concurrency: int
+) -> dict[str, Any]:
+    variants = [
+        f"Question {i}: my flu has lasted {i % 7 + 2} days, what now?" for i in range(perturbations)
+    ]
+    return {
+        "name": f"bench-{perturbations}",
+        "models": [
+            {
+                "model": "openai/scripted",
+                "api_base": server.api_base,
+                "api_key_env": KEY_ENV,
+                "max_concurrency": concurrency,
+                "max_n": 1,
+            }
+        ],
+        "embedder": {
+            "backend": "litellm",
+            "model": "openai/scripted",
+            "api_base": server.api_base,
+            "api_key_env": KEY_ENV,
+        },
+        "prompt": "My flu has lasted two days. What now?",
+        "perturbations": [{"kind": "prompt", "variants": variants}],
+        "k": k,
+        "n_permutations": 1999,
+        "seed": 1,
+    }
+
+
+def main(quick: bool = False) -> None:
+    os.environ.setdefault(KEY_ENV, "sk-bench")
+    from flows.audit import audit  # imports Prefect: after the environment is set
+
+    perturbations, k, latency, concurrency = (20, 10, 0.2, 16) if quick else (100, 20, 0.2, 16)
+    ideal = (perturbations + 1) * k * latency / concurrency
+    with tempfile.TemporaryDirectory() as tmp, _provider(latency) as server:
+        out = str(Path(tmp) / "reports")
+        warm = parse_config(_config(server, 2, 4, concurrency) | {"n_permutations": 199})
+        audit(config=warm, db=str(Path(tmp) / "warm.duckdb"), out=out)
+
+        config = parse_config(_config(server, perturbations, k, concurrency))
+        db = str(Path(tmp) / "bench.duckdb")
+        chat_before, _ = server.requests()
+        start = time.perf_counter()
+        audit(config=config, db=db, out=out)
+        first = time.perf_counter() - start
+        chat_after, total_before_rerun = server.requests()
+        calls = chat_after - chat_before
+
+        start = time.perf_counter()
+        audit(config=config, db=db, out=out)
+        rerun = time.perf_counter() - start
+        rerun_calls = server.requests()[1] - total_before_rerun
+
+    print_table(
+        f"pipeline: {perturbations} perturbations, k={k}, {latency * 1000:.0f} ms latency, "
+        f"concurrency {concurrency}",
+        ["measure", "value", "baseline", "ratio", "target", "ok"],
+        [
+            ["audit wall time (s)", first, ideal, first / ideal, "<= 1.25", first / ideal <= 1.25],
+            [
+                "chat requests",
+                calls,
+                (perturbations + 1) * k,
+                calls / ((perturbations + 1) * k),
+                "== 1",
+                calls == (perturbations + 1) * k,
+            ],
+            ["re-run wall time (s)", rerun, 10.0, rerun / 10.0, "<= 1", rerun <= 10.0],
+            ["re-run model calls", rerun_calls, 0, "", "== 0", rerun_calls == 0],
+        ],
+    )

@@ -1,0 +1,53 @@
+"""Every example audit runs end to end on the embedded defaults, with the network refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from dbpa.config import parse_config
+from flows.audit import audit
+from storage import Store
+from tests.support.network import loopback_only
+
+EXAMPLES = sorted((Path(__file__).parents[2] / "examples").glob("*.yaml"))
+SMALL = {"k": 6, "n_permutations": 999}
+SHORT_OUTPUTS = 24  # max_tokens: enough words to embed, quick on two cores
+
+
+def _shrunk(raw: dict[str, Any]) -> dict[str, Any]:
+    """The example with k=6 and short outputs; everything else as written."""
+    for model in raw["models"]:
+        model.setdefault("params", {})["max_tokens"] = SHORT_OUTPUTS
+    for spec in raw["perturbations"]:
+        for model in spec.get("models", []):
+            if isinstance(model, dict):
+                model.setdefault("params", {})["max_tokens"] = SHORT_OUTPUTS
+    return {**raw, **SMALL}
+
+
+def test_every_example_is_listed():
+    assert {p.stem for p in EXAMPLES} >= {"personas", "cardiovascular", "alignment", "paraphrase"}
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect_harness")
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_example_runs_offline(example: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    config = parse_config(_shrunk(yaml.safe_load(example.read_text())), source=str(example))
+    refused = loopback_only(monkeypatch)
+    outcome = audit(config=config, db=str(tmp_path / "e.duckdb"), out=str(tmp_path / "reports"))
+    assert refused == []
+    assert outcome.status == "completed"
+    with Store(tmp_path / "e.duckdb", read_only=True) as store:
+        results = store.results(outcome.run_id)
+        samples = store.samples()
+    assert results.tested.all()
+    assert len(results) == len(config.family)
+    assert (samples.text.str.len() > 0).mean() > 0.9  # real text came back
+    html = Path(outcome.reports["html"]).read_text()
+    labelled = results.label.notna().any() and results.label.nunique() == 2
+    assert ("ROC" in html) == bool(labelled)
