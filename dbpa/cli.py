@@ -337,33 +337,23 @@ def serve(
     runner: Annotated[
         str, typer.Option(help="Task runner for the compute: threads, dask or dask=ADDRESS.")
     ] = "threads",
+    name: Annotated[
+        str | None, typer.Option(help="Deployment name (default: the audit's name).")
+    ] = None,
 ) -> None:
     """Run an audit on a schedule from this process, each tick sampling afresh (Ctrl-C stops).
 
     Needs a Prefect server (PREFECT_API_URL); every tick is a run of the deployment
     dbpa-scheduled-audit/NAME, which can also be triggered by hand or from the UI.
     """
-    from prefect.client.schemas.schedules import CronSchedule
-    from prefect.settings import PREFECT_API_URL
-    from pydantic import ValidationError
-
-    cfg, _ = _load(config, set_)
-    try:
-        CronSchedule(cron=cron)
-    except ValidationError as exc:
-        raise _fail(EXIT_BAD_INPUT, f"--cron {cron!r}: {exc.errors()[0]['msg']}") from None
-    api = PREFECT_API_URL.value()
-    if not api:
-        raise _fail(
-            EXIT_BAD_INPUT,
-            "no Prefect server: start one (prefect server start --host 127.0.0.1) and set "
-            "PREFECT_API_URL=http://127.0.0.1:4200/api",
-        )
     from prefect.deployments.runner import EntrypointType
 
     from flows.scheduled import scheduled_audit
 
-    deployment = f"{scheduled_audit.name}/{cfg.name}"
+    cfg, _ = _load(config, set_)
+    name = name or cfg.name
+    deployment = f"{scheduled_audit.name}/{name}"
+    api = _serve_checks(cron, deployment)
     err.print(
         f"serving [bold]{deployment}[/] on cron '{cron}' (UTC) against {api}; record: {db}\n"
         f"run a tick now with: prefect deployment run '{deployment}'\n"
@@ -371,7 +361,7 @@ def serve(
         highlight=False,
     )
     scheduled_audit.serve(
-        name=cfg.name,
+        name=name,
         cron=cron,
         parameters={
             "config_path": str(config.resolve()),
@@ -385,6 +375,39 @@ def serve(
         entrypoint_type=EntrypointType.MODULE_PATH,
     )
     err.print(f"stopped serving {deployment}; its schedule is paused until it is served again")
+
+
+def _serve_checks(cron: str, deployment: str) -> str:
+    """The API URL, once the cron expression, the server and the deployment name are usable."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.schedules import CronSchedule
+    from prefect.exceptions import ObjectNotFound
+    from prefect.settings import PREFECT_API_URL
+    from pydantic import ValidationError
+
+    try:
+        CronSchedule(cron=cron)
+    except ValidationError as exc:
+        raise _fail(EXIT_BAD_INPUT, f"--cron {cron!r}: {exc.errors()[0]['msg']}") from None
+    api = PREFECT_API_URL.value()
+    if not api:
+        raise _fail(
+            EXIT_BAD_INPUT,
+            "no Prefect server: start one (prefect server start --host 127.0.0.1) and set "
+            "PREFECT_API_URL=http://127.0.0.1:4200/api",
+        )
+    with get_client(sync_client=True) as client:
+        try:
+            pool = client.read_deployment_by_name(deployment).work_pool_name
+        except ObjectNotFound:
+            pool = None
+    if pool:
+        raise _fail(
+            EXIT_BAD_INPUT,
+            f"deployment {deployment} runs on the work pool {pool!r} (deployments/prefect.yaml); "
+            "serving would replace it: choose another --name",
+        )
+    return str(api)
 
 
 @app.command()

@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from matplotlib.ticker import FuncFormatter, NullFormatter
+
 from ._data import DriftHistory, DriftPoint, RunInfo
 from ._figures import GREY, RED, Chart, _chart, _figure, _plain
 
@@ -61,7 +63,7 @@ def drift_figure(history: DriftHistory) -> Chart:
         if p.against == "baseline":
             series.setdefault(p.label, []).append((ticks[p.epoch], p.effect, p.p_value, p.reject))
     alpha = history.points[0].alpha
-    with _figure(8.4, 2.9) as fig:
+    with _figure(8.4, 3.0 + 0.18 * (len(series) + 1) / 3) as fig:
         effect_ax, p_ax = fig.subplots(1, 2)
         for label, values in series.items():
             x, effect, p_value, reject = (list(v) for v in zip(*values, strict=True))
@@ -84,11 +86,13 @@ def drift_figure(history: DriftHistory) -> Chart:
             alpha, color=RED, lw=0.8, ls="--", label=f"\N{GREEK SMALL LETTER ALPHA} = {alpha:g}"
         )
         p_ax.set_yscale("log")
+        p_ax.set_ylim(top=1.2)
+        p_ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        p_ax.yaxis.set_minor_formatter(NullFormatter())
         p_ax.set_ylabel("p (raw)")
         for ax in (effect_ax, p_ax):
             ax.set_xticks(range(len(history.epochs)), [_tick_label(e) for e in history.epochs])
             ax.tick_params(axis="x", labelrotation=30)
             ax.set_xlabel("tick")
-        effect_ax.legend(loc="upper left", bbox_to_anchor=(0, -0.45), ncol=3)
-        p_ax.legend(loc="lower left")
+        fig.legend(loc="outside lower center", ncol=3)
         return _chart(fig)

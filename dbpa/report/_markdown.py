@@ -87,6 +87,14 @@ def summary_markdown(data: ReportData) -> str:
     untested = [r for r in data.rows if not r.tested]
     if untested:
         lines.append(f"- {len(untested)} perturbation(s) not tested (see the table)")
+    if data.drift is not None:
+        for against, points in data.drift.at(data.drift.current).items():
+            changed = [_md(p.label) for p in points if p.reject]
+            lines.append(
+                f"- Drift against the {against} tick {_code(points[0].reference_epoch)}: "
+                f"{len(changed)} of {len(points)} arms changed"
+                + (f" ({', '.join(changed)})" if changed else "")
+            )
     return "\n".join(lines)
 
 

@@ -55,6 +55,8 @@ class Stopped:
 
     code: int | None
     """Exit code of the group leader (negative: the signal that ended it)."""
+    interrupts: int
+    """SIGINTs sent before the leader exited (3: it had to be killed)."""
     leftovers: tuple[int, ...]
     """Processes of the group or its descendants still alive after the interrupts (killed)."""
 
@@ -75,21 +77,19 @@ class Started:
         family = [psutil.Process(self.process.pid)]
         with contextlib.suppress(psutil.NoSuchProcess):
             family += family[0].children(recursive=True)
-        code = None
-        for sig in (signal.SIGINT, signal.SIGINT):
-            _signal_group(self.process.pid, sig)
-            try:
+        code, interrupts = None, 0
+        while code is None and interrupts < 2:
+            interrupts += 1
+            _signal_group(self.process.pid, signal.SIGINT)
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 code = self.process.wait(timeout=grace / 2)
-                break
-            except subprocess.TimeoutExpired:
-                continue
         _, alive = psutil.wait_procs(family, timeout=grace / 2)
         for p in alive:
             p.kill()
         _signal_group(self.process.pid, signal.SIGKILL)
         if code is None:
-            code = self.process.wait(timeout=grace)
-        return Stopped(code, tuple(sorted(p.pid for p in alive)))
+            code, interrupts = self.process.wait(timeout=grace), 3
+        return Stopped(code, interrupts, tuple(sorted(p.pid for p in alive)))
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
+from typer.testing import CliRunner
 
+from dbpa.cli import app
 from storage import Store
-from tests.deploy._processes import DBPA, wait_for
+from tests.deploy._processes import DBPA, REPO, wait_for
 from tests.pipeline.conftest import KEY_ENV, RULES, make_config
 from tests.support.scripted_server import ScriptedServer
 
@@ -49,7 +52,7 @@ def test_serve_runs_a_triggered_tick_and_stops_on_ctrl_c(prefect_server, tmp_pat
         finally:
             stopped = serve.stop()
     output = " ".join(serve.output().split())
-    assert stopped.code == 0, output
+    assert (stopped.code, stopped.interrupts) == (0, 1), output  # one Ctrl-C is enough
     assert not stopped.leftovers
     assert f"serving {DEPLOYMENT} on cron '0 3 * * *' (UTC)" in output
     assert "press Ctrl-C to stop" in output
@@ -58,3 +61,35 @@ def test_serve_runs_a_triggered_tick_and_stops_on_ctrl_c(prefect_server, tmp_pat
     with Store(db, read_only=True) as store:
         assert store.runs().status.tolist() == ["completed"]
     assert any(out.glob("*.html"))
+
+
+@pytest.mark.slow
+def test_serve_refuses_to_replace_a_deployment_of_the_work_pool(deployed):
+    done = subprocess.run(
+        [DBPA, "serve", str(REPO / "examples" / "personas.yaml"), "--cron", "0 3 * * *"],
+        env=deployed.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    message = " ".join(done.stderr.split())
+    assert "deployment dbpa-scheduled-audit/personas runs on the work pool 'dbpa'" in message
+    assert "choose another --name" in message
+    assert deployed.api.deployment("dbpa-scheduled-audit/personas")["work_pool_name"] == "dbpa"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--cron", "every night"], "--cron 'every night': "),
+        (["--cron", "0 3 * * *"], "no Prefect server: start one"),
+    ],
+)
+def test_serve_checks_its_options_first(args, message):
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings(restore_defaults={PREFECT_API_URL}):
+        result = CliRunner().invoke(app, ["serve", str(REPO / "examples" / "personas.yaml"), *args])
+    assert result.exit_code == 2
+    assert message in " ".join(result.output.split())
