@@ -89,10 +89,14 @@ def audit_p_values(rng: np.random.Generator, scenario: Scenario, k: int) -> NDAr
     space = answer_space(rng)
     a = sample(rng, space, scenario.original, k)
     b = sample(rng, space, scenario.perturbed, k)
-    return np.array([
-        dbpa.permutation_test(a, b, omega=t.omega, n_permutations=B, rng=rng, **t.options).p_value
-        for t in TESTS
-    ])
+    return np.array(
+        [
+            dbpa.permutation_test(
+                a, b, omega=t.omega, n_permutations=B, rng=rng, **t.options
+            ).p_value
+            for t in TESTS
+        ]
+    )
 
 
 def rejections(scenario_index: int, k: int, n_audits: int) -> dict[str, int]:
@@ -116,8 +120,13 @@ def geometry_row(index: int, n: int = 500) -> list[object]:
     b = sample(rng, space, scenario.perturbed, n)
     off = ~np.eye(n, dtype=bool)
     gap = float(np.linalg.norm(a.mean(axis=0) - b.mean(axis=0)))
-    return [scenario.name, float((a @ a.T)[off].mean()), float((a @ b.T).mean()),
-            float((b @ b.T)[off].mean()), gap]
+    return [
+        scenario.name,
+        float((a @ a.T)[off].mean()),
+        float((a @ b.T).mean()),
+        float((b @ b.T)[off].mean()),
+        gap,
+    ]
 
 
 def rate_cell(count: int, n: int) -> str:
@@ -134,8 +143,10 @@ def samples_needed(counts: dict[int, int], n: int, k_grid: tuple[int, ...]) -> s
 
 def main(quick: bool = False) -> None:
     cfg = QUICK if quick else FULL
-    print(f"\nbench_power: {cfg.n_audits} audits per cell, B={B}, alpha={ALPHA}, d=384; "
-          f"cells: rejection rate [95% Clopper-Pearson]")
+    print(
+        f"\nbench_power: {cfg.n_audits} audits per cell, B={B}, alpha={ALPHA}, d=384; "
+        f"cells: rejection rate [95% Clopper-Pearson]"
+    )
     print_table(
         "Scenario geometry (means over 500 answers per arm): P0 = within original, P1 = across",
         ["scenario", "mean P0", "mean P1", "within perturbed", "|centroid gap|"],
@@ -149,8 +160,10 @@ def main(quick: bool = False) -> None:
         print_table(
             f"{scenario.name}: rejection rate at alpha={ALPHA}",
             ["test", *(f"k={k}" for k in cfg.k_grid)],
-            [[label, *(rate_cell(by_k[k][label], cfg.n_audits) for k in cfg.k_grid)]
-             for label in labels],
+            [
+                [label, *(rate_cell(by_k[k][label], cfg.n_audits) for k in cfg.k_grid)]
+                for label in labels
+            ],
         )
         if index:
             for label in labels:

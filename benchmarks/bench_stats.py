@@ -125,9 +125,11 @@ def marginal_line(data: Dataset, cfg: Config, literal_seconds: float) -> str:
         t_full.append(seconds(partial(engine, data, B, r)))
     fixed = float(np.median(t_small))
     per_perm = (float(np.median(t_full)) - fixed) / (B - B_SMALL)
-    return (f"engine fixed cost per call (B={B_SMALL}) {fixed * 1e3:.2f} ms, then "
-            f"{per_perm * 1e6:.1f} us per permutation; literal {literal_seconds / B * 1e3:.3f} ms "
-            f"per permutation: {literal_seconds / B / per_perm:.0f}x per permutation")
+    return (
+        f"engine fixed cost per call (B={B_SMALL}) {fixed * 1e3:.2f} ms, then "
+        f"{per_perm * 1e6:.1f} us per permutation; literal {literal_seconds / B * 1e3:.3f} ms "
+        f"per permutation: {literal_seconds / B / per_perm:.0f}x per permutation"
+    )
 
 
 def agreement_row(data: Dataset, n_permutations: int, seed: int) -> tuple[list[object], float]:
@@ -142,8 +144,17 @@ def agreement_row(data: Dataset, n_permutations: int, seed: int) -> tuple[list[o
     mean_z = (res.null_mean - float(null_lit.mean())) / se_mean
     t_diff = abs(res.statistic - t_lit)
     row: list[object] = [
-        data.name, t_lit, f"{t_diff:.1e}", p_lit, res.p_value, f"{diff:+.4f}", f"{se_p:.4f}", flag,
-        float(null_lit.mean()), res.null_mean, f"{mean_z:+.2f}",
+        data.name,
+        t_lit,
+        f"{t_diff:.1e}",
+        p_lit,
+        res.p_value,
+        f"{diff:+.4f}",
+        f"{se_p:.4f}",
+        flag,
+        float(null_lit.mean()),
+        res.null_mean,
+        f"{mean_z:+.2f}",
     ]
     return row, t_diff
 
@@ -163,8 +174,10 @@ def main(quick: bool = False) -> None:
     cfg = QUICK if quick else FULL
     data = datasets()
     lo, hi = cosine_range(np.vstack([data[0].a, data[0].b]))
-    print(f"\nbench_stats: k={K} per arm, d={D}, cosines (1st-99th pct) in [{lo:.2f}, {hi:.2f}]; "
-          f"{os.cpu_count()} cores, load average before the run {os.getloadavg()[0]:.2f}")
+    print(
+        f"\nbench_stats: k={K} per arm, d={D}, cosines (1st-99th pct) in [{lo:.2f}, {hi:.2f}]; "
+        f"{os.cpu_count()} cores, load average before the run {os.getloadavg()[0]:.2f}"
+    )
     warm_up(data[0])
     scaled = ""
     if cfg.literal_b != B:
@@ -181,14 +194,26 @@ def main(quick: bool = False) -> None:
     print_table(
         f"Agreement at B={cfg.literal_b}, independent seeds (SE = sqrt(p(1-p) 2/B); "
         f"null-mean diff in SE units)",
-        ["dataset", "T_obs", "|dT|", "p literal", "p engine", "diff", "SE", f"<= {FLAG_SE:g} SE",
-         "null mean lit", "null mean eng", "diff/SE"],
+        [
+            "dataset",
+            "T_obs",
+            "|dT|",
+            "p literal",
+            "p engine",
+            "diff",
+            "SE",
+            f"<= {FLAG_SE:g} SE",
+            "null mean lit",
+            "null mean eng",
+            "diff/SE",
+        ],
         [row for row, _ in results],
     )
     worst = max(t for _, t in results)
     verdict = "pass" if worst <= STATISTIC_TOL else "FAIL"
-    print(f"max |T_obs literal - T_obs engine| = {worst:.1e} "
-          f"(target <= {STATISTIC_TOL:g}: {verdict})")
+    print(
+        f"max |T_obs literal - T_obs engine| = {worst:.1e} (target <= {STATISTIC_TOL:g}: {verdict})"
+    )
     print_table(
         f"Engine at B={B_LARGE}, k={K} "
         f"(median of {cfg.large_repeats}; target < {TARGET_SECONDS} s for jsd)",

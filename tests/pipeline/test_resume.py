@@ -32,7 +32,10 @@ def _env() -> dict[str, str]:
 def _run(config: Path, db: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [DBPA, "run", str(config), "--db", str(db)],
-        env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
         start_new_session=True,
     )
 

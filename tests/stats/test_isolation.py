@@ -10,8 +10,7 @@ HEAVY = ["prefect", "duckdb", "litellm", "torch", "sentence_transformers", "pand
 
 def test_importing_the_statistics_pulls_in_no_orchestration_or_io():
     code = (
-        "import sys, dbpa, dbpa.stats; "
-        f"print(','.join(m for m in {HEAVY!r} if m in sys.modules))"
+        f"import sys, dbpa, dbpa.stats; print(','.join(m for m in {HEAVY!r} if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
