@@ -39,6 +39,10 @@ SAMPLE_TASK_RUNS = 32
 """Arms are batched into at most this many sampling task runs per model."""
 TEST_TASK_RUNS = 16
 """Tests are batched into at most this many task runs (each costs tens of ms of Prefect work)."""
+TESTS_PER_TASK_RUN = 50
+"""Fewest tests per task run (one test takes a few ms at k=20, B=2000; the task run's own
+Prefect work, results and cache record cost more than 50 of them: measured in the pipeline
+benchmark, 100 tests took 1.3 s in 16 task runs and 0.6 s in 2)."""
 EMBED_BATCH = 256
 """Texts per embedding task run."""
 SAMPLING_THREADS = 8
@@ -72,8 +76,8 @@ def _timed(phase: str) -> Iterator[None]:
     get_run_logger().info("%s took %.1f s", phase, time.perf_counter() - start)
 
 
-def _batches(items: Sequence[Any], max_batches: int) -> list[list[Any]]:
-    size = max(1, math.ceil(len(items) / max_batches))
+def _batches(items: Sequence[Any], max_batches: int, min_size: int = 1) -> list[list[Any]]:
+    size = max(min_size, math.ceil(len(items) / max_batches))
     return [list(items[i : i + size]) for i in range(0, len(items), size)]
 
 
@@ -268,7 +272,7 @@ def _test(plan: AuditPlan, store: storage.Store, config: AuditConfig, complete: 
         plan.k,
     )
     futures = []
-    for batch in _batches(todo, TEST_TASK_RUNS):
+    for batch in _batches(todo, TEST_TASK_RUNS, TESTS_PER_TASK_RUN):
         jobs = [
             TestJob(
                 test_id=t.test_id,
