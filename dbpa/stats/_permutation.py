@@ -216,11 +216,16 @@ def _random_splits(
     """``count`` uniformly random subsets of size k_a (independent draws), in chunks.
 
     Each split takes the k_a smallest of n uniforms, so the random stream, and with it
-    the result, does not depend on the chunk size.
+    the result, does not depend on the chunk size. A row whose k_a-th and (k_a+1)-th
+    smallest uniforms tie (float64: practically never) takes its k_a smallest by
+    ``argpartition``, which is also how every row could be computed, only slower.
     """
     for start in range(0, count, chunk):
         size = min(chunk, count - start)
-        first = np.argpartition(rng.random((size, n)), k_a - 1, axis=1)[:, :k_a]
-        masks = np.zeros((size, n), dtype=bool)
-        np.put_along_axis(masks, first, True, axis=1)
+        uniforms = rng.random((size, n))
+        kth = np.partition(uniforms, k_a - 1, axis=1)[:, k_a - 1 : k_a]
+        masks = uniforms <= kth
+        for row in np.flatnonzero(np.count_nonzero(masks, axis=1) != k_a):
+            masks[row] = False
+            masks[row, np.argpartition(uniforms[row], k_a - 1)[:k_a]] = True
         yield masks
