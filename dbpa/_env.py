@@ -11,6 +11,8 @@ DEFAULTS = {
     "DO_NOT_TRACK": "1",
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     "HF_HUB_OFFLINE": "1",
+    # The CLI shows its own progress; transformers' "Loading weights" bar would cut into it.
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
     "TOKENIZERS_PARALLELISM": "false",
 }
 

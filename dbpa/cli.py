@@ -185,7 +185,8 @@ def _print_results(db: Path, run_id: str) -> int:
         title=f"run {row['run_id']} ({row['status']})",
         title_justify="left",
         box=box.SIMPLE_HEAD,
-        pad_edge=False,
+        show_edge=False,
+        padding=0,  # the box's blank divider alone separates columns: 30-character ids fit 80
     )
     if len(families) > 1:
         table.add_column("model", overflow="fold")
