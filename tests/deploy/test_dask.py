@@ -13,7 +13,7 @@ import yaml
 from distributed import Client, LocalCluster, get_task_stream
 
 from dbpa.config import parse_config
-from flows.audit import audit
+from flows.audit import TESTS_PER_TASK_RUN, audit
 from storage import Store
 from tests.deploy._processes import DBPA
 from tests.pipeline.conftest import KEY_ENV, RULES, make_config
@@ -61,7 +61,8 @@ def test_the_compute_runs_on_the_cluster_and_gives_the_same_results(tmp_path, mo
         audit(config=parse_config(config), db=str(tmp_path / "threads.duckdb"))
     ran = [(t["key"].rsplit("-", 1)[0], t["worker"]) for t in stream.data]
     assert {name for name, _ in ran} == {"embed_texts", "run_tests"}  # no sampling, no writes
-    assert sum(name == "run_tests" for name, _ in ran) == 4
+    tests = len(_results(tmp_path / "dask.duckdb"))
+    assert sum(name == "run_tests" for name, _ in ran) == -(-tests // TESTS_PER_TASK_RUN)
     assert {worker for _, worker in ran} <= workers
     pd.testing.assert_frame_equal(
         _results(tmp_path / "dask.duckdb"), _results(tmp_path / "threads.duckdb")
