@@ -123,7 +123,8 @@ def run(
     config: Annotated[Path, typer.Argument(help="Audit config (YAML).")],
     db: DbOption = DEFAULT_DB,
     out_dir: Annotated[
-        Path | None, typer.Option("--out", help="Directory for the reports.")
+        Path | None,
+        typer.Option("--out", help="Directory for the reports (default: reports/ next to the db)."),
     ] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="Override KEY=VALUE.")] = None,
     fail_on_control_rejection: Annotated[
@@ -301,11 +302,14 @@ def report(
     fmt: Annotated[str, typer.Option("--format", help="html, md or json.")] = "html",
     out_path: Annotated[
         Path | None,
-        typer.Option("--out", help="File to write (or a directory); default reports/RUN.FORMAT."),
+        typer.Option(
+            "--out",
+            help="File to write (or a directory); default RUN.FORMAT in reports/ next to the db.",
+        ),
     ] = None,
 ) -> None:
     """Regenerate a run's report from the record (no model call)."""
-    from dbpa.report import RENDERERS, gather, report_path
+    from dbpa.report import RENDERERS, default_report_dir, gather, report_path
     from storage import UnknownRunError
 
     if fmt not in RENDERERS:
@@ -316,7 +320,7 @@ def report(
         except UnknownRunError as exc:
             raise _fail(EXIT_BAD_INPUT, str(exc)) from None
     if out_path is None or out_path.is_dir():
-        path = report_path(out_path or Path("reports"), data.run.run_id, fmt)
+        path = report_path(out_path or default_report_dir(db), data.run.run_id, fmt)
     else:
         path = out_path
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -332,7 +336,8 @@ def serve(
     ],
     db: DbOption = DEFAULT_DB,
     out_dir: Annotated[
-        Path | None, typer.Option("--out", help="Directory for the reports.")
+        Path | None,
+        typer.Option("--out", help="Directory for the reports (default: reports/ next to the db)."),
     ] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="Override KEY=VALUE.")] = None,
     runner: Annotated[

@@ -8,12 +8,16 @@ from prefect import task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 import storage
-from dbpa.report import RENDERERS, gather, report_path, results_table, summary_markdown
+from dbpa.report import (
+    RENDERERS,
+    default_report_dir,
+    gather,
+    report_path,
+    results_table,
+    summary_markdown,
+)
 
-__all__ = ["DEFAULT_OUT_DIR", "artifact_key", "write_reports"]
-
-DEFAULT_OUT_DIR = "reports"
-"""Where reports go when the audit names no directory."""
+__all__ = ["artifact_key", "write_reports"]
 
 
 def artifact_key(audit: str, suffix: str) -> str:
@@ -24,12 +28,13 @@ def artifact_key(audit: str, suffix: str) -> str:
 
 @task(name="report", task_run_name="report {run_id}")
 def write_reports(db: str, run_id: str, out_dir: str | None = None) -> dict[str, str]:
-    """Write the HTML, Markdown and JSON reports; publish a results table and a summary."""
+    """Write the HTML, Markdown and JSON reports (to ``out_dir``, default ``reports/`` next
+    to the database); publish a results table and a summary."""
     store = storage.get(db)
     data = gather(store, run_id)
     paths: dict[str, str] = {}
     for fmt, render in RENDERERS.items():
-        path = report_path(out_dir or DEFAULT_OUT_DIR, data.run.run_id, fmt)
+        path = report_path(out_dir or default_report_dir(db), data.run.run_id, fmt)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(render(data), encoding="utf-8")
         paths[fmt] = str(path.resolve())

@@ -63,6 +63,7 @@ __all__ = [
     "TestRow",
     "TestView",
     "Usage",
+    "default_report_dir",
     "gather",
     "render_html",
     "render_json",
@@ -79,6 +80,11 @@ RENDERERS: dict[str, Callable[[ReportData], str]] = {
     "json": render_json,
 }
 """Report format (also the file extension) -> renderer."""
+
+
+def default_report_dir(db: str | Path) -> Path:
+    """Where a run's reports go when no directory is named: ``reports/`` next to its database."""
+    return Path(db).parent / "reports"
 
 
 def report_path(out_dir: str | Path, run_id: str, fmt: str) -> Path:

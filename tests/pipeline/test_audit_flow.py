@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -42,6 +44,8 @@ def test_a_run_samples_every_arm_and_decides(provider: ScriptedServer, tmp_path)
     assert df.loc["persona-child", "reject"]
     assert not df.loc["persona-doctor", "reject"]
     assert set(outcome.reports) == {"html", "md", "json"}
+    for path in outcome.reports.values():  # no directory named: reports/ next to the database
+        assert Path(path).parent == (tmp_path / "reports").resolve()
 
 
 def test_a_rerun_of_a_finished_audit_makes_no_model_call(provider, tmp_path):

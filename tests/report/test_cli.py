@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -18,12 +19,13 @@ def cli():
     return CliRunner()
 
 
-def test_default_is_html_under_reports(cli, labelled_run, tmp_path, monkeypatch):
+def test_default_is_html_in_reports_next_to_the_database(cli, labelled_run, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     result = cli.invoke(app, ["report", "latest", "--db", str(labelled_run.db)])
     assert result.exit_code == 0, result.output
-    path = tmp_path / "reports" / f"{labelled_run.run_id}.html"
-    assert str(path.relative_to(tmp_path)) in result.output
+    path = Path(labelled_run.db).parent / "reports" / f"{labelled_run.run_id}.html"
+    assert path.name in result.output
+    assert not (tmp_path / "reports").exists()  # not the working directory
     page = path.read_text()
     assert page.startswith("<!doctype html>")
     assert labelled_run.run_id in page
