@@ -18,7 +18,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from dbpa.analysis import AnalysisSpec
 from dbpa.perturbations import Perturbation, PerturbationSpec, base_prompt, expand
-from dbpa.specs import EmbedderSpec, Message, ModelSpec, Spec, content_hash
+from dbpa.specs import EmbedderSpec, Message, ModelSpec, content_hash
 from dbpa.stats import min_permutations
 
 
@@ -26,8 +26,12 @@ class ConfigError(ValueError):
     """A configuration file that cannot be used: says which file, which field and why."""
 
 
-class AuditConfig(Spec):
-    """Everything an audit needs; see ``examples/`` for complete files."""
+class AuditConfig(AnalysisSpec):
+    """Everything an audit needs; see ``examples/`` for complete files.
+
+    The analysis settings (similarity, omega and its options, B, alpha, correction) are
+    ``AnalysisSpec``'s fields, flat in the file.
+    """
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=80)
     """Audit name: letters, digits, ``-``, ``_``, ``.``; it names runs, reports and deployments."""
@@ -42,12 +46,6 @@ class AuditConfig(Spec):
     k: int = Field(default=20, ge=2, le=10_000)
     """Outputs sampled per arm."""
     embedder: EmbedderSpec = Field(default_factory=EmbedderSpec)
-    similarity: str = "cosine"
-    omega: str = "jsd"
-    omega_options: dict[str, Any] = Field(default_factory=dict)
-    n_permutations: int = Field(default=2000, ge=1)
-    alpha: float = Field(default=0.05, gt=0, lt=1)
-    correction: str = "holm"
     seed: int = Field(default=0, ge=0)
     """Seeds the sampling requests and the permutations: the same seed gives the same results."""
     epoch: str = "0"
@@ -79,7 +77,7 @@ class AuditConfig(Spec):
             object.__setattr__(self, "prompt", [Message(role="user", content=rendered)])
         if not self.prompt:
             raise ValueError("prompt: needs at least one message")
-        analysis = self.analysis  # validates the analysis names and options
+        analysis = self.analysis
         m = len(self.family)
         needed = min_permutations(m, analysis.alpha, analysis.correction)
         if math.comb(2 * self.k, self.k) - 1 < needed:
@@ -99,15 +97,8 @@ class AuditConfig(Spec):
 
     @cached_property
     def analysis(self) -> AnalysisSpec:
-        """The analysis settings as one object."""
-        return AnalysisSpec(
-            similarity=self.similarity,
-            omega=self.omega,
-            omega_options=self.omega_options,
-            n_permutations=self.n_permutations,
-            alpha=self.alpha,
-            correction=self.correction,
-        )
+        """The analysis settings alone (what a test's id and a task's cache key depend on)."""
+        return AnalysisSpec(**{name: getattr(self, name) for name in AnalysisSpec.model_fields})
 
     @cached_property
     def family(self) -> list[Perturbation]:
