@@ -24,6 +24,8 @@ from dbpa.llm._providers import KEYLESS_PLACEHOLDER, api_key, provider_name
 from dbpa.llm._retry import Retrier
 from dbpa.specs import EmbedderSpec, EmbeddingBatch
 
+from ._base import embed_distinct
+
 _PROBE = "dimension"
 
 
@@ -70,18 +72,14 @@ class LiteLLMEmbedder:
 
     def embed(self, texts: Sequence[str]) -> EmbeddingBatch:
         """Vectors (n, d) float32 in the order of ``texts``."""
-        unique = list(dict.fromkeys(texts))
-        position = {text: i for i, text in enumerate(unique)}
-        where = np.fromiter((position[t] for t in texts), dtype=np.intp, count=len(texts))
-        if not unique:
-            return EmbeddingBatch(
-                np.empty((0, self.dimension), np.float32), np.empty(0, dtype=np.bool_)
-            )
+        return embed_distinct(self, texts, self._encode)
+
+    def _encode(self, unique: list[str]) -> tuple[NDArray[np.float32], NDArray[np.bool_]]:
         size = self._spec.batch_size
         vectors = np.concatenate(
             [self._request(unique[i : i + size]) for i in range(0, len(unique), size)]
         )
-        return EmbeddingBatch(vectors[where], np.zeros(len(texts), dtype=np.bool_))
+        return vectors, np.zeros(len(unique), dtype=np.bool_)  # the API does not say
 
     def _request(self, batch: list[str]) -> NDArray[np.float32]:
         embedding = litellm().embedding

