@@ -39,6 +39,14 @@ EXIT_OK, EXIT_INCOMPLETE, EXIT_BAD_INPUT, EXIT_CONTROL_REJECTED = 0, 1, 2, 3
 
 DbOption = Annotated[Path, typer.Option("--db", help="DuckDB file of the audit record.")]
 DEFAULT_DB = Path("dbpa.duckdb")
+SetOption = Annotated[list[str] | None, typer.Option("--set", help="Override KEY=VALUE.")]
+ReportDirOption = Annotated[
+    Path | None,
+    typer.Option("--out", help="Directory for the reports (default: reports/ next to the db)."),
+]
+RunnerOption = Annotated[
+    str, typer.Option(help="Task runner for the compute: threads, dask or dask=ADDRESS.")
+]
 
 
 def _fail(code: int, message: str) -> typer.Exit:
@@ -102,7 +110,7 @@ def _progress_bars() -> Iterator[None]:
 @app.command()
 def validate(
     config: Annotated[Path, typer.Argument(help="Audit config (YAML).")],
-    set_: Annotated[list[str] | None, typer.Option("--set", help="Override KEY=VALUE.")] = None,
+    set_: SetOption = None,
 ) -> None:
     """Check a config and show what it would sample and test."""
     cfg, plan = _load(config, set_)
@@ -122,17 +130,12 @@ def validate(
 def run(
     config: Annotated[Path, typer.Argument(help="Audit config (YAML).")],
     db: DbOption = DEFAULT_DB,
-    out_dir: Annotated[
-        Path | None,
-        typer.Option("--out", help="Directory for the reports (default: reports/ next to the db)."),
-    ] = None,
-    set_: Annotated[list[str] | None, typer.Option("--set", help="Override KEY=VALUE.")] = None,
+    out_dir: ReportDirOption = None,
+    set_: SetOption = None,
     fail_on_control_rejection: Annotated[
         bool, typer.Option(help="Exit 3 when a control perturbation is rejected (a CI gate).")
     ] = False,
-    runner: Annotated[
-        str, typer.Option(help="Task runner for the compute: threads, dask or dask=ADDRESS.")
-    ] = "threads",
+    runner: RunnerOption = "threads",
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's logs.")] = False,
 ) -> None:
     """Run (or resume) an audit; re-running the same command resumes it."""
@@ -335,14 +338,9 @@ def serve(
         str, typer.Option(help="When to run: a cron expression in UTC, e.g. '0 3 * * *'.")
     ],
     db: DbOption = DEFAULT_DB,
-    out_dir: Annotated[
-        Path | None,
-        typer.Option("--out", help="Directory for the reports (default: reports/ next to the db)."),
-    ] = None,
-    set_: Annotated[list[str] | None, typer.Option("--set", help="Override KEY=VALUE.")] = None,
-    runner: Annotated[
-        str, typer.Option(help="Task runner for the compute: threads, dask or dask=ADDRESS.")
-    ] = "threads",
+    out_dir: ReportDirOption = None,
+    set_: SetOption = None,
+    runner: RunnerOption = "threads",
     name: Annotated[
         str | None, typer.Option(help="Deployment name (default: the audit's name).")
     ] = None,
