@@ -7,7 +7,6 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from dbpa import cli
 from dbpa.cli import app
 from storage import Store
 from tests.drift.conftest import ROLES, record_tick
@@ -15,10 +14,7 @@ from tests.drift.conftest import ROLES, record_tick
 runner = CliRunner()
 
 
-@pytest.fixture(autouse=True)
-def _wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
-    for console in (cli.out, cli.err):
-        monkeypatch.setattr(console, "width", 200)
+pytestmark = pytest.mark.usefixtures("wide_console")
 
 
 def invoke(*args: str):

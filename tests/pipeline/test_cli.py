@@ -11,7 +11,6 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from dbpa import cli
 from dbpa.cli import app
 from tests.pipeline.conftest import RULES, make_config
 from tests.support.scripted_server import Fault, Rule, ScriptedServer
@@ -19,11 +18,7 @@ from tests.support.scripted_server import Fault, Rule, ScriptedServer
 runner = CliRunner()
 
 
-@pytest.fixture(autouse=True)
-def _wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tables as on a wide terminal, so cells are not wrapped mid-word."""
-    for console in (cli.out, cli.err):
-        monkeypatch.setattr(console, "width", 200)
+pytestmark = pytest.mark.usefixtures("wide_console")
 
 
 def invoke(*args: str):
