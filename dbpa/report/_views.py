@@ -64,23 +64,25 @@ def gather_test_views(
     store: Store, rows: Iterable[TestRow], tests: pd.DataFrame
 ) -> tuple[TestView, ...]:
     """One view per tested row; P0/P1 only where both arms' outputs have stored vectors."""
-    vectors: dict[tuple[str, str, int], NDArray[np.float32] | None] = {}
-
-    def arm_vectors(arm_id: str, embedder: str, k: int) -> NDArray[np.float32] | None:
-        key = (arm_id, embedder, k)
-        if key not in vectors:
-            try:
-                vectors[key] = store.arm_vectors(arm_id, embedder, k)
-            except LookupError:
-                vectors[key] = None
-        return vectors[key]
+    rows = list(rows)
+    arms: dict[tuple[str, int], set[str]] = {}  # (embedder, k) -> arms, one query each
+    for row in rows:
+        test = tests.loc[row.test_id]
+        embedder = str(test["embedder"])
+        arms.setdefault((embedder, int(test["k_a"])), set()).add(row.original_arm)
+        arms.setdefault((embedder, int(test["k_b"])), set()).add(row.perturbed_arm)
+    vectors = {
+        (arm_id, embedder, k): found
+        for (embedder, k), arm_ids in arms.items()
+        for arm_id, found in store.arms_vectors(sorted(arm_ids), embedder, k).items()
+    }
 
     views = []
     for row in rows:
         test = tests.loc[row.test_id]
         embedder = str(test["embedder"])
-        original = arm_vectors(row.original_arm, embedder, int(test["k_a"]))
-        perturbed = arm_vectors(row.perturbed_arm, embedder, int(test["k_b"]))
+        original = vectors.get((row.original_arm, embedder, int(test["k_a"])))
+        perturbed = vectors.get((row.perturbed_arm, embedder, int(test["k_b"])))
         similarity, note = None, None
         if original is None or perturbed is None:
             note = f"no P0/P1 histogram: the outputs have no stored {embedder} embeddings"
