@@ -74,16 +74,27 @@ class InFlightLimit:
             self._wake_locked()
 
     def _wake_locked(self) -> None:
+        current = _running_loop()
         for waiter in list(self._waiters):
             if self._in_flight >= waiter.limit:
                 continue
             self._waiters.remove(waiter)
             try:
-                waiter.loop.call_soon_threadsafe(_resolve, waiter.future)
+                if waiter.loop is current:  # no self-pipe write: the common case, and cheaper
+                    waiter.loop.call_soon(_resolve, waiter.future)
+                else:
+                    waiter.loop.call_soon_threadsafe(_resolve, waiter.future)
             except RuntimeError:  # its loop is closed: nobody is waiting any more
                 continue
             waiter.granted = True
             self._in_flight += 1
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def _resolve(future: asyncio.Future[None]) -> None:
