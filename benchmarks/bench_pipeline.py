@@ -6,17 +6,25 @@ the ideal sampling time is 101 arms x 20 outputs x 0.2 s / 16 = 25.25 s. The aud
 same run, after a small warm-up audit has started Prefect's ephemeral server. Then the finished
 audit is run again: it must make no model call.
 
+Also measured in the same run, as a floor: the same 2020 outputs sampled through dbpa's sampler
+alone (litellm, the in-flight bound, one thread per arm and as many arms at once as the
+audit's sample tasks; no Prefect, no DuckDB) against the same provider. audit / floor is what
+the pipeline adds on this machine at this moment; floor / ideal is what litellm and the
+machine cost.
+
 The scripted provider runs in its own process, as a real provider would: in the audit's
 process its request handling would compete with the audit for the interpreter lock.
 """
 
 from __future__ import annotations
 
+import math
 import multiprocessing as mp
 import os
 import tempfile
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -24,6 +32,8 @@ from typing import Any
 
 from benchmarks._table import print_table
 from dbpa.config import parse_config
+from dbpa.llm import sample
+from dbpa.specs import Message, ModelSpec
 from tests.support.scripted_server import Rule, ScriptedServer
 
 KEY_ENV = "DBPA_BENCH_KEY"
@@ -95,6 +105,29 @@ def _config(
     }
 
 
+def _floor(server: _RemoteProvider, arms: int, k: int, concurrency: int) -> float:
+    """Seconds to sample ``arms`` x ``k`` outputs through dbpa's sampler alone."""
+    from flows.audit import SAMPLE_TASK_RUNS, SAMPLING_THREADS  # imports Prefect
+
+    spec = ModelSpec(
+        model="openai/scripted",
+        api_base=server.api_base,
+        api_key_env=KEY_ENV,
+        max_concurrency=concurrency,
+        max_n=1,
+    )
+
+    def fill(arm: int) -> int:
+        prompt = (Message(role="user", content=f"Floor question {arm}: my flu, what now?"),)
+        return len(sample(spec, prompt, range(k), seed=arm))
+
+    start = time.perf_counter()
+    arms_in_flight = SAMPLING_THREADS * math.ceil(arms / SAMPLE_TASK_RUNS)  # as in the audit
+    with ThreadPoolExecutor(max_workers=arms_in_flight) as pool:
+        assert sum(pool.map(fill, range(arms))) == arms * k
+    return time.perf_counter() - start
+
+
 def main(quick: bool = False) -> None:
     os.environ.setdefault(KEY_ENV, "sk-bench")
     from flows.audit import audit  # imports Prefect: after the environment is set
@@ -105,6 +138,7 @@ def main(quick: bool = False) -> None:
         out = str(Path(tmp) / "reports")
         warm = parse_config(_config(server, 2, 4, concurrency) | {"n_permutations": 199})
         audit(config=warm, db=str(Path(tmp) / "warm.duckdb"), out=out)
+        floor = _floor(server, perturbations + 1, k, concurrency)
 
         config = parse_config(_config(server, perturbations, k, concurrency))
         db = str(Path(tmp) / "bench.duckdb")
@@ -125,7 +159,9 @@ def main(quick: bool = False) -> None:
         f"concurrency {concurrency}",
         ["measure", "value", "baseline", "ratio", "target", "ok"],
         [
+            ["sampler alone (s)", floor, ideal, floor / ideal, "", ""],
             ["audit wall time (s)", first, ideal, first / ideal, "<= 1.25", first / ideal <= 1.25],
+            ["audit / sampler alone", first, floor, first / floor, "", ""],
             [
                 "chat requests",
                 calls,
