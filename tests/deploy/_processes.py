@@ -38,14 +38,24 @@ def free_port() -> int:
 
 
 def wait_for(probe: Callable[[], T | None], timeout: float, what: str, every: float = 0.25) -> T:
-    """Call ``probe`` until it returns something other than None (or fail naming ``what``)."""
+    """Call ``probe`` until it returns something other than None (or fail naming ``what``).
+
+    A probe whose request times out or cannot connect counts as "not yet": a server busy for
+    longer than one request's timeout under a full test run is slow, not wrong.
+    """
     deadline = time.monotonic() + timeout
     while True:
-        found = probe()
+        try:
+            found = probe()
+        except httpx.TransportError as exc:
+            found, error = None, exc
+        else:
+            error = None
         if found is not None:
             return found
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+            last = f" (last request: {type(error).__name__}: {error})" if error else ""
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}{last}")
         time.sleep(every)
 
 
