@@ -147,8 +147,11 @@ def test_drift_is_found_when_the_outputs_change_and_not_otherwise(tmp_path: Path
     same = drift[(drift.epoch == EPOCHS[1]) & (drift.against == "previous")]
     moved = drift[drift.epoch == EPOCHS[2]]
     assert len(same) == 11
-    assert (same.p_value < ALPHA).sum() <= 2  # about alpha * 11 = 0.55 expected
-    assert not same.reject.any()
+    # The arms' ids hold the scripted server's port, so the outputs, and these p-values, differ
+    # from run to run: under the null a family corrected at ALPHA rejects in up to 5% of runs.
+    # Checked through their spread instead, which fails by chance in under 0.1% of runs.
+    assert (same.p_value < ALPHA).sum() <= 5  # P(Binomial(11, 0.05) > 5) < 1e-5
+    assert same.p_value.median() > 0.1  # P(Binomial(11, 0.1) > 5) < 1e-3
     assert len(moved) == 2 * 11
     assert moved.reject.all(), moved[["against", "role", "p_value", "adjusted_p"]]
     assert pd.Series(moved.reference_epoch).tolist().count(EPOCHS[0]) == 11
