@@ -74,7 +74,7 @@ class InFlightLimit:
             self._wake_locked()
 
     def _wake_locked(self) -> None:
-        current = _running_loop()
+        current = asyncio.get_running_loop()  # releases and cancellations run on a loop
         for waiter in list(self._waiters):
             if self._in_flight >= waiter.limit:
                 continue
@@ -88,13 +88,6 @@ class InFlightLimit:
                 continue
             waiter.granted = True
             self._in_flight += 1
-
-
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
 
 
 def _resolve(future: asyncio.Future[None]) -> None:

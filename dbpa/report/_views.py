@@ -64,10 +64,9 @@ def gather_test_views(
     store: Store, rows: Iterable[TestRow], tests: pd.DataFrame
 ) -> tuple[TestView, ...]:
     """One view per tested row; P0/P1 only where both arms' outputs have stored vectors."""
-    rows = list(rows)
+    tested = [(row, tests.loc[row.test_id]) for row in rows]
     arms: dict[tuple[str, int], set[str]] = {}  # (embedder, k) -> arms, one query each
-    for row in rows:
-        test = tests.loc[row.test_id]
+    for row, test in tested:
         embedder = str(test["embedder"])
         arms.setdefault((embedder, int(test["k_a"])), set()).add(row.original_arm)
         arms.setdefault((embedder, int(test["k_b"])), set()).add(row.perturbed_arm)
@@ -78,8 +77,7 @@ def gather_test_views(
     }
 
     views = []
-    for row in rows:
-        test = tests.loc[row.test_id]
+    for row, test in tested:
         embedder = str(test["embedder"])
         original = vectors.get((row.original_arm, embedder, int(test["k_a"])))
         perturbed = vectors.get((row.perturbed_arm, embedder, int(test["k_b"])))
