@@ -105,17 +105,9 @@ def _config(
     }
 
 
-def _floor(server: _RemoteProvider, arms: int, k: int, concurrency: int) -> float:
-    """Seconds to sample ``arms`` x ``k`` outputs through dbpa's sampler alone."""
+def _floor(spec: ModelSpec, arms: int, k: int) -> float:
+    """Seconds to sample ``arms`` x ``k`` outputs of ``spec`` through dbpa's sampler alone."""
     from flows.audit import SAMPLE_TASK_RUNS, SAMPLING_THREADS  # imports Prefect
-
-    spec = ModelSpec(
-        model="openai/scripted",
-        api_base=server.api_base,
-        api_key_env=KEY_ENV,
-        max_concurrency=concurrency,
-        max_n=1,
-    )
 
     def fill(arm: int) -> int:
         prompt = (Message(role="user", content=f"Floor question {arm}: my flu, what now?"),)
@@ -138,9 +130,9 @@ def main(quick: bool = False) -> None:
         out = str(Path(tmp) / "reports")
         warm = parse_config(_config(server, 2, 4, concurrency) | {"n_permutations": 199})
         audit(config=warm, db=str(Path(tmp) / "warm.duckdb"), out=out)
-        floor = _floor(server, perturbations + 1, k, concurrency)
-
         config = parse_config(_config(server, perturbations, k, concurrency))
+        floor = _floor(config.models[0], perturbations + 1, k)
+
         db = str(Path(tmp) / "bench.duckdb")
         chat_before, _ = server.requests()
         start = time.perf_counter()
