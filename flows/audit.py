@@ -12,14 +12,13 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from prefect import flow, get_run_logger, tags
-from prefect.artifacts import create_progress_artifact, update_progress_artifact
 from prefect.futures import PrefectFuture, wait
 from prefect.runtime import flow_run
 from prefect.task_runners import ThreadPoolTaskRunner
@@ -29,6 +28,8 @@ from dbpa.arms import Arm
 from dbpa.config import AuditConfig
 from dbpa.plan import AuditPlan, PlannedTest, plan_audit
 from dbpa.progress import Counter
+from flows._progress import ProgressArtifact
+from flows._tag_limits import check_tag_limits
 from tasks.correct import correct_family
 from tasks.embed import embed_texts
 from tasks.report import write_reports
@@ -122,7 +123,7 @@ def audit(config: AuditConfig, db: str = "dbpa.duckdb", out: str | None = None) 
     """Run (or resume) an audit and record everything in the DuckDB file ``db``."""
     logger = get_run_logger()
     plan = plan_audit(config)
-    with storage.Store(db) as store, tags(f"audit:{config.name}"):
+    with storage.Store(db) as store, tags(f"audit:{config.name}"), ExitStack() as background:
         storage.register(store)
         run_id = _run_id(config)
         try:
@@ -148,7 +149,7 @@ def audit(config: AuditConfig, db: str = "dbpa.duckdb", out: str | None = None) 
                 plan.k,
             )
             with _timed("sampling"):
-                failures = _sample(plan, store, db, run_id)
+                failures = _sample(plan, store, db, run_id, background)
             complete = {a.arm_id for a in plan.arms} - set(failures)
             with _timed("embedding"):
                 _embed(plan, store, config, complete)
@@ -178,8 +179,13 @@ def audit(config: AuditConfig, db: str = "dbpa.duckdb", out: str | None = None) 
 # ---------------------------------------------------------------------- phases
 
 
-def _sample(plan: AuditPlan, store: storage.Store, db: str, run_id: str) -> dict[str, str]:
-    """Fill every arm to k outputs; returns the arms that failed permanently."""
+def _sample(
+    plan: AuditPlan, store: storage.Store, db: str, run_id: str, background: ExitStack
+) -> dict[str, str]:
+    """Fill every arm to k outputs; returns the arms that failed permanently.
+
+    The progress artifact's last update is left to finish in ``background``.
+    """
     logger = get_run_logger()
     present = store.sample_indices([a.arm_id for a in plan.arms])
     have = {a: sum(1 for i in idx if i < plan.k) for a, idx in present.items()}
@@ -191,15 +197,12 @@ def _sample(plan: AuditPlan, store: storage.Store, db: str, run_id: str) -> dict
         return {}
     logger.info("sampling %d outputs for %d arms", total - counter.done, len(todo))
     labels = _arm_labels(plan)
-    progress_id = create_progress_artifact(
-        progress=100.0 * counter.done / total,
-        key="sampling-progress",
-        description=f"Outputs sampled for run {run_id}",
-    )
     futures: list[PrefectFuture[SampleOutcome]] = []
     by_model: dict[str, list[Arm]] = {}
     for arm in todo:
         by_model.setdefault(arm.model.label, []).append(arm)
+    for model in by_model:
+        check_tag_limits([f"model:{model}"])
     with ThreadPoolTaskRunner(max_workers=SAMPLING_THREADS) as runner:
         for model, arms in by_model.items():
             task = sample_arms.with_options(tags=[f"model:{model}"])
@@ -213,10 +216,11 @@ def _sample(plan: AuditPlan, store: storage.Store, db: str, run_id: str) -> dict
                     "counter": counter,
                 }
                 futures.append(runner.submit(task, params))
-        pending = set(futures)
-        while pending:
-            pending = wait(list(pending), timeout=2.0).not_done
-            update_progress_artifact(progress_id, 100.0 * counter.done / total)
+        progress = ProgressArtifact(
+            "sampling-progress", f"Outputs sampled for run {run_id}", counter
+        )
+        background.callback(progress.stop)
+        wait(futures)
     failures: dict[str, str] = {}
     for future in futures:
         outcome = future.result()  # transient failures that outlived every retry raise here
@@ -242,6 +246,7 @@ def _embed(plan: AuditPlan, store: storage.Store, config: AuditConfig, complete:
         return
     logger.info("embedding %d distinct outputs with %s", len(unique), plan.embedder)
     hashes, contents = unique.text_hash.tolist(), unique.text.tolist()
+    check_tag_limits()  # the compute tasks after sampling share the audit's tag
     for start in range(0, len(contents), EMBED_BATCH):
         chunk = contents[start : start + EMBED_BATCH]
         label = f"{start + 1}-{start + len(chunk)} of {len(contents)} texts"

@@ -7,7 +7,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import (
+    ArtifactFilter,
+    ArtifactFilterFlowRunId,
+    ArtifactFilterKey,
+)
 
+import flows._progress
 from dbpa.config import parse_config
 from flows.audit import AuditIncomplete, audit
 from storage import Store
@@ -59,6 +66,23 @@ def test_a_rerun_of_a_finished_audit_makes_no_model_call(provider, tmp_path):
         _results(tmp_path / "a.duckdb", first.run_id),
         _results(tmp_path / "a.duckdb", second.run_id),
     )
+
+
+def test_the_sampling_progress_artifact_ends_at_100_percent(provider, tmp_path, monkeypatch):
+    monkeypatch.setattr(flows._progress, "UPDATE_INTERVAL_S", 3600.0)  # the final update only
+    outcome = audit(config=parse_config(make_config(provider)), db=str(tmp_path / "a.duckdb"))
+    with Store(tmp_path / "a.duckdb", read_only=True) as store:
+        flow_run_id = store.run(outcome.run_id)["flow_run_id"]
+    with get_client(sync_client=True) as client:
+        artifacts = client.read_artifacts(
+            artifact_filter=ArtifactFilter(
+                key=ArtifactFilterKey(any_=["sampling-progress"]),
+                flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id]),
+            )
+        )
+    assert len(artifacts) == 1
+    assert artifacts[0].type == "progress"
+    assert float(artifacts[0].data) == 100.0
 
 
 def test_added_perturbations_sample_and_test_only_the_new_ones(provider, tmp_path):
