@@ -255,15 +255,15 @@ def _split(total: int | None, parts: int) -> list[int | None]:
 
 
 def _cost(response: Any) -> float | None:
-    """litellm's cost of the request when it knows the model's price."""
+    """litellm's cost of the request, or None where it knows no price for the model.
+
+    litellm prices every response it returns (``_hidden_params["response_cost"]``); asking it
+    again with ``completion_cost`` after it found no price would only repeat the failed lookup
+    (a tenth of the sampler's CPU per request for an unpriced model).
+    """
     hidden = getattr(response, "_hidden_params", None) or {}
     cost = hidden.get("response_cost")
-    if cost is None:
-        try:
-            cost = litellm().completion_cost(completion_response=response)
-        except Exception:  # unknown price: litellm raises various errors
-            return None
-    return float(cost)
+    return None if cost is None else float(cost)
 
 
 def _model_iv(model: object) -> None:

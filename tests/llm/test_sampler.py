@@ -20,6 +20,7 @@ from dbpa.llm import (
     sample,
     sample_async,
 )
+from dbpa.llm._client import litellm
 from dbpa.llm._providers import route_for
 from dbpa.llm._sampler import _split, _Usage
 from dbpa.specs import Generation, Message, ModelSpec
@@ -199,6 +200,19 @@ def test_single_choice_requests_record_the_request_usage(
         assert g.completion_tokens == len(g.text.split())
         assert g.cost_usd is None  # litellm has no price for "scripted"
         assert g.latency_s > 0
+
+
+def test_a_priced_model_records_its_price_from_the_cost_map(make_server) -> None:
+    server = make_server(models=("gpt-4o-mini",))
+    outputs = sample(spec_for(server, model="openai/gpt-4o-mini"), MESSAGES, range(3), seed=0)
+    price = litellm().model_cost["gpt-4o-mini"]
+    for g in outputs:
+        expected = (
+            g.prompt_tokens * price["input_cost_per_token"]
+            + g.completion_tokens * price["output_cost_per_token"]
+        )
+        assert g.cost_usd == pytest.approx(expected, rel=1e-9)
+        assert g.cost_usd > 0
 
 
 def test_several_choices_without_usage_per_choice_give_no_completion_tokens(
