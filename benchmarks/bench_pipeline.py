@@ -122,27 +122,27 @@ def _floor(spec: ModelSpec, arms: int, k: int) -> float:
 
 def main(quick: bool = False) -> None:
     os.environ.setdefault(KEY_ENV, "sk-bench")
-    from flows.audit import audit  # imports Prefect: after the environment is set
+    from flows.audit import run_audit  # imports Prefect: after the environment is set
 
     perturbations, k, latency, concurrency = (20, 10, 0.2, 16) if quick else (100, 20, 0.2, 16)
     ideal = (perturbations + 1) * k * latency / concurrency
     with tempfile.TemporaryDirectory() as tmp, _provider(latency) as server:
         out = str(Path(tmp) / "reports")
         warm = parse_config(_config(server, 2, 4, concurrency) | {"n_permutations": 199})
-        audit(config=warm, db=str(Path(tmp) / "warm.duckdb"), out=out)
+        run_audit(warm, str(Path(tmp) / "warm.duckdb"), out)
         config = parse_config(_config(server, perturbations, k, concurrency))
         floor = _floor(config.models[0], perturbations + 1, k)
 
         db = str(Path(tmp) / "bench.duckdb")
         chat_before, _ = server.requests()
         start = time.perf_counter()
-        audit(config=config, db=db, out=out)
+        run_audit(config, db, out)
         first = time.perf_counter() - start
         chat_after, total_before_rerun = server.requests()
         calls = chat_after - chat_before
 
         start = time.perf_counter()
-        audit(config=config, db=db, out=out)
+        run_audit(config, db, out)
         rerun = time.perf_counter() - start
         rerun_calls = server.requests()[1] - total_before_rerun
 

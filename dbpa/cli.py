@@ -142,7 +142,7 @@ def run(
     if not verbose:
         os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
     cfg, plan = _load(config, set_)
-    from flows.audit import AuditIncomplete, audit_with_runner
+    from flows.audit import AuditIncomplete, run_audit
     from storage import DatabaseInUseError
 
     err.print(
@@ -151,9 +151,7 @@ def run(
     )
     try:
         with _progress_bars():
-            outcome = audit_with_runner(runner)(
-                config=cfg, db=str(db), out=str(out_dir) if out_dir else None
-            )
+            outcome = run_audit(cfg, str(db), str(out_dir) if out_dir else None, runner)
     except AuditIncomplete as exc:
         _print_results(db, "latest")
         raise _fail(EXIT_INCOMPLETE, str(exc)) from None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -19,8 +19,14 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from prefect import flow, get_run_logger, tags
-from prefect.futures import PrefectFuture, wait
+from prefect.context import TagsContext
+from prefect.futures import PrefectFuture, as_completed
 from prefect.runtime import flow_run
+from prefect.settings import (
+    PREFECT_API_URL,
+    PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
+    temporary_settings,
+)
 from prefect.task_runners import ThreadPoolTaskRunner
 
 import storage
@@ -29,7 +35,6 @@ from dbpa.config import AuditConfig
 from dbpa.plan import AuditPlan, PlannedTest, plan_audit
 from dbpa.progress import Counter
 from flows._progress import ProgressArtifact
-from flows._tag_limits import check_tag_limits
 from tasks.correct import correct_family
 from tasks.embed import embed_texts
 from tasks.report import write_reports
@@ -123,7 +128,11 @@ def audit(config: AuditConfig, db: str = "dbpa.duckdb", out: str | None = None) 
     """Run (or resume) an audit and record everything in the DuckDB file ``db``."""
     logger = get_run_logger()
     plan = plan_audit(config)
-    with storage.Store(db) as store, tags(f"audit:{config.name}"), ExitStack() as background:
+    # Task runs carry no tags (the flow run does, see ``flow_run_tags``): Prefect asks the
+    # server for a concurrency slot before every tagged task run, and the ephemeral server
+    # answers 503 now and then, after which the task run waits 2 s.
+    untagged = TagsContext(current_tags=set())
+    with storage.Store(db) as store, untagged, ExitStack() as background:
         storage.register(store)
         run_id = _run_id(config)
         try:
@@ -148,13 +157,12 @@ def audit(config: AuditConfig, db: str = "dbpa.duckdb", out: str | None = None) 
                 len(plan.arms),
                 plan.k,
             )
+            downstream = _Downstream(plan, store, config)
             with _timed("sampling"):
-                failures = _sample(plan, store, db, run_id, background)
-            complete = {a.arm_id for a in plan.arms} - set(failures)
-            with _timed("embedding"):
-                _embed(plan, store, config, complete)
-            with _timed("testing"):
-                _test(plan, store, config, complete)
+                failures = _sample(plan, store, db, run_id, background, downstream.arms_sampled)
+            with _timed("embedding and testing the rest"):
+                downstream.arms_sampled({a.arm_id for a in plan.arms} - set(failures), final=True)
+            downstream.log_summary()
             with _timed("correcting"):
                 _correct(plan, store, config, run_id)
             status = "incomplete" if failures else "completed"
@@ -180,11 +188,20 @@ def audit(config: AuditConfig, db: str = "dbpa.duckdb", out: str | None = None) 
 
 
 def _sample(
-    plan: AuditPlan, store: storage.Store, db: str, run_id: str, background: ExitStack
+    plan: AuditPlan,
+    store: storage.Store,
+    db: str,
+    run_id: str,
+    background: ExitStack,
+    arms_sampled: Callable[[set[str]], object],
 ) -> dict[str, str]:
     """Fill every arm to k outputs; returns the arms that failed permanently.
 
-    The progress artifact's last update is left to finish in ``background``.
+    ``arms_sampled`` gets the complete arms of each sampling task run as it ends, on this
+    thread, while the other task runs go on sampling. An error it raises, or a task run's
+    transient failure that outlived every retry, is raised once every task run has ended,
+    so no output sampled meanwhile is lost. The progress artifact's last update is left to
+    finish in ``background``.
     """
     logger = get_run_logger()
     present = store.sample_indices([a.arm_id for a in plan.arms])
@@ -197,15 +214,14 @@ def _sample(
         return {}
     logger.info("sampling %d outputs for %d arms", total - counter.done, len(todo))
     labels = _arm_labels(plan)
-    futures: list[PrefectFuture[SampleOutcome]] = []
+    batches: dict[PrefectFuture[SampleOutcome], set[str]] = {}
     by_model: dict[str, list[Arm]] = {}
     for arm in todo:
         by_model.setdefault(arm.model.label, []).append(arm)
-    for model in by_model:
-        check_tag_limits([f"model:{model}"])
+    failures: dict[str, str] = {}
+    deferred: Exception | None = None
     with ThreadPoolTaskRunner(max_workers=SAMPLING_THREADS) as runner:
-        for model, arms in by_model.items():
-            task = sample_arms.with_options(tags=[f"model:{model}"])
+        for arms in by_model.values():
             for batch in _batches(arms, SAMPLE_TASK_RUNS):
                 jobs = [ArmJob(arm=a, seed=plan.arm_seed(a)) for a in batch]
                 params = {
@@ -215,62 +231,102 @@ def _sample(
                     "label": _label(labels, batch),
                     "counter": counter,
                 }
-                futures.append(runner.submit(task, params))
+                batches[runner.submit(sample_arms, params)] = {a.arm_id for a in batch}
         progress = ProgressArtifact(
             "sampling-progress", f"Outputs sampled for run {run_id}", counter
         )
         background.callback(progress.stop)
-        wait(futures)
-    failures: dict[str, str] = {}
-    for future in futures:
-        outcome = future.result()  # transient failures that outlived every retry raise here
-        failures.update(outcome.failures)
+        for future in as_completed(list(batches)):
+            try:
+                outcome = future.result()
+                failures.update(outcome.failures)
+                if deferred is None:
+                    arms_sampled(batches[future] - set(outcome.failures))
+            except Exception as exc:
+                deferred = deferred or exc
     for arm_id, reason in failures.items():
         arm = next(a for a in plan.arms if a.arm_id == arm_id)
         store.add_arm_failure(run_id, arm_id, arm.model.model, reason)
         logger.error("arm %s failed: %s", labels[arm_id], reason)
+    if deferred is not None:
+        raise deferred
     return failures
 
 
-def _embed(plan: AuditPlan, store: storage.Store, config: AuditConfig, complete: set[str]) -> None:
-    """Embed every stored output of the complete arms that has no vector yet."""
-    logger = get_run_logger()
-    texts = store.arm_texts(sorted(complete), plan.k)
+class _Downstream:
+    """Embedding and testing of the arms whose sampling is over, while others still sample.
+
+    Each call of :meth:`arms_sampled` embeds the new arms' outputs that have no vector yet
+    and runs the tests they make ready; results already stored are never computed again.
+    Tests wait until at least ``TESTS_PER_TASK_RUN`` are ready (each task run costs Prefect
+    work on the flow's thread while sampling needs it) except in the ``final`` call.
+    """
+
+    def __init__(self, plan: AuditPlan, store: storage.Store, config: AuditConfig) -> None:
+        self._plan, self._store, self._config = plan, store, config
+        self._sampled: set[str] = set()
+        self._embedded = Counter("embed", len(plan.arms), unit="arms")
+        stored = store.existing_tests(t.test_id for t in plan.tests)
+        self._tested = Counter("test", len(plan.tests), len(stored), unit="tests")
+        self._texts = self._tests = 0
+        self._early_texts = self._early_tests = 0
+
+    def arms_sampled(self, arm_ids: set[str], final: bool = False) -> None:
+        """Embed and test what ``arm_ids`` (arms holding all k outputs) make possible."""
+        new = arm_ids - self._sampled
+        texts = _embed(self._plan, self._store, self._config, new) if new else 0
+        self._sampled |= new
+        self._embedded.add(len(new))
+        min_tests = 1 if final else TESTS_PER_TASK_RUN
+        tests = _test(self._plan, self._store, self._config, self._sampled, self._tested, min_tests)
+        self._texts, self._tests = self._texts + texts, self._tests + tests
+        if not final:
+            self._early_texts, self._early_tests = self._texts, self._tests
+
+    def log_summary(self) -> None:
+        """Say what was computed, and how much of it while sampling went on."""
+        get_run_logger().info(
+            "embedded %d new distinct outputs and ran %d permutation tests "
+            "(%d and %d of them while sampling); B=%d, omega=%s",
+            self._texts,
+            self._tests,
+            self._early_texts,
+            self._early_tests,
+            self._config.n_permutations,
+            self._config.omega,
+        )
+
+
+def _embed(plan: AuditPlan, store: storage.Store, config: AuditConfig, arms: set[str]) -> int:
+    """Embed every stored output of ``arms`` that has no vector yet; returns how many
+    distinct texts were embedded."""
+    texts = store.arm_texts(sorted(arms), plan.k)
     missing = store.missing_embeddings(plan.embedder, texts.text_hash)
     unique = texts[texts.text_hash.isin(missing)].drop_duplicates("text_hash")
-    counter = Counter(
-        "embed", len(texts.text_hash.unique()), len(texts.text_hash.unique()) - len(unique), "texts"
-    )
-    if unique.empty:
-        logger.info("embedding: all %d distinct outputs already embedded", counter.total)
-        return
-    logger.info("embedding %d distinct outputs with %s", len(unique), plan.embedder)
     hashes, contents = unique.text_hash.tolist(), unique.text.tolist()
-    check_tag_limits()  # the compute tasks after sampling share the audit's tag
     for start in range(0, len(contents), EMBED_BATCH):
         chunk = contents[start : start + EMBED_BATCH]
         label = f"{start + 1}-{start + len(chunk)} of {len(contents)} texts"
         batch = embed_texts.submit(chunk, config.embedder, label).result()
         store.add_embeddings(plan.embedder, hashes[start : start + len(chunk)], batch)
-        counter.add(len(chunk))
+    return len(contents)
 
 
-def _test(plan: AuditPlan, store: storage.Store, config: AuditConfig, complete: set[str]) -> None:
-    """Run every planned test whose arms are complete and whose result is not stored."""
-    logger = get_run_logger()
-    ready = [t for t in plan.tests if {t.original.arm_id, t.perturbed.arm_id} <= complete]
+def _test(
+    plan: AuditPlan,
+    store: storage.Store,
+    config: AuditConfig,
+    sampled: set[str],
+    counter: Counter,
+    min_tests: int,
+) -> int:
+    """Run the planned tests whose arms are all ``sampled`` (and embedded) and whose result is
+    not stored, when there are at least ``min_tests``; returns how many ran."""
+    ready = [t for t in plan.tests if {t.original.arm_id, t.perturbed.arm_id} <= sampled]
     done = store.existing_tests(t.test_id for t in ready)
     todo = [t for t in ready if t.test_id not in done]
-    counter = Counter("test", len(ready), len(ready) - len(todo), "tests")
-    if not todo:
-        logger.info("testing: all %d tests already stored", len(ready))
-        return
-    logger.info(
-        "running %d permutation tests (B=%d, omega=%s)",
-        len(todo),
-        config.n_permutations,
-        config.omega,
-    )
+    if not todo or len(todo) < min_tests:
+        return 0
     vectors = store.arms_vectors(
         sorted({a for t in todo for a in (t.original.arm_id, t.perturbed.arm_id)}),
         plan.embedder,
@@ -293,6 +349,7 @@ def _test(plan: AuditPlan, store: storage.Store, config: AuditConfig, complete: 
         records = future.result()
         store.add_tests(records)
         counter.add(len(records))
+    return len(todo)
 
 
 def _test_label(batch: Sequence[PlannedTest]) -> str:
@@ -326,6 +383,11 @@ def _failure_message(plan: AuditPlan, failures: dict[str, str]) -> str:
     )
 
 
+def flow_run_tags(config: AuditConfig) -> list[str]:
+    """Tags for the flow runs of an audit of ``config``: its name and its models."""
+    return [f"audit:{config.name}", *(f"model:{m.label}" for m in config.models)]
+
+
 def audit_with_runner(runner: str = "threads") -> Any:
     """The audit flow with its compute tasks (embed, test) on the chosen task runner.
 
@@ -349,3 +411,19 @@ def audit_with_runner(runner: str = "threads") -> Any:
         }
         return audit.with_options(task_runner=DaskTaskRunner(cluster_kwargs=cluster))
     raise ValueError(f"runner: unknown {runner!r}; choose threads, dask or dask=ADDRESS")
+
+
+def run_audit(
+    config: AuditConfig, db: str = "dbpa.duckdb", out: str | None = None, runner: str = "threads"
+) -> AuditOutcome:
+    """Run the audit flow as ``dbpa run`` does: its flow run tagged with the audit and its
+    models, its compute tasks on ``runner`` (see :func:`audit_with_runner`).
+
+    With no Prefect server configured (the ephemeral default) the flow run sends no
+    heartbeats: the server lives and dies with this process, so nothing would watch them,
+    and the end of every flow run would wait up to 1 s for the heartbeat thread.
+    """
+    flow = audit_with_runner(runner)
+    quiet = {} if PREFECT_API_URL.value() else {PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}
+    with tags(*flow_run_tags(config)), temporary_settings(updates=quiet):
+        return flow(config=config, db=db, out=out)  # type: ignore[no-any-return]

@@ -19,7 +19,7 @@ from prefect.runtime import flow_run
 
 import storage
 from dbpa.config import load_config
-from flows.audit import AuditOutcome, audit_with_runner
+from flows.audit import AuditOutcome, audit_with_runner, flow_run_tags
 from flows.drift import drift
 from tasks.report import write_reports
 
@@ -59,7 +59,7 @@ def scheduled_audit(
     logger = get_run_logger()
     config = load_config(config_path, {"epoch": tick_epoch(), **(overrides or {})})
     logger.info("%s: tick %s (%s)", config.name, config.epoch, Path(config_path).resolve())
-    with tags(f"audit:{config.name}", *(f"model:{m.label}" for m in config.models)):
+    with tags(*flow_run_tags(config)):
         outcome = audit_with_runner(runner)(config=config, db=db, out=out)
         drift(audit=config.name, db=db, epoch=config.epoch)
         with storage.Store(db) as store:

@@ -15,8 +15,9 @@ from prefect.client.schemas.filters import (
 )
 
 import flows._progress
+import flows.audit
 from dbpa.config import parse_config
-from flows.audit import AuditIncomplete, audit
+from flows.audit import AuditIncomplete, audit, run_audit
 from storage import Store
 from tests.pipeline.conftest import make_config
 from tests.support.scripted_server import Fault, ScriptedServer
@@ -178,3 +179,68 @@ def test_results_do_not_depend_on_concurrency(provider, tmp_path):
     b = audit(config=parse_config(serial), db=str(tmp_path / "b.duckdb"))
     ra, rb = _results(tmp_path / "a.duckdb", a.run_id), _results(tmp_path / "b.duckdb", b.run_id)
     np.testing.assert_array_equal(ra.p_value, rb.p_value)
+
+
+def test_arms_are_embedded_and_tested_while_other_arms_still_sample(tmp_path, monkeypatch):
+    from tests.pipeline.conftest import RULES
+
+    monkeypatch.setattr(flows.audit, "TESTS_PER_TASK_RUN", 1)  # test as soon as one is ready
+    slow = 4.0  # every request of the child persona's arm; the other arms answer at once
+
+    def latency(body: dict) -> float:
+        return slow if "child" in str(body.get("messages")) else 0.0
+
+    with ScriptedServer(rules=RULES, embedding_dimension=24, latency=latency) as provider:
+        config = make_config(provider)
+        config["models"][0]["max_concurrency"] = 64  # the slow requests hold no one up
+        outcome = audit(config=parse_config(config), db=str(tmp_path / "a.duckdb"))
+    with Store(tmp_path / "a.duckdb", read_only=True) as store:
+        family = store.results(outcome.run_id).set_index("perturbation_id")
+        samples = store.samples().set_index("arm_id")
+        tests = store.tests(family.test_id.tolist()).set_index("test_id")
+    child_arm = family.loc["persona-child", "perturbed_arm"]
+    last_child_output = samples.loc[child_arm, "created_at"].max()
+    early = family.drop(index="persona-child").test_id
+    assert (tests.loc[early, "created_at"] < last_child_output).all()
+    assert tests.loc[family.loc["persona-child", "test_id"], "created_at"] > last_child_output
+
+
+def test_an_embedder_failing_while_arms_sample_fails_the_run_after_every_sample(
+    tmp_path, monkeypatch
+):
+    from dbpa.llm import PermanentModelError
+    from tests.pipeline.conftest import RULES
+
+    # One sampling task run at a time: the first one's arm is embedded (and fails) while the
+    # others still wait to start; they must all run before the run fails.
+    monkeypatch.setattr(flows.audit, "SAMPLING_THREADS", 1)
+    with (
+        ScriptedServer(rules=RULES, embedding_dimension=24) as provider,
+        ScriptedServer(script=[Fault("401", endpoint="/v1/embeddings")] * 50) as embedder,
+    ):
+        config = make_config(provider)
+        config["embedder"]["api_base"] = embedder.api_base
+        with pytest.raises(PermanentModelError, match="litellm/openai/scripted"):
+            audit(config=parse_config(config), db=str(tmp_path / "e.duckdb"))
+        assert embedder.counts.by_endpoint["/v1/embeddings"] >= 1
+    with Store(tmp_path / "e.duckdb", read_only=True) as store:
+        assert store.run("latest")["status"] == "failed"
+        assert store.samples().groupby("arm_id").size().tolist() == [8] * 5
+
+
+def test_run_audit_tags_the_flow_run_and_not_its_task_runs(provider, tmp_path):
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    config = parse_config(make_config(provider))
+    outcome = run_audit(config, str(tmp_path / "a.duckdb"))
+    with Store(tmp_path / "a.duckdb", read_only=True) as store:
+        flow_run_id = store.run(outcome.run_id)["flow_run_id"]
+    with get_client(sync_client=True) as client:
+        flow_run = client.read_flow_run(flow_run_id)
+        task_runs = client.read_task_runs(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id]))
+        )
+    assert set(flow_run.tags) == {"audit:persona-test", "model:openai/scripted"}
+    names = {t.name.split()[0] for t in task_runs}
+    assert {"sample", "embed", "test", "correct", "report"} <= names
+    assert all(t.tags == [] for t in task_runs)
