@@ -265,20 +265,25 @@ class _Downstream:
     def __init__(self, plan: AuditPlan, store: storage.Store, config: AuditConfig) -> None:
         self._plan, self._store, self._config = plan, store, config
         self._sampled: set[str] = set()
-        self._embedded = Counter("embed", len(plan.arms), unit="arms")
-        stored = store.existing_tests(t.test_id for t in plan.tests)
-        self._tested = Counter("test", len(plan.tests), len(stored), unit="tests")
+        self._counters: tuple[Counter, Counter] | None = None
         self._texts = self._tests = 0
         self._early_texts = self._early_tests = 0
 
     def arms_sampled(self, arm_ids: set[str], final: bool = False) -> None:
         """Embed and test what ``arm_ids`` (arms holding all k outputs) make possible."""
+        if self._counters is None:  # created on first use: their bars follow sampling's
+            stored = self._store.existing_tests(t.test_id for t in self._plan.tests)
+            self._counters = (
+                Counter("embed", len(self._plan.arms), unit="arms"),
+                Counter("test", len(self._plan.tests), len(stored), unit="tests"),
+            )
+        embedded, tested = self._counters
         new = arm_ids - self._sampled
         texts = _embed(self._plan, self._store, self._config, new) if new else 0
         self._sampled |= new
-        self._embedded.add(len(new))
+        embedded.add(len(new))
         min_tests = 1 if final else TESTS_PER_TASK_RUN
-        tests = _test(self._plan, self._store, self._config, self._sampled, self._tested, min_tests)
+        tests = _test(self._plan, self._store, self._config, self._sampled, tested, min_tests)
         self._texts, self._tests = self._texts + texts, self._tests + tests
         if not final:
             self._early_texts, self._early_tests = self._texts, self._tests

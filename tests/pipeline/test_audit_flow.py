@@ -244,3 +244,17 @@ def test_run_audit_tags_the_flow_run_and_not_its_task_runs(provider, tmp_path):
     names = {t.name.split()[0] for t in task_runs}
     assert {"sample", "embed", "test", "correct", "report"} <= names
     assert all(t.tags == [] for t in task_runs)
+
+
+def test_progress_reports_sampling_then_embedding_and_testing_to_the_end(provider, tmp_path):
+    from dbpa import progress
+
+    updates: list[progress.Progress] = []
+    with progress.listen(updates.append):
+        audit(config=parse_config(make_config(provider)), db=str(tmp_path / "a.duckdb"))
+    phases = list(dict.fromkeys(u.phase for u in updates))
+    assert phases == ["sample", "embed", "test"]  # the order of the CLI's bars
+    last = {u.phase: u for u in updates}
+    assert (last["sample"].done, last["sample"].total, last["sample"].unit) == (40, 40, "outputs")
+    assert (last["embed"].done, last["embed"].total, last["embed"].unit) == (5, 5, "arms")
+    assert (last["test"].done, last["test"].total, last["test"].unit) == (4, 4, "tests")
