@@ -171,7 +171,7 @@ class Store:
             for arm in arms
         ]
         with self._transaction() as con:
-            _insert(con, "arms", rows, "ON CONFLICT DO NOTHING")
+            _insert(con, "arms", pa.Table.from_pylist(rows), "ON CONFLICT DO NOTHING")
 
     def add_samples(self, arm_id: str, outputs: Sequence[Generation]) -> None:
         """Store outputs of one arm as they arrive (idempotent on (arm, index))."""
@@ -269,15 +269,7 @@ class Store:
             }
         )
         with self._transaction() as con:
-            con.register("new_embeddings", table)
-            try:
-                con.execute(
-                    "INSERT INTO embeddings (text_hash, embedder, dim, vector, truncated) "
-                    "SELECT text_hash, embedder, dim, vector, truncated FROM new_embeddings "
-                    "ON CONFLICT DO NOTHING"
-                )
-            finally:
-                con.unregister("new_embeddings")
+            _insert(con, "embeddings", table, "ON CONFLICT DO NOTHING")
 
     def arm_vectors(self, arm_id: str, embedder: str, k: int) -> NDArray[np.float32]:
         """(k, d) vectors of the arm's first k outputs, in output order."""
@@ -361,19 +353,7 @@ class Store:
             }
         )
         with self._transaction() as con:
-            con.register("new_tests", table)
-            try:
-                con.execute(
-                    "INSERT INTO tests (test_id, original_arm, perturbed_arm, embedder, "
-                    "similarity, omega, omega_options, n_permutations, seed, statistic, p_value, "
-                    "null_mean, null_std, effect, z, evaluated, exact, k_a, k_b, "
-                    "null_distribution) SELECT test_id, original_arm, perturbed_arm, embedder, "
-                    "similarity, omega, omega_options, n_permutations, seed, statistic, p_value, "
-                    "null_mean, null_std, effect, z, evaluated, exact, k_a, k_b, "
-                    "null_distribution FROM new_tests ON CONFLICT DO NOTHING"
-                )
-            finally:
-                con.unregister("new_tests")
+            _insert(con, "tests", table, "ON CONFLICT DO NOTHING")
 
     def tests(self, test_ids: Sequence[str]) -> pd.DataFrame:
         """Stored test rows, with their null distributions."""
@@ -457,7 +437,7 @@ class Store:
         )
         values = [{"run_id": run_id, **{key: row[key] for key in keys}} for row in rows]
         with self._transaction() as con:
-            _insert(con, "run_tests", values, "ON CONFLICT DO NOTHING")
+            _insert(con, "run_tests", pa.Table.from_pylist(values), "ON CONFLICT DO NOTHING")
 
     def add_arm_failure(self, run_id: str, arm_id: str, model: str, reason: str) -> None:
         """Record that an arm could not be sampled in this run."""
@@ -492,7 +472,7 @@ class Store:
                 }
                 for d in decisions
             ]
-            _insert(con, "corrections", rows)
+            _insert(con, "corrections", pa.Table.from_pylist(rows))
 
     def runs(self) -> pd.DataFrame:
         """Every run, newest first."""
@@ -583,12 +563,11 @@ class Store:
                 "DELETE FROM drift_tests WHERE audit = ? AND epoch = ? AND against = ?",
                 [audit, epoch, against],
             )
-            if rows:
-                con.executemany(
-                    f"INSERT INTO drift_tests (audit, epoch, against, {', '.join(keys)}) "
-                    f"VALUES ({', '.join('?' * (len(keys) + 3))})",
-                    [[audit, epoch, against, *(row[k] for k in keys)] for row in rows],
-                )
+            values = [
+                {"audit": audit, "epoch": epoch, "against": against, **{k: row[k] for k in keys}}
+                for row in rows
+            ]
+            _insert(con, "drift_tests", pa.Table.from_pylist(values))
 
     def drift(self, audit: str) -> pd.DataFrame:
         """The stored drift tests of ``audit`` with their statistics, in epoch order (empty
@@ -623,19 +602,17 @@ def _flatten_lists(table: pa.Table) -> pa.Table:
     return pa.table(columns, names=table.column_names)
 
 
-def _insert(
-    con: duckdb.DuckDBPyConnection, table: str, rows: Sequence[Mapping[str, Any]], tail: str = ""
-) -> None:
-    """INSERT ``rows`` (mappings with the same keys: the columns) into ``table`` in one
+def _insert(con: duckdb.DuckDBPyConnection, table: str, data: pa.Table, tail: str = "") -> None:
+    """INSERT the rows of ``data`` (its column names: the table's) into ``table`` in one
     statement (DuckDB's ``executemany`` runs one statement per row: ~2 ms each).
 
-    ``table``, the keys and ``tail`` (e.g. ``ON CONFLICT DO NOTHING``) come from this module,
-    never from data; the values travel as an Arrow table.
+    ``table``, the column names and ``tail`` (e.g. ``ON CONFLICT DO NOTHING``) come from this
+    module, never from data; the values travel as Arrow.
     """
-    if not rows:
+    if data.num_rows == 0:
         return
-    columns = ", ".join(rows[0])
-    con.register("new_rows", pa.Table.from_pylist(list(rows)))
+    columns = ", ".join(data.column_names)
+    con.register("new_rows", data)
     try:
         con.execute(f"INSERT INTO {table} ({columns}) SELECT {columns} FROM new_rows {tail}")
     finally:
