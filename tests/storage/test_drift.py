@@ -1,11 +1,11 @@
-"""The v2 migration and the drift methods of the Store."""
+"""The drift record: the v2 migration, epochs and drift tests."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-import storage._store
+import storage._core
 from dbpa.analysis import AnalysisSpec, run_test
 from storage import MIGRATIONS, Store
 
@@ -85,7 +85,7 @@ def test_a_drift_family_is_replaced_as_a_whole(tmp_path):
 def test_a_version_1_database_migrates_and_reads_without_drift(tmp_path, monkeypatch):
     path = tmp_path / "old.duckdb"
     with monkeypatch.context() as patch:
-        patch.setattr(storage._store, "MIGRATIONS", MIGRATIONS[:1])
+        patch.setattr(storage._core, "MIGRATIONS", MIGRATIONS[:1])
         with Store(path) as store:
             _run(store, "r1", "e1")
     with Store(path, read_only=True) as store:

@@ -1,0 +1,240 @@
+"""The analysis record: tests, runs and their families, arm failures, corrections, results.
+
+Tests are keyed by their content id and shared by every run that plans them; a run's
+family (``run_tests``) points at them, and its corrections are stored per family.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from dbpa.analysis import Decision, PerturbationTestRecord
+
+from ._core import StoreCore, UnknownRunError
+
+RESULTS_SQL = """
+    SELECT rt.run_id, rt.family, rt.position, rt.perturbation_id, rt.kind, rt.label,
+           rt.description, t.omega, t.similarity, t.statistic, t.effect, t.z,
+           t.null_mean, t.null_std, t.p_value, c.adjusted_p, c.reject, c.method, c.alpha,
+           COALESCE(c.tested, t.test_id IS NOT NULL) AS tested,
+           t.k_a, t.k_b, t.n_permutations, t.evaluated, t.exact,
+           rt.original_arm, rt.perturbed_arm, rt.test_id
+    FROM run_tests rt
+    LEFT JOIN tests t ON t.test_id = rt.test_id
+    LEFT JOIN corrections c
+      ON c.run_id = rt.run_id AND c.family = rt.family AND c.perturbation_id = rt.perturbation_id
+"""
+"""Per-perturbation results: a run's family joined with its tests and corrections."""
+
+_FAMILY_KEYS = (
+    "family",
+    "perturbation_id",
+    "position",
+    "kind",
+    "label",
+    "description",
+    "original_arm",
+    "perturbed_arm",
+    "test_id",
+)
+
+
+class AnalysisRecord(StoreCore):
+    """Tests, runs, run families, arm failures, corrections, results and usage."""
+
+    # ---------------------------------------------------------------------- tests
+
+    def existing_tests(self, test_ids: Iterable[str]) -> set[str]:
+        """Which of these tests are stored."""
+        ids = sorted(set(test_ids))
+        if not ids:
+            return set()
+        rows = self._rows("SELECT test_id FROM tests WHERE list_contains(?, test_id)", [ids])
+        return {t for (t,) in rows}
+
+    def add_tests(self, records: Sequence[PerturbationTestRecord]) -> None:
+        """Store test results (idempotent)."""
+        if not records:
+            return
+        nulls = [np.asarray(r.null_distribution, dtype=np.float64) for r in records]
+        table = pa.table(
+            {
+                "test_id": [r.test_id for r in records],
+                "original_arm": [r.original_arm for r in records],
+                "perturbed_arm": [r.perturbed_arm for r in records],
+                "embedder": [r.embedder for r in records],
+                "similarity": [r.similarity for r in records],
+                "omega": [r.omega for r in records],
+                "omega_options": [
+                    json.dumps(dict(r.omega_options), sort_keys=True) for r in records
+                ],
+                "n_permutations": [r.n_permutations for r in records],
+                "seed": pa.array([r.seed for r in records], pa.int64()),
+                "statistic": [r.statistic for r in records],
+                "p_value": [r.p_value for r in records],
+                "null_mean": [r.null_mean for r in records],
+                "null_std": [r.null_std for r in records],
+                "effect": [r.effect for r in records],
+                "z": pa.array([None if np.isnan(r.z) else r.z for r in records], pa.float64()),
+                "evaluated": [r.evaluated for r in records],
+                "exact": [r.exact for r in records],
+                "k_a": [r.k_a for r in records],
+                "k_b": [r.k_b for r in records],
+                "null_distribution": pa.ListArray.from_arrays(
+                    np.cumsum([0] + [len(n) for n in nulls]), pa.array(np.concatenate(nulls))
+                ),
+            }
+        )
+        with self._transaction() as con:
+            self._insert(con, "tests", table, "ON CONFLICT DO NOTHING")
+
+    def tests(self, test_ids: Sequence[str]) -> pd.DataFrame:
+        """Stored test rows, with their null distributions."""
+        return self._df(
+            "SELECT * FROM tests WHERE list_contains(?, test_id) ORDER BY test_id", [list(test_ids)]
+        )
+
+    # ---------------------------------------------------------------------- runs
+
+    def start_run(
+        self,
+        run_id: str,
+        *,
+        audit: str,
+        config: Mapping[str, Any],
+        config_hash: str,
+        epoch: str,
+        flow_run_id: str | None,
+        versions: Mapping[str, str],
+    ) -> None:
+        """Record a run as running (a retried flow run keeps its row)."""
+        with self._transaction() as con:
+            con.execute(
+                "INSERT INTO runs (run_id, audit, status, config, config_hash, epoch, "
+                "flow_run_id, versions) VALUES (?, ?, 'running', ?, ?, ?, ?, ?) "
+                "ON CONFLICT (run_id) DO UPDATE SET status = 'running', finished_at = NULL, "
+                "message = NULL",
+                [
+                    run_id,
+                    audit,
+                    json.dumps(config, sort_keys=True),
+                    config_hash,
+                    epoch,
+                    flow_run_id,
+                    json.dumps(dict(versions), sort_keys=True),
+                ],
+            )
+
+    def mark_interrupted_runs(self) -> int:
+        """Runs left 'running' by a process that died become 'crashed'; returns how many."""
+        with self._transaction() as con:
+            (count,) = con.execute(
+                "SELECT count(*) FROM runs WHERE status = 'running'"
+            ).fetchone() or (0,)
+            con.execute(
+                "UPDATE runs SET status = 'crashed', message = "
+                "'the process running it stopped before it finished (killed or crashed)' "
+                "WHERE status = 'running'"
+            )
+        return int(count)
+
+    def finish_run(
+        self, run_id: str, status: str, message: str | None = None, report_path: str | None = None
+    ) -> None:
+        """Record how a run ended."""
+        with self._transaction() as con:
+            con.execute(
+                "UPDATE runs SET status = ?, message = ?, report_path = COALESCE(?, report_path), "
+                "finished_at = current_timestamp WHERE run_id = ?",
+                [status, message, report_path, run_id],
+            )
+
+    def set_report_path(self, run_id: str, report_path: str) -> None:
+        """Remember where the run's report was written."""
+        with self._transaction() as con:
+            con.execute("UPDATE runs SET report_path = ? WHERE run_id = ?", [report_path, run_id])
+
+    def runs(self) -> pd.DataFrame:
+        """Every run, newest first."""
+        return self._df(
+            "SELECT run_id, audit, status, epoch, started_at, finished_at, message, report_path "
+            "FROM runs ORDER BY started_at DESC"
+        )
+
+    def run(self, run_id: str) -> dict[str, Any]:
+        """One run's row; ``UnknownRunError`` naming the id when absent. ``latest`` is accepted."""
+        if run_id == "latest":
+            df = self._df("SELECT * FROM runs ORDER BY started_at DESC LIMIT 1")
+        else:
+            df = self._df("SELECT * FROM runs WHERE run_id = ?", [run_id])
+        if df.empty:
+            raise UnknownRunError(f"run {run_id!r} is not in {self.path}; `dbpa runs` lists them")
+        return dict(df.iloc[0])
+
+    # ---------------------------------------------------------------------- a run's family
+
+    def add_family(self, run_id: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        """The perturbations tested by a run (keys: family, perturbation_id, position, kind,
+        label, description, original_arm, perturbed_arm, test_id)."""
+        values = [{"run_id": run_id, **{key: row[key] for key in _FAMILY_KEYS}} for row in rows]
+        with self._transaction() as con:
+            self._insert(con, "run_tests", pa.Table.from_pylist(values), "ON CONFLICT DO NOTHING")
+
+    def add_arm_failure(self, run_id: str, arm_id: str, model: str, reason: str) -> None:
+        """Record that an arm could not be sampled in this run."""
+        with self._transaction() as con:
+            con.execute(
+                "INSERT INTO arm_failures (run_id, arm_id, model, reason) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT DO NOTHING",
+                [run_id, arm_id, model, reason],
+            )
+
+    def arm_failures(self, run_id: str) -> pd.DataFrame:
+        """Arms that failed in a run, with the reason."""
+        return self._df("SELECT * FROM arm_failures WHERE run_id = ? ORDER BY arm_id", [run_id])
+
+    def add_corrections(
+        self, run_id: str, family: str, method: str, alpha: float, decisions: Sequence[Decision]
+    ) -> None:
+        """Store (or replace) the corrected decisions of one family of a run."""
+        with self._transaction() as con:
+            con.execute("DELETE FROM corrections WHERE run_id = ? AND family = ?", [run_id, family])
+            rows = [
+                {
+                    "run_id": run_id,
+                    "family": family,
+                    "perturbation_id": d.perturbation_id,
+                    "method": method,
+                    "alpha": alpha,
+                    "p_value": d.p_value,
+                    "adjusted_p": d.adjusted_p,
+                    "reject": d.reject,
+                    "tested": d.tested,
+                }
+                for d in decisions
+            ]
+            self._insert(con, "corrections", pa.Table.from_pylist(rows))
+
+    def results(self, run_id: str) -> pd.DataFrame:
+        """Per-perturbation results of a run, in family order."""
+        return self._df(
+            RESULTS_SQL + " WHERE rt.run_id = ? ORDER BY rt.family, rt.position", [run_id]
+        )
+
+    def usage(self, arm_ids: Sequence[str]) -> pd.DataFrame:
+        """Outputs, tokens and cost per arm."""
+        return self._df(
+            "SELECT arm_id, count(*) AS outputs, "
+            "count(*) FILTER (WHERE status = 'empty') AS empty, "
+            "count(*) FILTER (WHERE status = 'filtered') AS filtered, "
+            "sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens, "
+            "sum(cost_usd) AS cost_usd, avg(latency_s) AS mean_latency_s "
+            "FROM samples WHERE list_contains(?, arm_id) GROUP BY arm_id ORDER BY arm_id",
+            [list(arm_ids)],
+        )

@@ -1,0 +1,58 @@
+"""Export of the record: every table, and the ``results`` view, to Parquet or CSV."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pa_parquet
+
+from ._analysis import RESULTS_SQL
+from ._core import StoreCore
+
+EXPORTS: dict[str, str] = {
+    "runs": "SELECT * FROM runs ORDER BY started_at",
+    "arms": "SELECT * FROM arms ORDER BY created_at, arm_id",
+    "samples": "SELECT * FROM samples ORDER BY arm_id, idx",
+    "embeddings": "SELECT * FROM embeddings ORDER BY embedder, text_hash",
+    "tests": "SELECT * FROM tests ORDER BY created_at, test_id",
+    "run_tests": "SELECT * FROM run_tests ORDER BY run_id, family, position",
+    "corrections": "SELECT * FROM corrections ORDER BY run_id, family, perturbation_id",
+    "arm_failures": "SELECT * FROM arm_failures ORDER BY run_id, arm_id",
+    "results": RESULTS_SQL + " ORDER BY rt.run_id, rt.family, rt.position",
+}
+"""Exportable tables (and the ``results`` view), each a fixed query."""
+
+
+class ExportRecord(StoreCore):
+    """Tables written out as files."""
+
+    def export(self, table: str, path: str | Path, fmt: str = "parquet") -> Path:
+        """Write a table (or ``results``) to Parquet or CSV; returns the file written."""
+        if table not in EXPORTS:
+            raise ValueError(f"table: unknown {table!r}; choose one of {', '.join(EXPORTS)}")
+        if fmt not in ("parquet", "csv"):
+            raise ValueError(f"format: unknown {fmt!r}; choose parquet or csv")
+        data = self._arrow(EXPORTS[table])
+        out = Path(path)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if fmt == "parquet":
+            pa_parquet.write_table(data, out)
+        else:
+            pa_csv.write_csv(_flatten_lists(data), out)
+        return out
+
+
+def _flatten_lists(table: pa.Table) -> pa.Table:
+    """CSV has no lists: write list columns (vectors, null distributions) as JSON text."""
+    columns = []
+    for name in table.column_names:
+        col = table.column(name)
+        if pa.types.is_list(col.type) or pa.types.is_large_list(col.type):
+            col = pa.array(
+                [None if v is None else json.dumps(v) for v in col.to_pylist()], pa.string()
+            )
+        columns.append(col)
+    return pa.table(columns, names=table.column_names)

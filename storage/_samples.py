@@ -1,0 +1,179 @@
+"""The sample record: arms, their outputs and the outputs' embeddings.
+
+Writes are idempotent (primary keys + ``ON CONFLICT DO NOTHING``): an arm is keyed by its
+content hash, an output by (arm, index), a vector by (text hash, embedder), so a retried
+or resumed write never duplicates a row and the first write of an output wins.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+from numpy.typing import NDArray
+
+from dbpa.arms import Arm
+from dbpa.specs import EmbeddingBatch, Generation, text_hash
+
+from ._core import StoreCore
+
+
+class SampleRecord(StoreCore):
+    """Arms, samples and embeddings."""
+
+    # ---------------------------------------------------------------------- arms and samples
+
+    def add_arms(self, arms: Iterable[Arm]) -> None:
+        """Record arms (idempotent)."""
+        rows = [
+            {
+                "arm_id": arm.arm_id,
+                "model": arm.model.model,
+                "api_base": arm.model.api_base,
+                "params": json.dumps(arm.model.params, sort_keys=True),
+                "messages": json.dumps([m.model_dump() for m in arm.messages]),
+                "epoch": arm.epoch,
+            }
+            for arm in arms
+        ]
+        with self._transaction() as con:
+            self._insert(con, "arms", pa.Table.from_pylist(rows), "ON CONFLICT DO NOTHING")
+
+    def add_samples(self, arm_id: str, outputs: Sequence[Generation]) -> None:
+        """Store outputs of one arm as they arrive (idempotent on (arm, index))."""
+        rows = [
+            [
+                arm_id,
+                g.index,
+                g.text,
+                text_hash(g.text),
+                g.status,
+                g.finish_reason,
+                g.prompt_tokens,
+                g.completion_tokens,
+                g.cost_usd,
+                g.latency_s,
+                g.seed,
+                g.request_id,
+            ]
+            for g in outputs
+        ]
+        if not rows:
+            return
+        with self._transaction() as con:
+            # One request's outputs, usually a single row: no Arrow table for it.
+            con.executemany(
+                "INSERT INTO samples (arm_id, idx, text, text_hash, status, finish_reason, "
+                "prompt_tokens, completion_tokens, cost_usd, latency_s, seed, request_id) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                rows,
+            )
+
+    def sample_indices(self, arm_ids: Sequence[str]) -> dict[str, set[int]]:
+        """Stored output indices per arm."""
+        found: dict[str, set[int]] = {a: set() for a in arm_ids}
+        if arm_ids:
+            for arm_id, idx in self._rows(
+                "SELECT arm_id, idx FROM samples WHERE list_contains(?, arm_id)", [list(arm_ids)]
+            ):
+                found[arm_id].add(int(idx))
+        return found
+
+    def arm_texts(self, arm_ids: Sequence[str], k: int) -> pd.DataFrame:
+        """The first k outputs of each arm: arm_id, idx, text, text_hash."""
+        return self._df(
+            "SELECT arm_id, idx, text, text_hash FROM samples "
+            "WHERE list_contains(?, arm_id) AND idx < ? ORDER BY arm_id, idx",
+            [list(arm_ids), k],
+        )
+
+    def samples(self, arm_ids: Sequence[str] | None = None) -> pd.DataFrame:
+        """Stored outputs (of the given arms, or all)."""
+        if arm_ids is None:
+            return self._df("SELECT * FROM samples ORDER BY arm_id, idx")
+        return self._df(
+            "SELECT * FROM samples WHERE list_contains(?, arm_id) ORDER BY arm_id, idx",
+            [list(arm_ids)],
+        )
+
+    def arms(self, arm_ids: Sequence[str] | None = None) -> pd.DataFrame:
+        """Stored arms (the given ones, or all)."""
+        if arm_ids is None:
+            return self._df("SELECT * FROM arms ORDER BY created_at, arm_id")
+        return self._df(
+            "SELECT * FROM arms WHERE list_contains(?, arm_id) ORDER BY arm_id", [list(arm_ids)]
+        )
+
+    # ---------------------------------------------------------------------- embeddings
+
+    def missing_embeddings(self, embedder: str, hashes: Iterable[str]) -> set[str]:
+        """Text hashes that have no vector from ``embedder`` yet."""
+        wanted = set(hashes)
+        if not wanted:
+            return set()
+        have = self._rows(
+            "SELECT text_hash FROM embeddings WHERE embedder = ? AND list_contains(?, text_hash)",
+            [embedder, sorted(wanted)],
+        )
+        return wanted - {h for (h,) in have}
+
+    def add_embeddings(self, embedder: str, hashes: Sequence[str], batch: EmbeddingBatch) -> None:
+        """Store vectors keyed by (text hash, embedder) (idempotent)."""
+        if len(hashes) != len(batch.vectors):
+            raise ValueError("hashes: one text hash per vector is needed")
+        if not hashes:
+            return
+        vectors = np.asarray(batch.vectors, dtype=np.float32)
+        table = pa.table(
+            {
+                "text_hash": pa.array(list(hashes), pa.string()),
+                "embedder": pa.array([embedder] * len(hashes), pa.string()),
+                "dim": pa.array([vectors.shape[1]] * len(hashes), pa.int32()),
+                "vector": pa.FixedSizeListArray.from_arrays(
+                    pa.array(vectors.ravel(), pa.float32()), vectors.shape[1]
+                ).cast(pa.list_(pa.float32())),
+                "truncated": pa.array(np.asarray(batch.truncated, dtype=bool)),
+            }
+        )
+        with self._transaction() as con:
+            self._insert(con, "embeddings", table, "ON CONFLICT DO NOTHING")
+
+    def arm_vectors(self, arm_id: str, embedder: str, k: int) -> NDArray[np.float32]:
+        """(k, d) vectors of the arm's first k outputs, in output order."""
+        found = self.arms_vectors([arm_id], embedder, k)
+        if arm_id not in found:
+            have = len(self.arm_texts([arm_id], k))
+            raise LookupError(f"arm {arm_id} has {have} embedded outputs of the {k} needed")
+        return found[arm_id]
+
+    def arms_vectors(
+        self, arm_ids: Sequence[str], embedder: str, k: int
+    ) -> dict[str, NDArray[np.float32]]:
+        """(k, d) vectors per arm, in output order, for every arm whose first k are embedded."""
+        table = self._arrow(
+            "SELECT s.arm_id, s.idx, e.vector FROM samples s JOIN embeddings e "
+            "ON e.text_hash = s.text_hash AND e.embedder = $embedder "
+            "WHERE list_contains($arms, s.arm_id) AND s.idx < $k ORDER BY s.arm_id, s.idx",
+            {"embedder": embedder, "arms": list(arm_ids), "k": k},
+        )
+        if table.num_rows == 0:
+            return {}
+        arms = table.column("arm_id").to_numpy(zero_copy_only=False)
+        flat = table.column("vector").combine_chunks()
+        vectors = flat.flatten().to_numpy().reshape(len(flat), -1).astype(np.float32, copy=False)
+        starts = np.flatnonzero(np.r_[True, arms[1:] != arms[:-1]])
+        ends = np.r_[starts[1:], len(arms)]
+        return {str(arms[i]): vectors[i:j] for i, j in zip(starts, ends, strict=True) if j - i == k}
+
+    def truncated_counts(self, arm_ids: Sequence[str], embedder: str, k: int) -> dict[str, int]:
+        """How many of each arm's first k outputs were truncated by the embedder."""
+        rows = self._rows(
+            "SELECT s.arm_id, count(*) FILTER (WHERE e.truncated) FROM samples s "
+            "JOIN embeddings e ON e.text_hash = s.text_hash AND e.embedder = ? "
+            "WHERE list_contains(?, s.arm_id) AND s.idx < ? GROUP BY s.arm_id",
+            [embedder, list(arm_ids), k],
+        )
+        return {a: int(n) for a, n in rows}

@@ -1,0 +1,82 @@
+"""The connection core: migrations, transactions, one writer, threads."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import threading
+
+import duckdb
+import pytest
+
+from storage import MIGRATIONS, DatabaseInUseError, Store
+from tests.storage.conftest import count, make_arm, make_gen
+
+
+def test_migrations_apply_once_and_the_database_keeps_its_id(tmp_path):
+    path = tmp_path / "a.duckdb"
+    with Store(path) as s:
+        first_id = s.database_id
+        assert s.schema_version == MIGRATIONS[-1][0]
+    with Store(path) as s:
+        assert s.database_id == first_id
+        versions = s._rows("SELECT version FROM schema_migrations")
+    assert versions == [(v,) for v, _, _ in MIGRATIONS]
+
+
+def test_failed_transaction_leaves_nothing(store, monkeypatch):
+    arm = make_arm()
+    bad = make_gen(1)
+    object.__setattr__(bad, "index", "not an int")
+    with pytest.raises(duckdb.Error):
+        store.add_samples(arm.arm_id, [make_gen(0), bad])
+    assert store.sample_indices([arm.arm_id]) == {arm.arm_id: set()}
+
+
+def test_threads_share_the_store(store):
+    arms = [make_arm(f"p{i}") for i in range(8)]
+
+    def write(arm):
+        for i in range(20):
+            store.add_samples(arm.arm_id, [make_gen(i)])
+
+    threads = [threading.Thread(target=write, args=(a,)) for a in arms]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert count(store, "samples") == 160
+
+
+def test_a_second_process_gets_a_clear_message(tmp_path):
+    path = tmp_path / "busy.duckdb"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
+            import sys, time
+            from storage import Store
+            s = Store({str(path)!r})
+            print("open", flush=True)
+            sys.stdin.readline()
+        """),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "open"
+        with pytest.raises(DatabaseInUseError, match=f"database {path} is in use by another run"):
+            Store(path)
+        with pytest.raises(DatabaseInUseError):
+            Store(path, read_only=True)
+    finally:
+        holder.communicate("\n", timeout=30)
+
+
+def test_read_only_needs_an_existing_database(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        Store(tmp_path / "missing.duckdb", read_only=True)
