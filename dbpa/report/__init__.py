@@ -18,12 +18,12 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from dbpa.drift import DriftHistory, DriftPoint
+
 from ._data import (
     ALLOWED_FPR,
     Alignment,
     ArmView,
-    DriftHistory,
-    DriftPoint,
     Family,
     ModelUsage,
     NullView,
@@ -37,7 +37,7 @@ from ._data import (
     TestView,
     Usage,
 )
-from ._gather import gather
+from ._gather import ReportReader, gather
 from ._html import CONTENT_SECURITY_POLICY, render_html
 from ._json import render_json, report_dict
 from ._markdown import render_markdown, summary_markdown
@@ -56,6 +56,7 @@ __all__ = [
     "NullView",
     "Output",
     "ReportData",
+    "ReportReader",
     "RocView",
     "RunInfo",
     "Settings",

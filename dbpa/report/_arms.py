@@ -2,18 +2,31 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
 
 import pandas as pd
 
 from ._data import ArmView, ModelUsage, Output, Usage
 from ._values import as_float, as_int, as_json
 
-if TYPE_CHECKING:
-    from storage import Store
+__all__ = ["ArmReader", "gather_arms", "usage_by_model"]
 
-__all__ = ["gather_arms", "usage_by_model"]
+
+class ArmReader(Protocol):
+    """Reads arms, their outputs and their usage from the record (``storage.Store`` is one)."""
+
+    def arms(self, arm_ids: Sequence[str]) -> pd.DataFrame:
+        """The stored rows of these arms."""
+        ...
+
+    def samples(self, arm_ids: Sequence[str]) -> pd.DataFrame:
+        """The stored outputs of these arms, by arm and index."""
+        ...
+
+    def usage(self, arm_ids: Sequence[str]) -> pd.DataFrame:
+        """Outputs, tokens and cost per arm."""
+        ...
 
 
 def _arm_roles(results: pd.DataFrame) -> dict[str, list[str]]:
@@ -38,7 +51,7 @@ def _usage_of(row: Any) -> Usage:
 
 
 def gather_arms(
-    store: Store, results: pd.DataFrame, failures: Mapping[str, str], samples_per_arm: int
+    store: ArmReader, results: pd.DataFrame, failures: Mapping[str, str], samples_per_arm: int
 ) -> tuple[ArmView, ...]:
     """Every arm of the run's results, with its first ``samples_per_arm`` outputs."""
     roles = _arm_roles(results)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dbpa.analysis import stars
+from dbpa.drift import DriftHistory
 from dbpa.stats import ModelChoice, OperatingPoint
 
 from ._format import p_floor
@@ -15,8 +16,6 @@ __all__ = [
     "ALLOWED_FPR",
     "Alignment",
     "ArmView",
-    "DriftHistory",
-    "DriftPoint",
     "Family",
     "ModelUsage",
     "NullView",
@@ -278,59 +277,6 @@ class TestView:
     similarity: SimilarityView | None
     note: str | None
     """Why the similarity histograms are missing."""
-
-
-@dataclass(frozen=True)
-class DriftPoint:
-    """One arm of the audit at one tick, tested against the same arm at an earlier tick."""
-
-    epoch: str
-    against: str
-    """``previous`` or ``baseline``."""
-    reference_epoch: str
-    family: str
-    role: str
-    """``original`` or the perturbation that samples the arm."""
-    omega: float
-    effect: float
-    p_value: float
-    adjusted_p: float
-    """Within the arms of the same tick and reference (one family)."""
-    reject: bool
-    method: str
-    alpha: float
-    evaluated: int
-    exact: bool
-
-    @property
-    def label(self) -> str:
-        """``role (family)``."""
-        return f"{self.role} ({self.family})"
-
-    @property
-    def p_floor(self) -> float:
-        """The smallest p-value this test could give."""
-        return p_floor(self.evaluated, self.exact)
-
-
-@dataclass(frozen=True)
-class DriftHistory:
-    """The drift tests of the audit's ticks up to this run's (only with several ticks)."""
-
-    epochs: tuple[str, ...]
-    """Ticks with a completed run, oldest first; the first has nothing to compare with."""
-    current: str
-    """This run's epoch."""
-    points: tuple[DriftPoint, ...]
-
-    def at(self, epoch: str) -> dict[str, tuple[DriftPoint, ...]]:
-        """The tests of one tick by what they compare against (previous first)."""
-        found: dict[str, tuple[DriftPoint, ...]] = {}
-        for against in ("previous", "baseline"):
-            points = tuple(p for p in self.points if p.epoch == epoch and p.against == against)
-            if points:
-                found[against] = points
-        return found
 
 
 @dataclass(frozen=True)

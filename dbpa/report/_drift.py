@@ -1,50 +1,16 @@
-"""The drift history of a run's audit: read from the record, drawn as one figure."""
+"""The drift history of a run's audit, drawn as one figure (``dbpa.drift`` reads it)."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from ._data import DriftHistory, DriftPoint, RunInfo
+from dbpa.drift import DriftHistory
+
 from ._figures import GREY, RED, Chart, _chart, _figure, _plain
 
-if TYPE_CHECKING:
-    from storage import Store
-
-__all__ = ["drift_figure", "gather_drift"]
-
-
-def gather_drift(store: Store, run: RunInfo) -> DriftHistory | None:
-    """The audit's ticks up to the run's epoch and their drift tests; None with one tick."""
-    epochs = [str(e) for e in store.audit_epochs(run.audit).epoch]
-    if run.epoch in epochs:
-        epochs = epochs[: epochs.index(run.epoch) + 1]
-    recorded = store.drift(run.audit)
-    recorded = recorded[recorded.epoch.isin(epochs)]
-    if len(epochs) < 2 or recorded.empty:
-        return None
-    points = tuple(
-        DriftPoint(
-            epoch=str(r.epoch),
-            against=str(r.against),
-            reference_epoch=str(r.reference_epoch),
-            family=str(r.family),
-            role=str(r.role),
-            omega=float(r.statistic),
-            effect=float(r.effect),
-            p_value=float(r.p_value),
-            adjusted_p=float(r.adjusted_p),
-            reject=bool(r.reject),
-            method=str(r.method),
-            alpha=float(r.alpha),
-            evaluated=int(r.evaluated),
-            exact=bool(r.exact),
-        )
-        for r in recorded.itertuples()
-    )
-    return DriftHistory(epochs=tuple(epochs), current=run.epoch, points=points)
+__all__ = ["drift_figure"]
 
 
 def _tick_label(epoch: str) -> str:

@@ -2,28 +2,58 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
 
 import pandas as pd
 
+from dbpa.drift import HistoryReader, read_history
 from dbpa.stats import ModelChoice, best_model, roc_curve, tpr_at_fpr
 
-from ._arms import gather_arms, usage_by_model
+from ._arms import ArmReader, gather_arms, usage_by_model
 from ._data import ALLOWED_FPR, Alignment, Family, ReportData, RocView, RunInfo, Settings, TestRow
-from ._drift import gather_drift
 from ._values import as_bool, as_float, as_int, as_iso, as_json, as_str
-from ._views import gather_test_views
+from ._views import VectorsReader, gather_test_views
 
-if TYPE_CHECKING:
-    from storage import Store
+__all__ = ["ReportReader", "gather"]
 
-__all__ = ["gather"]
+
+@runtime_checkable
+class ReportReader(ArmReader, VectorsReader, HistoryReader, Protocol):
+    """What a report reads from the record (``storage.Store`` is one): the run, its results,
+    tests and failures, besides the arms, vectors and drift history the parts read."""
+
+    @property
+    def path(self) -> Path:
+        """The database file."""
+        ...
+
+    @property
+    def database_id(self) -> str:
+        """The database's id, kept across openings."""
+        ...
+
+    def run(self, run_id: str) -> dict[str, Any]:
+        """One run's row (``latest`` accepted); ``LookupError`` when absent."""
+        ...
+
+    def results(self, run_id: str) -> pd.DataFrame:
+        """Per-perturbation results of a run, in family order."""
+        ...
+
+    def arm_failures(self, run_id: str) -> pd.DataFrame:
+        """Arms that failed in a run, with the reason."""
+        ...
+
+    def tests(self, test_ids: Sequence[str]) -> pd.DataFrame:
+        """Stored test rows, with their null distributions."""
+        ...
 
 
 def gather(
-    store: Store, run_id: str, *, samples_per_arm: int = 3, max_test_figures: int = 200
+    store: ReportReader, run_id: str, *, samples_per_arm: int = 3, max_test_figures: int = 200
 ) -> ReportData:
     """Everything the report of ``run_id`` (or ``latest``) shows, read through ``store``.
 
@@ -61,7 +91,7 @@ def gather(
         test_views=views,
         figures_omitted=max(0, len(tested) - max_test_figures),
         generator=f"dbpa {_dbpa_version()}",
-        drift=gather_drift(store, run),
+        drift=read_history(store, run.audit, run.epoch),
     )
 
 
@@ -76,7 +106,7 @@ def _dbpa_version() -> str:
 # ---------------------------------------------------------------------- run and settings
 
 
-def _run_info(row: Mapping[str, Any], store: Store) -> RunInfo:
+def _run_info(row: Mapping[str, Any], store: ReportReader) -> RunInfo:
     config = as_json(row["config"])
     return RunInfo(
         run_id=str(row["run_id"]),

@@ -17,7 +17,16 @@ import jinja2
 from ._data import Alignment, ReportData
 from ._drift import drift_figure
 from ._figures import Chart, alignment_figure, roc_figure, tpr_by_fpr_figure
-from ._format import fmt_cost, fmt_count, fmt_effect, fmt_omega, fmt_p, fmt_rate, fmt_time
+from ._format import (
+    fmt_cost,
+    fmt_count,
+    fmt_effect,
+    fmt_omega,
+    fmt_p,
+    fmt_rate,
+    fmt_time,
+    p_floor,
+)
 from ._svg import test_figure
 from ._text import audited, family_verdict, legend, perturbation_matrix
 
@@ -44,6 +53,7 @@ _ENV.filters.update(
     when=fmt_time,
     shell=shlex.quote,
 )
+_ENV.globals.update(p_floor=p_floor)
 
 
 @dataclass(frozen=True)

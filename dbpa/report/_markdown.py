@@ -17,6 +17,7 @@ from ._format import (
     fmt_p,
     fmt_rate,
     fmt_time,
+    p_floor,
 )
 from ._text import audited, family_verdict, legend, perturbation_matrix
 
@@ -203,7 +204,7 @@ def _drift(data: ReportData) -> list[str]:
                 _md(p.label),
                 fmt_omega(p.omega),
                 fmt_effect(p.effect),
-                fmt_p(p.p_value, p.p_floor),
+                fmt_p(p.p_value, p_floor(p.evaluated, p.exact)),
                 fmt_p(p.adjusted_p),
                 "**changed**" if p.reject else "no change",
             ]

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
@@ -14,15 +14,22 @@ from dbpa.stats import histogram_edges, pooled_similarity, split_similarities
 from ._data import NullView, SimilarityView, TestRow, TestView
 from ._values import as_json
 
-if TYPE_CHECKING:
-    from storage import Store
-
-__all__ = ["gather_test_views"]
+__all__ = ["VectorsReader", "gather_test_views"]
 
 NULL_BINS = 40
 """Bins of the permutation-null histogram."""
 DEFAULT_SIMILARITY_BINS = 30
 """Bins of the P0/P1 histograms when the discrepancy has no ``bins`` option."""
+
+
+class VectorsReader(Protocol):
+    """Reads the stored vectors of arms' outputs (``storage.Store`` is one)."""
+
+    def arms_vectors(
+        self, arm_ids: Sequence[str], embedder: str, k: int
+    ) -> dict[str, NDArray[np.float32]]:
+        """(k, d) vectors per arm, for every arm whose first k outputs are embedded."""
+        ...
 
 
 def _null_view(null: NDArray[np.float64], observed: float, mean: float) -> NullView:
@@ -61,7 +68,7 @@ def _similarity_view(
 
 
 def gather_test_views(
-    store: Store, rows: Iterable[TestRow], tests: pd.DataFrame
+    store: VectorsReader, rows: Iterable[TestRow], tests: pd.DataFrame
 ) -> tuple[TestView, ...]:
     """One view per tested row; P0/P1 only where both arms' outputs have stored vectors."""
     tested = [(row, tests.loc[row.test_id]) for row in rows]

@@ -1,0 +1,38 @@
+"""dbpa.drift: the arms of an audit at one epoch tested against the same arms at an earlier one.
+
+An arm is a model, its parameters, the messages and the epoch, so the same model,
+parameters and messages at two ticks of a scheduled audit are two arms. Their stored
+embeddings go through the permutation test of a perturbation (``run_test``); the tests
+of one comparison (every arm at ``epoch`` against ``reference_epoch``) are one family for
+the multiplicity correction, with the audit's correction and alpha.
+
+``_epochs`` reads the ticks of an audit, ``_plan`` plans the comparisons, ``_compare``
+tests and decides them, ``_history`` reads the recorded tests back for the report. The
+record is read through the small ``*Reader`` protocols (``storage.Store`` satisfies
+them); no model is called and nothing is written here.
+"""
+
+from ._compare import DriftResult, VectorReader, decide, load_vectors, run_comparison
+from ._epochs import Epoch, EpochReader, read_epochs
+from ._history import DriftHistory, DriftPoint, HistoryReader, read_history
+from ._plan import AGAINST, Comparison, DriftError, DriftJob, plan_drift
+
+__all__ = [
+    "AGAINST",
+    "Comparison",
+    "DriftError",
+    "DriftHistory",
+    "DriftJob",
+    "DriftPoint",
+    "DriftResult",
+    "Epoch",
+    "EpochReader",
+    "HistoryReader",
+    "VectorReader",
+    "decide",
+    "load_vectors",
+    "plan_drift",
+    "read_epochs",
+    "read_history",
+    "run_comparison",
+]

@@ -1,0 +1,135 @@
+"""Which drift tests to run: the comparisons of an epoch against earlier ones, arm by arm."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from dbpa.analysis import derive_test_id
+from dbpa.config import AuditConfig, parse_config
+from dbpa.plan import AuditPlan, plan_audit
+
+from ._epochs import Epoch
+
+__all__ = ["AGAINST", "Comparison", "DriftError", "DriftJob", "plan_drift"]
+
+AGAINST = ("previous", "baseline")
+"""What an epoch is compared with: the epoch before it, or the baseline epoch."""
+
+
+class DriftError(ValueError):
+    """A drift request that cannot be served; the message names the option and why."""
+
+
+@dataclass(frozen=True)
+class DriftJob:
+    """One arm at the tested epoch and at the reference epoch."""
+
+    family: str
+    role: str
+    """``original``, or the id of the first perturbation of ``family`` that samples the arm."""
+    reference_arm: str
+    arm: str
+    test_id: str
+
+    @property
+    def label(self) -> str:
+        """``role (family)``, e.g. ``persona-child (gpt-4o)``."""
+        return f"{self.role} ({self.family})"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One family of drift tests: every arm at ``epoch`` against ``reference_epoch``."""
+
+    audit: str
+    against: str
+    """``previous`` or ``baseline``."""
+    epoch: str
+    reference_epoch: str
+    config: AuditConfig = field(repr=False)
+    """The tested epoch's configuration: embedder, analysis and seed of the tests."""
+    k: int
+    """Outputs compared per arm: the smaller k of the two epochs' runs."""
+    embedder: str
+    """Key of the embeddings compared."""
+    jobs: tuple[DriftJob, ...]
+
+
+def plan_drift(
+    audit: str,
+    epochs: Sequence[Epoch],
+    *,
+    epoch: str = "latest",
+    baseline: str = "first",
+    against: Sequence[str] = AGAINST,
+) -> tuple[Comparison, ...]:
+    """The comparisons of ``epoch`` (default: the latest) against the previous epoch and
+    the ``baseline`` one (default: the first); none when no earlier epoch exists.
+
+    The arms are those of the tested epoch's configuration; the reference arms are the
+    same configuration at the reference epoch.
+    """
+    for value in against:
+        if value not in AGAINST:
+            raise DriftError(f"against: unknown {value!r}; choose {' or '.join(AGAINST)}")
+    if not epochs:
+        raise DriftError(f"audit: no completed run of {audit!r} is recorded")
+    names = [e.epoch for e in epochs]
+    tested = _position("epoch", epoch, names, default=len(names) - 1)
+    base = _position("baseline", baseline, names, default=0)
+    if base > tested:
+        raise DriftError(
+            f"baseline: epoch {names[base]!r} is later than the tested epoch {names[tested]!r}"
+        )
+    references = {"previous": tested - 1, "baseline": base}
+    config = parse_config(epochs[tested].config, source=f"run {epochs[tested].run_id}")
+    plan = plan_audit(config)
+    comparisons = []
+    for name in against:
+        if not 0 <= references[name] < tested:
+            continue
+        reference = epochs[references[name]]
+        k = min(config.k, int(reference.config.get("k", config.k)))
+        comparisons.append(
+            Comparison(
+                audit=audit,
+                against=name,
+                epoch=names[tested],
+                reference_epoch=reference.epoch,
+                config=config,
+                k=k,
+                embedder=plan.embedder,
+                jobs=_jobs(config, plan, reference.epoch, k),
+            )
+        )
+    return tuple(comparisons)
+
+
+def _position(option: str, value: str, names: Sequence[str], default: int) -> int:
+    if value in ("latest", "first"):
+        return default
+    if value not in names:
+        listed = ", ".join(names[-5:])
+        raise DriftError(f"{option}: no completed run at epoch {value!r}; recorded: {listed}")
+    return names.index(value)
+
+
+def _jobs(
+    config: AuditConfig, plan: AuditPlan, reference_epoch: str, k: int
+) -> tuple[DriftJob, ...]:
+    reference = plan_audit(config.model_copy(update={"epoch": reference_epoch}))
+    jobs: dict[str, DriftJob] = {}
+    for now, then in zip(plan.tests, reference.tests, strict=True):
+        pairs = (
+            ("original", now.original, then.original),
+            (now.perturbation.id, now.perturbed, then.perturbed),
+        )
+        for role, arm, earlier in pairs:
+            if arm.arm_id in jobs:
+                continue
+            test_id = derive_test_id(
+                earlier.arm_id, arm.arm_id, plan.embedder, config.analysis, config.seed, k
+            )
+            jobs[arm.arm_id] = DriftJob(now.family, role, earlier.arm_id, arm.arm_id, test_id)
+    return tuple(jobs.values())
