@@ -9,9 +9,8 @@ of task runs.
 
 from __future__ import annotations
 
-import math
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -20,26 +19,19 @@ from typing import Any
 
 from prefect import flow, get_run_logger, tags
 from prefect.context import TagsContext
-from prefect.futures import PrefectFuture, as_completed
 from prefect.runtime import flow_run
 from prefect.settings import (
     PREFECT_API_URL,
     PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
     temporary_settings,
 )
-from prefect.task_runners import ThreadPoolTaskRunner
 
 import storage
-from dbpa.arms import Arm
 from dbpa.config import AuditConfig
-from dbpa.plan import AuditPlan, PlannedTest, plan_audit
-from dbpa.progress import Counter
-from flows._progress import ProgressArtifact
-from tasks.correct import correct_family
-from tasks.embed import embed_texts
+from dbpa.plan import AuditPlan, plan_audit
+from flows._analysis import ArmAnalysis, correct_families
+from flows._sampling import sample_phase
 from tasks.report import write_reports
-from tasks.sample import ArmJob, SampleOutcome, sample_arms
-from tasks.test import TestJob, run_tests
 
 SAMPLE_TASK_RUNS = 32
 """Arms are batched into at most this many sampling task runs per model."""
@@ -82,11 +74,6 @@ def _timed(phase: str) -> Iterator[None]:
     get_run_logger().info("%s took %.1f s", phase, time.perf_counter() - start)
 
 
-def _batches(items: Sequence[Any], max_batches: int, min_size: int = 1) -> list[list[Any]]:
-    size = max(min_size, math.ceil(len(items) / max_batches))
-    return [list(items[i : i + size]) for i in range(0, len(items), size)]
-
-
 def _flow_run_name() -> str:
     config = flow_run.parameters["config"]
     name = config.name if isinstance(config, AuditConfig) else config["name"]
@@ -118,14 +105,14 @@ def _run_id(config: AuditConfig) -> str:
     return f"{config.name}-{started:%Y%m%d-%H%M%S}-{suffix}"
 
 
-def _label(arm_labels: dict[str, str], arms: Sequence[Arm]) -> str:
-    first = arm_labels[arms[0].arm_id]
-    return first if len(arms) == 1 else f"{len(arms)} arms from {first}"
-
-
 @flow(name="dbpa-audit", flow_run_name=_flow_run_name, log_prints=True)
 def audit(config: AuditConfig, db: str = "dbpa.duckdb", out: str | None = None) -> AuditOutcome:
-    """Run (or resume) an audit and record everything in the DuckDB file ``db``."""
+    """Run (or resume) an audit and record everything in the DuckDB file ``db``.
+
+    plan -> sample -> embed -> test -> correct -> report. The arms of each sampling task
+    run are embedded and tested as soon as it ends, while other arms still sample; the rest
+    once sampling is over.
+    """
     logger = get_run_logger()
     plan = plan_audit(config)
     # Task runs carry no tags (the flow run does, see ``flow_run_tags``): Prefect asks the
@@ -136,35 +123,29 @@ def audit(config: AuditConfig, db: str = "dbpa.duckdb", out: str | None = None) 
         storage.register(store)
         run_id = _run_id(config)
         try:
-            if crashed := store.mark_interrupted_runs():
-                logger.warning("%d earlier run(s) had been interrupted; marked crashed", crashed)
-            store.start_run(
-                run_id,
-                audit=config.name,
-                config=config.model_dump(mode="json"),
-                config_hash=config.fingerprint(),
-                epoch=config.epoch,
-                flow_run_id=str(flow_run.id) if flow_run.id else None,
-                versions=_versions(),
+            _start_run(store, plan, config, run_id)
+            analysis = ArmAnalysis(
+                plan,
+                store,
+                config,
+                embed_batch=EMBED_BATCH,
+                test_task_runs=TEST_TASK_RUNS,
+                tests_per_task_run=TESTS_PER_TASK_RUN,
             )
-            store.add_arms(plan.arms)
-            store.add_family(run_id, [t.row() for t in plan.tests])
-            logger.info(
-                "run %s: %d models x %d perturbations, %d arms of k=%d",
-                run_id,
-                len(plan.families),
-                len(config.family),
-                len(plan.arms),
-                plan.k,
-            )
-            downstream = _Downstream(plan, store, config)
             with _timed("sampling"):
-                failures = _sample(plan, store, db, run_id, background, downstream.arms_sampled)
+                sampling = sample_phase(plan, store, db, run_id, SAMPLE_TASK_RUNS, SAMPLING_THREADS)
+                for arm_ids in sampling.completed_arms(background):  # as each task run ends
+                    with sampling.holding_errors():  # raised by finish(), once all have ended
+                        analysis.embed_arms(arm_ids)
+                        analysis.test_ready(min_tests=TESTS_PER_TASK_RUN)
+                failures = sampling.finish()
+            early = analysis.tally()
             with _timed("embedding and testing the rest"):
-                downstream.arms_sampled({a.arm_id for a in plan.arms} - set(failures), final=True)
-            downstream.log_summary()
+                analysis.embed_arms(a.arm_id for a in plan.arms if a.arm_id not in failures)
+                analysis.test_ready(min_tests=1)
+            analysis.log_summary(early)
             with _timed("correcting"):
-                _correct(plan, store, config, run_id)
+                correct_families(plan, store, config, run_id)
             status = "incomplete" if failures else "completed"
             message = _failure_message(plan, failures) if failures else None
             store.finish_run(run_id, status, message)
@@ -184,200 +165,30 @@ def audit(config: AuditConfig, db: str = "dbpa.duckdb", out: str | None = None) 
     )
 
 
-# ---------------------------------------------------------------------- phases
-
-
-def _sample(
-    plan: AuditPlan,
-    store: storage.Store,
-    db: str,
-    run_id: str,
-    background: ExitStack,
-    arms_sampled: Callable[[set[str]], object],
-) -> dict[str, str]:
-    """Fill every arm to k outputs; returns the arms that failed permanently.
-
-    ``arms_sampled`` gets the complete arms of each sampling task run as it ends, on this
-    thread, while the other task runs go on sampling. An error it raises, or a task run's
-    transient failure that outlived every retry, is raised once every task run has ended,
-    so no output sampled meanwhile is lost. The progress artifact's last update is left to
-    finish in ``background``.
-    """
+def _start_run(store: storage.Store, plan: AuditPlan, config: AuditConfig, run_id: str) -> None:
+    """Record the run, its arms and its family (marking runs left unfinished as crashed)."""
     logger = get_run_logger()
-    present = store.sample_indices([a.arm_id for a in plan.arms])
-    have = {a: sum(1 for i in idx if i < plan.k) for a, idx in present.items()}
-    todo = [a for a in plan.arms if have[a.arm_id] < plan.k]
-    total = plan.k * len(plan.arms)
-    counter = Counter("sample", total, done=sum(have.values()), unit="outputs")
-    if not todo:
-        logger.info("sampling: all %d outputs already stored", total)
-        return {}
-    logger.info("sampling %d outputs for %d arms", total - counter.done, len(todo))
-    labels = _arm_labels(plan)
-    batches: dict[PrefectFuture[SampleOutcome], set[str]] = {}
-    by_model: dict[str, list[Arm]] = {}
-    for arm in todo:
-        by_model.setdefault(arm.model.label, []).append(arm)
-    failures: dict[str, str] = {}
-    deferred: Exception | None = None
-    with ThreadPoolTaskRunner(max_workers=SAMPLING_THREADS) as runner:
-        for arms in by_model.values():
-            for batch in _batches(arms, SAMPLE_TASK_RUNS):
-                jobs = [ArmJob(arm=a, seed=plan.arm_seed(a)) for a in batch]
-                params = {
-                    "db": db,
-                    "jobs": jobs,
-                    "k": plan.k,
-                    "label": _label(labels, batch),
-                    "counter": counter,
-                }
-                batches[runner.submit(sample_arms, params)] = {a.arm_id for a in batch}
-        progress = ProgressArtifact(
-            "sampling-progress", f"Outputs sampled for run {run_id}", counter
-        )
-        background.callback(progress.stop)
-        for future in as_completed(list(batches)):
-            try:
-                outcome = future.result()
-                failures.update(outcome.failures)
-                if deferred is None:
-                    arms_sampled(batches[future] - set(outcome.failures))
-            except Exception as exc:
-                deferred = deferred or exc
-    for arm_id, reason in failures.items():
-        arm = next(a for a in plan.arms if a.arm_id == arm_id)
-        store.add_arm_failure(run_id, arm_id, arm.model.model, reason)
-        logger.error("arm %s failed: %s", labels[arm_id], reason)
-    if deferred is not None:
-        raise deferred
-    return failures
-
-
-class _Downstream:
-    """Embedding and testing of the arms whose sampling is over, while others still sample.
-
-    Each call of :meth:`arms_sampled` embeds the new arms' outputs that have no vector yet
-    and runs the tests they make ready; results already stored are never computed again.
-    Tests wait until at least ``TESTS_PER_TASK_RUN`` are ready (each task run costs Prefect
-    work on the flow's thread while sampling needs it) except in the ``final`` call.
-    """
-
-    def __init__(self, plan: AuditPlan, store: storage.Store, config: AuditConfig) -> None:
-        self._plan, self._store, self._config = plan, store, config
-        self._sampled: set[str] = set()
-        self._counters: tuple[Counter, Counter] | None = None
-        self._texts = self._tests = 0
-        self._early_texts = self._early_tests = 0
-
-    def arms_sampled(self, arm_ids: set[str], final: bool = False) -> None:
-        """Embed and test what ``arm_ids`` (arms holding all k outputs) make possible."""
-        if self._counters is None:  # created on first use: their bars follow sampling's
-            stored = self._store.existing_tests(t.test_id for t in self._plan.tests)
-            self._counters = (
-                Counter("embed", len(self._plan.arms), unit="arms"),
-                Counter("test", len(self._plan.tests), len(stored), unit="tests"),
-            )
-        embedded, tested = self._counters
-        new = arm_ids - self._sampled
-        texts = _embed(self._plan, self._store, self._config, new) if new else 0
-        self._sampled |= new
-        embedded.add(len(new))
-        min_tests = 1 if final else TESTS_PER_TASK_RUN
-        tests = _test(self._plan, self._store, self._config, self._sampled, tested, min_tests)
-        self._texts, self._tests = self._texts + texts, self._tests + tests
-        if not final:
-            self._early_texts, self._early_tests = self._texts, self._tests
-
-    def log_summary(self) -> None:
-        """Say what was computed, and how much of it while sampling went on."""
-        get_run_logger().info(
-            "embedded %d new distinct outputs and ran %d permutation tests "
-            "(%d and %d of them while sampling); B=%d, omega=%s",
-            self._texts,
-            self._tests,
-            self._early_texts,
-            self._early_tests,
-            self._config.n_permutations,
-            self._config.omega,
-        )
-
-
-def _embed(plan: AuditPlan, store: storage.Store, config: AuditConfig, arms: set[str]) -> int:
-    """Embed every stored output of ``arms`` that has no vector yet; returns how many
-    distinct texts were embedded."""
-    texts = store.arm_texts(sorted(arms), plan.k)
-    missing = store.missing_embeddings(plan.embedder, texts.text_hash)
-    unique = texts[texts.text_hash.isin(missing)].drop_duplicates("text_hash")
-    hashes, contents = unique.text_hash.tolist(), unique.text.tolist()
-    for start in range(0, len(contents), EMBED_BATCH):
-        chunk = contents[start : start + EMBED_BATCH]
-        label = f"{start + 1}-{start + len(chunk)} of {len(contents)} texts"
-        batch = embed_texts.submit(chunk, config.embedder, label).result()
-        store.add_embeddings(plan.embedder, hashes[start : start + len(chunk)], batch)
-    return len(contents)
-
-
-def _test(
-    plan: AuditPlan,
-    store: storage.Store,
-    config: AuditConfig,
-    sampled: set[str],
-    counter: Counter,
-    min_tests: int,
-) -> int:
-    """Run the planned tests whose arms are all ``sampled`` (and embedded) and whose result is
-    not stored, when there are at least ``min_tests``; returns how many ran."""
-    ready = [t for t in plan.tests if {t.original.arm_id, t.perturbed.arm_id} <= sampled]
-    done = store.existing_tests(t.test_id for t in ready)
-    todo = [t for t in ready if t.test_id not in done]
-    if not todo or len(todo) < min_tests:
-        return 0
-    vectors = store.arms_vectors(
-        sorted({a for t in todo for a in (t.original.arm_id, t.perturbed.arm_id)}),
-        plan.embedder,
+    if crashed := store.mark_interrupted_runs():
+        logger.warning("%d earlier run(s) had been interrupted; marked crashed", crashed)
+    store.start_run(
+        run_id,
+        audit=config.name,
+        config=config.model_dump(mode="json"),
+        config_hash=config.fingerprint(),
+        epoch=config.epoch,
+        flow_run_id=str(flow_run.id) if flow_run.id else None,
+        versions=_versions(),
+    )
+    store.add_arms(plan.arms)
+    store.add_family(run_id, [t.row() for t in plan.tests])
+    logger.info(
+        "run %s: %d models x %d perturbations, %d arms of k=%d",
+        run_id,
+        len(plan.families),
+        len(config.family),
+        len(plan.arms),
         plan.k,
     )
-    futures = []
-    for batch in _batches(todo, TEST_TASK_RUNS, TESTS_PER_TASK_RUN):
-        jobs = [
-            TestJob(
-                test_id=t.test_id,
-                original_arm=t.original.arm_id,
-                perturbed_arm=t.perturbed.arm_id,
-                original=vectors[t.original.arm_id],
-                perturbed=vectors[t.perturbed.arm_id],
-            )
-            for t in batch
-        ]
-        futures.append(run_tests.submit(jobs, plan.embedder, config.analysis, _test_label(batch)))
-    for future in futures:
-        records = future.result()
-        store.add_tests(records)
-        counter.add(len(records))
-    return len(todo)
-
-
-def _test_label(batch: Sequence[PlannedTest]) -> str:
-    first = f"{batch[0].perturbation.id} ({batch[0].family})"
-    return first if len(batch) == 1 else f"{len(batch)} perturbations from {first}"
-
-
-def _correct(plan: AuditPlan, store: storage.Store, config: AuditConfig, run_id: str) -> None:
-    """Adjust each family's p-values and store the decisions."""
-    stored = store.tests([t.test_id for t in plan.tests]).set_index("test_id").p_value.to_dict()
-    for family in plan.families:
-        members = [t for t in plan.tests if t.family == family]
-        p_values = {t.perturbation.id: stored.get(t.test_id) for t in members}
-        decisions = correct_family(family, p_values, config.analysis)
-        store.add_corrections(run_id, family, config.correction, config.alpha, decisions)
-
-
-def _arm_labels(plan: AuditPlan) -> dict[str, str]:
-    labels = {}
-    for t in plan.tests:
-        labels.setdefault(t.original.arm_id, f"original ({t.family})")
-        labels.setdefault(t.perturbed.arm_id, f"{t.perturbation.id} ({t.family})")
-    return labels
 
 
 def _failure_message(plan: AuditPlan, failures: dict[str, str]) -> str:

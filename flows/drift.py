@@ -14,8 +14,8 @@ from prefect.artifacts import create_table_artifact
 
 import storage
 from dbpa.drift import Comparison, DriftResult, decide, load_vectors, plan_drift, read_epochs
+from tasks.permutation import TestJob, run_tests
 from tasks.report import artifact_key
-from tasks.test import TestJob, run_tests
 
 
 @dataclass(frozen=True)

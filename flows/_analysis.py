@@ -1,0 +1,167 @@
+"""The audit's analysis phases: embed the sampled arms, test them, correct each family.
+
+Every phase reads what DuckDB holds and computes only the rest; embedding and testing run
+on the flow's task runner (threads or Dask) and the flow's process stores their results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from prefect import get_run_logger
+
+import storage
+from dbpa.config import AuditConfig
+from dbpa.plan import AuditPlan, PlannedTest
+from dbpa.progress import Counter
+from flows._sampling import batches
+from tasks.correct import correct_family
+from tasks.embed import embed_texts
+from tasks.permutation import TestJob, run_tests
+
+
+@dataclass(frozen=True)
+class Tally:
+    """What embedding and testing have computed so far in a run."""
+
+    texts: int
+    """Distinct output texts embedded."""
+    tests: int
+    """Permutation tests run."""
+
+
+class ArmAnalysis:
+    """Embedding and testing of the arms whose sampling is over, as they come.
+
+    Results already stored are never computed again. The embed and test progress counters
+    are made on first use, so their bars follow sampling's.
+    """
+
+    def __init__(
+        self,
+        plan: AuditPlan,
+        store: storage.Store,
+        config: AuditConfig,
+        embed_batch: int,
+        test_task_runs: int,
+        tests_per_task_run: int,
+    ) -> None:
+        self._plan, self._store, self._config = plan, store, config
+        self._embed_batch = embed_batch
+        self._test_task_runs, self._tests_per_task_run = test_task_runs, tests_per_task_run
+        self._embedded: set[str] = set()
+        self._counters: tuple[Counter, Counter] | None = None
+        self._tally = Tally(texts=0, tests=0)
+
+    def tally(self) -> Tally:
+        """What has been computed so far."""
+        return self._tally
+
+    def embed_arms(self, arm_ids: Iterable[str]) -> None:
+        """Embed the outputs of the arms of ``arm_ids`` (each holding all k outputs) that
+        have no vector yet, in task runs of ``embed_batch`` distinct texts."""
+        counter, _ = self._progress()
+        new = set(arm_ids) - self._embedded
+        texts = _embed(self._plan, self._store, self._config, new, self._embed_batch) if new else 0
+        self._embedded |= new
+        counter.add(len(new))
+        self._tally = Tally(self._tally.texts + texts, self._tally.tests)
+
+    def test_ready(self, min_tests: int) -> None:
+        """Run the planned tests whose arms are all embedded and whose result is not stored,
+        when there are at least ``min_tests`` of them."""
+        _, counter = self._progress()
+        ready = [
+            t for t in self._plan.tests if {t.original.arm_id, t.perturbed.arm_id} <= self._embedded
+        ]
+        done = self._store.existing_tests(t.test_id for t in ready)
+        todo = [t for t in ready if t.test_id not in done]
+        if not todo or len(todo) < min_tests:
+            return
+        vectors = self._store.arms_vectors(
+            sorted({a for t in todo for a in (t.original.arm_id, t.perturbed.arm_id)}),
+            self._plan.embedder,
+            self._plan.k,
+        )
+        futures = []
+        for batch in batches(todo, self._test_task_runs, self._tests_per_task_run):
+            jobs = [
+                TestJob(
+                    test_id=t.test_id,
+                    original_arm=t.original.arm_id,
+                    perturbed_arm=t.perturbed.arm_id,
+                    original=vectors[t.original.arm_id],
+                    perturbed=vectors[t.perturbed.arm_id],
+                )
+                for t in batch
+            ]
+            label = _test_label(batch)
+            futures.append(
+                run_tests.submit(jobs, self._plan.embedder, self._config.analysis, label)
+            )
+        for future in futures:
+            records = future.result()
+            self._store.add_tests(records)
+            counter.add(len(records))
+        self._tally = Tally(self._tally.texts, self._tally.tests + len(todo))
+
+    def log_summary(self, early: Tally) -> None:
+        """Say what was computed, and how much of it (``early``) while sampling went on."""
+        get_run_logger().info(
+            "embedded %d new distinct outputs and ran %d permutation tests "
+            "(%d and %d of them while sampling); B=%d, omega=%s",
+            self._tally.texts,
+            self._tally.tests,
+            early.texts,
+            early.tests,
+            self._config.analysis.n_permutations,
+            self._config.analysis.omega,
+        )
+
+    def _progress(self) -> tuple[Counter, Counter]:
+        if self._counters is None:
+            stored = self._store.existing_tests(t.test_id for t in self._plan.tests)
+            self._counters = (
+                Counter("embed", len(self._plan.arms), unit="arms"),
+                Counter("test", len(self._plan.tests), len(stored), unit="tests"),
+            )
+        return self._counters
+
+
+def _embed(
+    plan: AuditPlan, store: storage.Store, config: AuditConfig, arms: set[str], batch: int
+) -> int:
+    """Embed every stored output of ``arms`` that has no vector yet; returns how many
+    distinct texts were embedded."""
+    texts = store.arm_texts(sorted(arms), plan.k)
+    missing = store.missing_embeddings(plan.embedder, texts.text_hash)
+    unique = texts[texts.text_hash.isin(missing)].drop_duplicates("text_hash")
+    hashes, contents = unique.text_hash.tolist(), unique.text.tolist()
+    for start in range(0, len(contents), batch):
+        chunk = contents[start : start + batch]
+        label = f"{start + 1}-{start + len(chunk)} of {len(contents)} texts"
+        vectors = embed_texts.submit(chunk, config.embedder, label).result()
+        store.add_embeddings(plan.embedder, hashes[start : start + len(chunk)], vectors)
+    return len(contents)
+
+
+def _test_label(batch: Sequence[PlannedTest]) -> str:
+    first = f"{batch[0].perturbation.id} ({batch[0].family})"
+    return first if len(batch) == 1 else f"{len(batch)} perturbations from {first}"
+
+
+# ---------------------------------------------------------------------- correct
+
+
+def correct_families(
+    plan: AuditPlan, store: storage.Store, config: AuditConfig, run_id: str
+) -> None:
+    """Adjust each family's p-values and store the decisions."""
+    stored = store.tests([t.test_id for t in plan.tests]).set_index("test_id").p_value.to_dict()
+    analysis = config.analysis
+    for family in plan.families:
+        members = [t for t in plan.tests if t.family == family]
+        p_values = {t.perturbation.id: stored.get(t.test_id) for t in members}
+        decisions = correct_family(family, p_values, analysis)
+        store.add_corrections(run_id, family, analysis.correction, analysis.alpha, decisions)

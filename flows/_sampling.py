@@ -1,0 +1,150 @@
+"""The audit's sample phase: every arm filled to k outputs, in task runs on a thread pool.
+
+Sampling yields the complete arms of each of its task runs as that task run ends, so the
+audit flow embeds and tests them while other arms still sample; an error of that early work
+is held until every sampling task run has ended, so no output sampled meanwhile is lost.
+Sampling always runs in the flow's process, the only DuckDB writer.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from typing import Any
+
+from prefect import get_run_logger
+from prefect.futures import PrefectFuture, as_completed
+from prefect.task_runners import ThreadPoolTaskRunner
+
+import storage
+from dbpa.arms import Arm
+from dbpa.plan import AuditPlan
+from dbpa.progress import Counter
+from flows._progress import ProgressArtifact
+from tasks.sample import ArmJob, SampleOutcome, sample_arms
+
+
+def batches(items: Sequence[Any], max_batches: int, min_size: int = 1) -> list[list[Any]]:
+    """``items`` in at most ``max_batches`` runs of equal size (at least ``min_size``)."""
+    size = max(min_size, math.ceil(len(items) / max_batches))
+    return [list(items[i : i + size]) for i in range(0, len(items), size)]
+
+
+class Sampling:
+    """The arms still short of k outputs, sampled in task runs on a pool of ``threads``.
+
+    Made by :func:`sample_phase`. :meth:`completed_arms` starts the task runs and yields
+    each one's complete arms as it ends; :meth:`finish` records the arms that failed
+    permanently and raises the first error held meanwhile.
+    """
+
+    def __init__(
+        self,
+        plan: AuditPlan,
+        store: storage.Store,
+        db: str,
+        run_id: str,
+        todo: list[Arm],
+        counter: Counter,
+        task_runs: int,
+        threads: int,
+    ) -> None:
+        self._plan, self._store, self._db, self._run_id = plan, store, db, run_id
+        self._todo, self._counter = todo, counter
+        self._task_runs, self._threads = task_runs, threads
+        self._labels = _arm_labels(plan)
+        self._held: Exception | None = None
+        self._failures: dict[str, str] = {}
+
+    def completed_arms(self, background: ExitStack) -> Iterator[set[str]]:
+        """Submit every sampling task run (at most ``task_runs`` per model) and yield the
+        arms of each that hold all k outputs, as it ends, on this thread. Nothing more is
+        yielded once an error is held. The progress artifact's last update is left to
+        finish in ``background``."""
+        if not self._todo:
+            return
+        by_model: dict[str, list[Arm]] = {}
+        for arm in self._todo:
+            by_model.setdefault(arm.model.label, []).append(arm)
+        arms_of: dict[PrefectFuture[SampleOutcome], set[str]] = {}
+        runner: ThreadPoolTaskRunner[SampleOutcome] = ThreadPoolTaskRunner(
+            max_workers=self._threads
+        )
+        with runner:
+            for arms in by_model.values():
+                for batch in batches(arms, self._task_runs):
+                    arms_of[runner.submit(sample_arms, self._parameters(batch))] = {
+                        a.arm_id for a in batch
+                    }
+            progress = ProgressArtifact(
+                "sampling-progress", f"Outputs sampled for run {self._run_id}", self._counter
+            )
+            background.callback(progress.stop)
+            for future in as_completed(list(arms_of)):
+                try:
+                    outcome = future.result()
+                except Exception as exc:  # a transient failure that outlived every retry
+                    self._hold(exc)
+                    continue
+                self._failures.update(outcome.failures)
+                if self._held is None:
+                    yield arms_of[future] - set(outcome.failures)
+
+    @contextmanager
+    def holding_errors(self) -> Iterator[None]:
+        """Hold an error of the work in the block until :meth:`finish`."""
+        try:
+            yield
+        except Exception as exc:
+            self._hold(exc)
+
+    def finish(self) -> dict[str, str]:
+        """Record and log the arms that failed permanently, and return them (arm_id -> why);
+        raise the first error held instead if there is one."""
+        logger = get_run_logger()
+        for arm_id, reason in self._failures.items():
+            arm = next(a for a in self._plan.arms if a.arm_id == arm_id)
+            self._store.add_arm_failure(self._run_id, arm_id, arm.model.model, reason)
+            logger.error("arm %s failed: %s", self._labels[arm_id], reason)
+        if self._held is not None:
+            raise self._held
+        return dict(self._failures)
+
+    def _hold(self, exc: Exception) -> None:
+        self._held = self._held or exc
+
+    def _parameters(self, batch: list[Arm]) -> dict[str, Any]:
+        first = self._labels[batch[0].arm_id]
+        return {
+            "db": self._db,
+            "jobs": [ArmJob(arm=a, seed=self._plan.arm_seed(a)) for a in batch],
+            "k": self._plan.k,
+            "label": first if len(batch) == 1 else f"{len(batch)} arms from {first}",
+            "counter": self._counter,
+        }
+
+
+def sample_phase(
+    plan: AuditPlan, store: storage.Store, db: str, run_id: str, task_runs: int, threads: int
+) -> Sampling:
+    """The sampling still to do: every arm short of k outputs (counted from what is stored)."""
+    logger = get_run_logger()
+    present = store.sample_indices([a.arm_id for a in plan.arms])
+    have = {a: sum(1 for i in idx if i < plan.k) for a, idx in present.items()}
+    todo = [a for a in plan.arms if have[a.arm_id] < plan.k]
+    total = plan.k * len(plan.arms)
+    counter = Counter("sample", total, done=sum(have.values()), unit="outputs")
+    if todo:
+        logger.info("sampling %d outputs for %d arms", total - counter.done, len(todo))
+    else:
+        logger.info("sampling: all %d outputs already stored", total)
+    return Sampling(plan, store, db, run_id, todo, counter, task_runs, threads)
+
+
+def _arm_labels(plan: AuditPlan) -> dict[str, str]:
+    labels: dict[str, str] = {}
+    for t in plan.tests:
+        labels.setdefault(t.original.arm_id, f"original ({t.family})")
+        labels.setdefault(t.perturbed.arm_id, f"{t.perturbation.id} ({t.family})")
+    return labels
