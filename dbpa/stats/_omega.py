@@ -25,7 +25,7 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.special import rel_entr, xlogy
+from scipy.special import xlogy
 
 from ._similarity import centered_gram, cosine_distance, l1_distance, l2_distance
 from ._validation import as_positive_int
@@ -69,17 +69,6 @@ def bin_index(values: NDArray[np.float64], edges: Vector) -> NDArray[np.intp]:
     """Bin of each value: [e_i, e_{i+1}), the last bin closed; values outside clip to the ends."""
     idx = np.searchsorted(edges, values, side="right") - 1
     return np.clip(idx, 0, edges.size - 2)
-
-
-def jensen_shannon(p: NDArray[np.float64], q: NDArray[np.float64]) -> Vector:
-    """Jensen-Shannon divergence in bits (log base 2) between the rows of p and q.
-
-    This is the divergence (in [0, 1]), not the JS *distance* that
-    ``scipy.spatial.distance.jensenshannon`` returns (its square root, natural log).
-    """
-    m = 0.5 * (p + q)
-    js: Vector = (rel_entr(p, m).sum(axis=-1) + rel_entr(q, m).sum(axis=-1)) / (2 * math.log(2.0))
-    return np.clip(js, 0.0, 1.0)
 
 
 def _xlogx_table(size: int) -> Vector:

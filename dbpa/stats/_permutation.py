@@ -49,7 +49,9 @@ class PermutationTestResult:
     z: float
     """Standardized effect: ``effect / null_std`` (NaN when the null is degenerate)."""
     n_permutations: int
-    """Number of splits evaluated (all distinct splits when ``exact``)."""
+    """B as asked: the number of random splits to draw."""
+    evaluated: int
+    """Number of splits evaluated: B, or every distinct split (fewer than B) when ``exact``."""
     exact: bool
     """True when every distinct split was enumerated."""
     k_a: int
@@ -67,7 +69,8 @@ class PermutationTestResult:
         return (
             f"PermutationTestResult(omega={self.omega!r}, statistic={self.statistic:.6g}, "
             f"p_value={self.p_value:.6g}, effect={self.effect:.6g}, z={self.z:.3g}, "
-            f"n_permutations={self.n_permutations}, exact={self.exact}, "
+            f"n_permutations={self.n_permutations}, evaluated={self.evaluated}, "
+            f"exact={self.exact}, "
             f"k_a={self.k_a}, k_b={self.k_b})"
         )
 
@@ -191,7 +194,8 @@ def _run(
         null_std=null_std,
         effect=effect,
         z=effect / null_std if null_std > 0 else math.nan,
-        n_permutations=int(null.size),
+        n_permutations=n_permutations,
+        evaluated=int(null.size),
         exact=exact,
         k_a=k_a,
         k_b=n - k_a,

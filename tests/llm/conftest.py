@@ -1,18 +1,16 @@
-"""Fixtures: scripted providers on 127.0.0.1 and model specs pointing at them."""
+"""Fixtures: model specs pointing at scripted providers (``tests.support.providers``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from dbpa.llm import RetryPolicy, sample
 from dbpa.specs import Message, ModelSpec
+from tests.support.providers import KEY_ENV, SECRET
 from tests.support.scripted_server import ScriptedServer
 
-SECRET = "sk-test-Zq81vXw0secretvalue"
-KEY_ENV = "DBPA_TEST_PROVIDER_KEY"
 FAST_RETRY = RetryPolicy(base_delay_s=0.01, max_delay_s=0.05)
 MESSAGES = (Message(role="user", content="Should I see a doctor about my flu?"),)
 
@@ -24,34 +22,6 @@ def _litellm_warm() -> None:
     with ScriptedServer() as server, pytest.MonkeyPatch.context() as patch:
         patch.setenv(KEY_ENV, SECRET)
         sample(spec_for(server), MESSAGES, [0], seed=0)
-
-
-@pytest.fixture
-def make_server() -> Iterator[Callable[..., ScriptedServer]]:
-    """Start scripted servers (``ScriptedServer`` arguments); all stop after the test."""
-    servers: list[ScriptedServer] = []
-
-    def make(**kwargs: Any) -> ScriptedServer:
-        server = ScriptedServer(**kwargs)
-        servers.append(server)
-        return server
-
-    yield make
-    for server in servers:
-        server.close()
-
-
-@pytest.fixture
-def server(make_server: Callable[..., ScriptedServer]) -> ScriptedServer:
-    """A scripted server with the default two-answer rule."""
-    return make_server()
-
-
-@pytest.fixture
-def key_in_env(monkeypatch: pytest.MonkeyPatch) -> str:
-    """The provider key, set in the environment variable the specs name."""
-    monkeypatch.setenv(KEY_ENV, SECRET)
-    return SECRET
 
 
 def spec_for(server: ScriptedServer, **overrides: Any) -> ModelSpec:

@@ -18,9 +18,10 @@ from dbpa.llm import (
     sample,
 )
 from dbpa.llm._retry import retry_after_s
+from tests.support.providers import KEY_ENV, SECRET
 from tests.support.scripted_server import Fault, ScriptedServer
 
-from .conftest import FAST_RETRY, KEY_ENV, MESSAGES, SECRET, spec_for
+from .conftest import FAST_RETRY, MESSAGES, spec_for
 
 
 @pytest.mark.usefixtures("key_in_env")

@@ -16,11 +16,11 @@ from dbpa.llm import (
     PermanentModelError,
     block_seed,
     choices_per_request,
+    litellm,
     requests_needed,
     sample,
     sample_async,
 )
-from dbpa.llm._client import litellm
 from dbpa.llm._providers import route_for
 from dbpa.llm._sampler import _split, _Usage
 from dbpa.specs import Generation, Message, ModelSpec

@@ -56,7 +56,8 @@ def test_exact_enumeration_matches_brute_force(omega, k_a, k_b, rng):
     t_obs, p_exact, null = reference.exact_test(omega, a, b)
     result = permutation_test(a, b, omega=omega, n_permutations=1000, rng=0)
     assert result.exact
-    assert result.n_permutations == math.comb(k_a + k_b, k_a)
+    assert result.evaluated == math.comb(k_a + k_b, k_a)
+    assert result.n_permutations == 1000  # B as asked, not the splits evaluated
     assert result.statistic == pytest.approx(t_obs, rel=1e-9, abs=1e-12)
     assert result.p_value == pytest.approx(p_exact, abs=1e-12)
     np.testing.assert_allclose(
@@ -76,7 +77,7 @@ def test_random_splits_once_there_are_more_splits_than_b(rng):
     a, b = _arms(rng, 5, 5)
     result = permutation_test(a, b, n_permutations=251, rng=0)  # 252 distinct splits
     assert not result.exact
-    assert result.n_permutations == 251
+    assert result.n_permutations == result.evaluated == 251
     count = np.count_nonzero(result.null_distribution >= result.statistic - 1e-12)
     assert result.p_value == pytest.approx((1 + count) / 252)
 
@@ -205,6 +206,8 @@ def test_result_fields_are_consistent(rng):
     assert r.effect == pytest.approx(r.statistic - r.null_mean)
     assert r.z == pytest.approx(r.effect / r.null_std)
     assert dict(r.options) == {"bins": 30, "range": "pooled"}
+    assert r.n_permutations == r.evaluated == r.null_distribution.size == 400
+    assert "n_permutations=400, evaluated=400, exact=False" in repr(r)
     with pytest.raises(ValueError, match="read-only"):
         r.null_distribution[0] = 1.0
     with pytest.raises(AttributeError):

@@ -9,12 +9,10 @@ import pytest
 
 from dbpa.embedding import get_embedder
 from dbpa.embedding._litellm import LiteLLMEmbedder
-from dbpa.llm import PermanentModelError, TransientModelError
-from dbpa.llm._client import litellm
+from dbpa.llm import PermanentModelError, TransientModelError, litellm
 from dbpa.specs import EmbedderSpec
+from tests.support.providers import KEY_ENV
 from tests.support.scripted_server import Fault, ScriptedServer
-
-from .conftest import KEY_ENV
 
 pytestmark = pytest.mark.usefixtures("key_in_env")
 
