@@ -43,8 +43,8 @@ class DriftResult:
             "family": self.job.family,
             "role": self.job.role,
             "test_id": self.job.test_id,
-            "method": comparison.config.correction,
-            "alpha": comparison.config.alpha,
+            "method": comparison.config.analysis.correction,
+            "alpha": comparison.config.analysis.alpha,
             "adjusted_p": self.decision.adjusted_p,
             "reject": self.decision.reject,
         }
