@@ -5,21 +5,30 @@ The statistics are importable without the heavy stack::
     import dbpa
     result = dbpa.permutation_test(original_embeddings, perturbed_embeddings, rng=0)
     result.p_value, result.statistic, result.effect
+
+They are loaded on first use (PEP 562), so ``import dbpa`` (as every subpackage and the
+``dbpa`` command do) costs nothing.
 """
 
-from dbpa.stats import (
-    CorrectionResult,
-    PermutationTestResult,
-    PowerResult,
-    RocResult,
-    best_model,
-    correct,
-    permutation_test,
-    permutation_test_matrix,
-    roc_curve,
-    sample_size,
-    simulate_power,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dbpa.stats import (
+        CorrectionResult,
+        PermutationTestResult,
+        PowerResult,
+        RocResult,
+        best_model,
+        correct,
+        permutation_test,
+        permutation_test_matrix,
+        roc_curve,
+        sample_size,
+        simulate_power,
+    )
 
 __version__ = "0.1.0"
 
@@ -37,3 +46,16 @@ __all__ = [
     "sample_size",
     "simulate_power",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The public statistics, imported from ``dbpa.stats`` when first asked for."""
+    if name in __all__:
+        value = getattr(importlib.import_module("dbpa.stats"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'dbpa' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -21,12 +21,3 @@ def prefect_harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         temporary_settings({PREFECT_LOCAL_STORAGE_PATH: results}),
     ):
         yield
-
-
-@pytest.fixture
-def wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The CLI's tables as on a wide terminal, so cells are not wrapped mid-word."""
-    from dbpa import cli
-
-    for console in (cli.out, cli.err):
-        monkeypatch.setattr(console, "width", 200)

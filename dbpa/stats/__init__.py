@@ -3,6 +3,8 @@
 Pure numpy/scipy: similarities, discrepancies (omega), the permutation engine of
 Algorithm 1, multiplicity corrections, sample size and power, ROC for labelled
 families. Nothing here imports Prefect, DuckDB or litellm.
+scipy.stats (about a second to import) is imported only inside the functions that use it
+(the bh and by corrections, ``sample_size``, ``simulate_power``).
 """
 
 from ._multiplicity import (

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.stats import false_discovery_control
 
 from ._validation import as_p_values, as_positive_int, as_probability, choose
 
@@ -40,10 +39,14 @@ def _holm(p: Vector) -> Vector:
 
 
 def _bh(p: Vector) -> Vector:
+    from scipy.stats import false_discovery_control
+
     return np.asarray(false_discovery_control(p, method="bh"), dtype=np.float64)
 
 
 def _by(p: Vector) -> Vector:
+    from scipy.stats import false_discovery_control
+
     return np.asarray(false_discovery_control(p, method="by"), dtype=np.float64)
 
 

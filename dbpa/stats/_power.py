@@ -8,7 +8,6 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.stats import binomtest, norm
 
 from ._permutation import permutation_test
 from ._similarity import pool_arms
@@ -23,6 +22,8 @@ def sample_size(effect: float, *, alpha: float = 0.05, power: float = 0.8, m: in
     the family size (Bonferroni). It is a planning guide: ``simulate_power`` measures
     the power of the actual permutation test from pilot outputs.
     """
+    from scipy.stats import norm
+
     try:
         d = float(effect)
     except (TypeError, ValueError):
@@ -79,6 +80,8 @@ def simulate_power(
     runs ``permutation_test`` and records whether p <= alpha. With ``a`` and ``b``
     from the same arm it estimates the type-I error instead.
     """
+    from scipy.stats import binomtest
+
     pool_arms(a, b)
     x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     k = as_positive_int(k, "k", minimum=2)

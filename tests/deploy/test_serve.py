@@ -7,9 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from typer.testing import CliRunner
 
-from dbpa.cli import app
 from storage import Store
 from tests.deploy._processes import DBPA, REPO, wait_for
 from tests.pipeline.conftest import KEY_ENV, RULES, make_config
@@ -77,19 +75,3 @@ def test_serve_refuses_to_replace_a_deployment_of_the_work_pool(deployed):
     assert "deployment dbpa-scheduled-audit/personas runs on the work pool 'dbpa'" in message
     assert "choose another --name" in message
     assert deployed.api.deployment("dbpa-scheduled-audit/personas")["work_pool_name"] == "dbpa"
-
-
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (["--cron", "every night"], "--cron 'every night': "),
-        (["--cron", "0 3 * * *"], "no Prefect server: start one"),
-    ],
-)
-def test_serve_checks_its_options_first(args, message):
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-
-    with temporary_settings(restore_defaults={PREFECT_API_URL}):
-        result = CliRunner().invoke(app, ["serve", str(REPO / "examples" / "personas.yaml"), *args])
-    assert result.exit_code == 2
-    assert message in " ".join(result.output.split())

@@ -1,81 +1,23 @@
-"""The dbpa command: exit codes, messages, and the read-side commands."""
+"""``dbpa run`` and ``serve``: exit codes and messages, and the record read back."""
 
 from __future__ import annotations
 
 import json
-import re
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
 from typer.testing import CliRunner
 
 from dbpa.cli import app
+from tests.cli.conftest import invoke, text
 from tests.pipeline.conftest import RULES, make_config
 from tests.support.scripted_server import Fault, Rule, ScriptedServer
 
-runner = CliRunner()
-
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 pytestmark = pytest.mark.usefixtures("wide_console")
-
-
-def invoke(*args: str):
-    return runner.invoke(app, list(args), catch_exceptions=False)
-
-
-def text(result) -> str:
-    """The output with rich's line wrapping undone."""
-    return " ".join(result.output.split())
-
-
-@pytest.mark.parametrize(
-    ("content", "expected"),
-    [
-        ("name: x\nmodels: [", r"line \d+, column \d+: not valid YAML"),
-        ("- just\n- a list\n", "expected a mapping of settings"),
-        ("{base} \nsurprise: 1\n", "surprise: unknown key"),
-        ("{base}\nk: ten\n", "k: Input should be a valid integer"),
-        ("{base}\nomega: jensen\n", "omega: unknown 'jensen'"),
-        ("{base}\nn_permutations: 10\n", "n_permutations: 10 permutations cannot reject anything"),
-        ("{base}\nmodels: []\n", "models: List should have at least 1 item"),
-        (
-            "{base}\nperturbations: [{{kind: telepathy}}]\n",
-            r"perturbations\[0\]: Input tag 'telepathy'",
-        ),
-        (
-            "{base}\nembedder: {{model: not-a-model}}\n",
-            "embedder.model: embedder model 'not-a-model' is not available offline",
-        ),
-    ],
-)
-def test_bad_configs_exit_2_naming_file_and_field(tmp_path, provider, content, expected):
-    path = tmp_path / "bad.yaml"
-    path.write_text(content.format(base=yaml.safe_dump(make_config(provider))))
-    result = invoke("validate", str(path))
-    assert result.exit_code == 2, result.output
-    assert str(path) in text(result) or "embedder.model" in text(result)
-    assert re.search(expected, text(result)), result.output
-    assert "Traceback" not in result.output
-
-
-def test_missing_file_and_bad_override_exit_2(tmp_path, provider, write_config):
-    assert invoke("validate", str(tmp_path / "nope.yaml")).exit_code == 2
-    path = write_config(make_config(provider))
-    result = invoke("validate", str(path), "--set", "k")
-    assert result.exit_code == 2
-    assert "expected KEY=VALUE" in text(result)
-    result = invoke("validate", str(path), "--set", "k=1")
-    assert result.exit_code == 2
-    assert "k: Input should be greater than or equal to 2" in text(result)
-
-
-def test_validate_describes_the_plan(provider, write_config):
-    result = invoke("validate", str(write_config(make_config(provider))))
-    assert result.exit_code == 0
-    assert "4 tests, 5 arms x k=8 = 40 outputs" in text(result)
-    assert "persona-comedian" in text(result)
 
 
 @pytest.mark.usefixtures("prefect_harness")
@@ -162,3 +104,19 @@ def test_ci_gate_exits_3_when_a_control_changes(tmp_path, write_config):
     assert gated.exit_code == 3, gated.output
     assert "1 control perturbation(s) changed" in text(gated)
     assert plain.exit_code == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--cron", "every night"], "--cron 'every night': "),
+        (["--cron", "0 3 * * *"], "no Prefect server: start one"),
+    ],
+)
+def test_serve_checks_its_options_first(args, message):
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings(restore_defaults={PREFECT_API_URL}):
+        result = CliRunner().invoke(app, ["serve", str(EXAMPLES / "personas.yaml"), *args])
+    assert result.exit_code == 2
+    assert message in " ".join(result.output.split())

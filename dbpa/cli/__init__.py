@@ -1,0 +1,37 @@
+"""The ``dbpa`` command.
+
+Exit codes: 0 success; 1 the audit ran but could not finish (a model failed
+permanently: the message names it, all other work is kept); 2 bad input (file, field
+and reason); 3 ``--fail-on-control-rejection`` and a control perturbation was rejected.
+
+One module per command group; each imports what only its command needs (Prefect, the
+record, the report, the statistics) when that command runs, so ``dbpa --help`` and the
+commands that only read stay light. Every command's expected errors become exit codes in
+one place (``exits_on_error``).
+"""
+
+from __future__ import annotations
+
+import typer
+
+from dbpa._env import configure
+
+from ._common import err, exits_on_error, out
+from ._drift import drift
+from ._record import export, report, results, runs
+from ._run import run, serve
+from ._validate import validate
+
+configure()
+
+app = typer.Typer(
+    name="dbpa",
+    help="Statistical robustness audits for LLMs (distribution-based perturbation analysis).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+for _command in (validate, run, runs, results, export, report, serve, drift):
+    app.command()(exits_on_error(_command))
+
+__all__ = ["app", "err", "out"]

@@ -1,0 +1,123 @@
+"""What every command shares: the consoles, the exit codes, the options and the one path
+from an error to an exit code.
+
+Light on purpose: importing it (as ``dbpa --help`` does) loads typer, rich and yaml only.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from enum import IntEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, ParamSpec
+
+import typer
+import yaml
+from rich.console import Console
+
+if TYPE_CHECKING:
+    from storage import Store
+
+err = Console(stderr=True)
+"""Messages, progress and errors."""
+out = Console()
+"""Results: tables and the paths written."""
+
+
+class ExitCode(IntEnum):
+    """What the ``dbpa`` command returns."""
+
+    OK = 0
+    INCOMPLETE = 1
+    """The audit ran but could not finish (a model failed permanently), or the record is in
+    use by another process."""
+    BAD_INPUT = 2
+    """A file, field, option or run id that cannot be used; the message names it."""
+    CONTROL_REJECTED = 3
+    """``--fail-on-control-rejection`` and a control perturbation was rejected."""
+
+
+ConfigArgument = Annotated[Path, typer.Argument(help="Audit config (YAML).")]
+RunArgument = Annotated[str, typer.Argument(metavar="RUN", help="Run id, or 'latest'.")]
+DbOption = Annotated[Path, typer.Option("--db", help="DuckDB file of the audit record.")]
+DEFAULT_DB = Path("dbpa.duckdb")
+SetOption = Annotated[list[str] | None, typer.Option("--set", help="Override KEY=VALUE.")]
+ReportDirOption = Annotated[
+    Path | None,
+    typer.Option("--out", help="Directory for the reports (default: reports/ next to the db)."),
+]
+RunnerOption = Annotated[
+    str, typer.Option(help="Task runner for the compute: threads, dask or dask=ADDRESS.")
+]
+
+
+def fail(code: ExitCode, message: str) -> typer.Exit:
+    """Print ``message`` as an error; the exit to raise."""
+    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    return typer.Exit(int(code))
+
+
+# Errors of a command and their exit code, most specific first. ConfigError and DriftError
+# are ValueErrors; the classes of a module are looked up only once that module is imported
+# (an error of a module never imported cannot have been raised), so that mapping an error
+# does not import storage or Prefect into a command that does not use them.
+_EXIT_CODES: tuple[tuple[str, str, ExitCode], ...] = (
+    ("flows.audit", "AuditIncomplete", ExitCode.INCOMPLETE),
+    ("storage", "DatabaseInUseError", ExitCode.INCOMPLETE),
+    ("storage", "UnknownRunError", ExitCode.BAD_INPUT),
+    ("builtins", "FileNotFoundError", ExitCode.BAD_INPUT),
+    ("builtins", "ValueError", ExitCode.BAD_INPUT),
+)
+
+
+def exit_code(error: Exception) -> ExitCode | None:
+    """The exit code of an expected error; None for anything else (a bug: let it show)."""
+    for module, name, code in _EXIT_CODES:
+        cls = getattr(sys.modules.get(module), name, None)
+        if isinstance(cls, type) and isinstance(error, cls):
+            return code
+    return None
+
+
+P = ParamSpec("P")
+
+
+def exits_on_error(command: Callable[P, None]) -> Callable[P, None]:
+    """``command`` with its expected errors printed as one line and turned into exit codes."""
+
+    @functools.wraps(command)
+    def checked(*args: P.args, **kwargs: P.kwargs) -> None:
+        try:
+            command(*args, **kwargs)
+        except Exception as error:
+            code = exit_code(error)
+            if code is None:
+                raise
+            raise fail(code, str(error)) from None
+
+    return checked
+
+
+def parse_overrides(pairs: list[str] | None) -> dict[str, Any]:
+    """``key=value`` pairs; values parsed as YAML (numbers, booleans, lists)."""
+    found: dict[str, Any] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise fail(ExitCode.BAD_INPUT, f"--set {pair!r}: expected KEY=VALUE (e.g. k=30)")
+        found[key] = yaml.safe_load(value)
+    return found
+
+
+def open_record(db: Path) -> Store:
+    """The audit record, read-only (a missing file is a FileNotFoundError)."""
+    from storage import Store
+
+    return Store(db, read_only=True)
+
+
+def cell(value: Any) -> str:
+    """A table cell from a DataFrame value; missing values (None, NaN) are blank."""
+    return "" if value is None or value != value else str(value)

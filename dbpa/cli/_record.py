@@ -1,0 +1,147 @@
+"""The commands that read the audit record: ``runs``, ``results``, ``report``, ``export``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich import box
+from rich.table import Table
+
+from ._common import (
+    DEFAULT_DB,
+    DbOption,
+    ExitCode,
+    RunArgument,
+    cell,
+    fail,
+    open_record,
+    out,
+)
+
+
+def print_results(db: Path, run_id: str) -> int:
+    """Print a run's table; returns how many control perturbations were rejected."""
+    from dbpa.analysis import stars
+
+    with open_record(db) as store:
+        row = store.run(run_id)
+        df = store.results(row["run_id"])
+    families = df.family.unique()
+    table = Table(
+        title=f"run {row['run_id']} ({row['status']})",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        padding=0,  # the box's blank divider alone separates columns: 30-character ids fit 80
+    )
+    if len(families) > 1:
+        table.add_column("model", overflow="fold")
+    table.add_column("perturbation", overflow="fold")
+    table.add_column("label", no_wrap=True, min_width=7)
+    for numeric in ("omega", "effect", "p", "adj. p"):
+        table.add_column(numeric, justify="right", no_wrap=True, min_width=6)
+    table.add_column("decision", no_wrap=True, min_width=9)
+    for r in df.itertuples():
+        first = [r.family] if len(families) > 1 else []
+        if not r.tested:
+            table.add_row(*first, r.perturbation_id, cell(r.label), *"----", "not tested")
+            continue
+        table.add_row(
+            *first,
+            r.perturbation_id,
+            cell(r.label),
+            f"{r.statistic:.3f}{stars(r.p_value)}",
+            f"{r.effect:+.3f}",
+            f"{r.p_value:.4f}",
+            f"{r.adjusted_p:.4f}",
+            "[red]changed[/]" if r.reject else "no change",
+        )
+    out.print(table)
+    return int(((df.label == "control") & (df.reject == True)).sum())  # noqa: E712
+
+
+def runs(db: DbOption = DEFAULT_DB) -> None:
+    """List the runs recorded in the database."""
+    with open_record(db) as store:
+        df = store.runs()
+    table = Table("run", "audit", "status", "epoch", "started", "message")
+    for r in df.itertuples():
+        table.add_row(
+            r.run_id,
+            r.audit,
+            r.status,
+            r.epoch,
+            f"{r.started_at:%Y-%m-%d %H:%M:%S}",
+            cell(r.message),
+        )
+    out.print(table)
+
+
+def results(
+    run_id: RunArgument,
+    db: DbOption = DEFAULT_DB,
+    fmt: Annotated[str, typer.Option("--format", help="table, csv or json.")] = "table",
+) -> None:
+    """Show a run's per-perturbation results."""
+    if fmt not in ("table", "csv", "json"):
+        raise fail(ExitCode.BAD_INPUT, f"--format: unknown {fmt!r}; choose table, csv or json")
+    with open_record(db) as store:
+        row = store.run(run_id)
+        df = store.results(row["run_id"])
+    if fmt == "table":
+        print_results(db, row["run_id"])
+    elif fmt == "csv":
+        sys.stdout.write(df.to_csv(index=False))
+    else:
+        sys.stdout.write(json.dumps(json.loads(df.to_json(orient="records")), indent=2) + "\n")
+
+
+def export(
+    db: DbOption = DEFAULT_DB,
+    table: Annotated[
+        list[str] | None, typer.Option(help="Table to export (repeatable); default all.")
+    ] = None,
+    fmt: Annotated[str, typer.Option("--format", help="parquet or csv.")] = "parquet",
+    out_dir: Annotated[Path, typer.Option("--out", help="Directory for the files.")] = Path(
+        "export"
+    ),
+) -> None:
+    """Export tables of the audit record to Parquet or CSV."""
+    from storage import EXPORTS
+
+    with open_record(db) as store:
+        for name in table or list(EXPORTS):
+            path = store.export(name, out_dir / f"{name}.{fmt}", fmt)
+            out.print(f"{name}: {path}")
+
+
+def report(
+    run_id: RunArgument,
+    db: DbOption = DEFAULT_DB,
+    fmt: Annotated[str, typer.Option("--format", help="html, md or json.")] = "html",
+    out_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="File to write (or a directory); default RUN.FORMAT in reports/ next to the db.",
+        ),
+    ] = None,
+) -> None:
+    """Regenerate a run's report from the record (no model call)."""
+    from dbpa.report import RENDERERS, default_report_dir, gather, report_path
+
+    if fmt not in RENDERERS:
+        raise fail(ExitCode.BAD_INPUT, f"--format: unknown {fmt!r}; choose {', '.join(RENDERERS)}")
+    with open_record(db) as store:
+        data = gather(store, run_id)
+    if out_path is None or out_path.is_dir():
+        path = report_path(out_path or default_report_dir(db), data.run.run_id, fmt)
+    else:
+        path = out_path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(RENDERERS[fmt](data), encoding="utf-8")
+    out.print(f"{fmt} report of run {data.run.run_id}: {path}", highlight=False)

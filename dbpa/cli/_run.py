@@ -1,0 +1,178 @@
+"""The commands that sample: ``run`` (once, resumable) and ``serve`` (on a schedule)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated
+
+import typer
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from dbpa import progress
+
+from ._common import (
+    DEFAULT_DB,
+    ConfigArgument,
+    DbOption,
+    ExitCode,
+    ReportDirOption,
+    RunnerOption,
+    SetOption,
+    err,
+    fail,
+    out,
+    parse_overrides,
+)
+from ._record import print_results
+from ._validate import load_audit
+
+
+@contextmanager
+def _progress_bars() -> Iterator[None]:
+    """Rich progress bars fed by dbpa.progress while the flow runs."""
+    bars = Progress(
+        TextColumn("{task.description:>8}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[unit]}"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=False,
+    )
+    ids: dict[str, TaskID] = {}
+
+    def show(update: progress.Progress) -> None:
+        if update.phase not in ids:
+            ids[update.phase] = bars.add_task(update.phase, total=update.total, unit=update.unit)
+        bars.update(ids[update.phase], completed=update.done, total=update.total)
+
+    with bars, progress.listen(show):
+        yield
+
+
+def run(
+    config: ConfigArgument,
+    db: DbOption = DEFAULT_DB,
+    out_dir: ReportDirOption = None,
+    set_: SetOption = None,
+    fail_on_control_rejection: Annotated[
+        bool, typer.Option(help="Exit 3 when a control perturbation is rejected (a CI gate).")
+    ] = False,
+    runner: RunnerOption = "threads",
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's logs.")] = False,
+) -> None:
+    """Run (or resume) an audit; re-running the same command resumes it."""
+    if not verbose:
+        os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
+    cfg, plan = load_audit(config, set_)
+    from flows.audit import AuditIncomplete, run_audit
+
+    err.print(
+        f"[bold]{cfg.name}[/]: {len(plan.tests)} tests, {len(plan.arms)} arms x k={cfg.k}; "
+        f"record: {db}"
+    )
+    try:
+        with _progress_bars():
+            outcome = run_audit(cfg, str(db), str(out_dir) if out_dir else None, runner)
+    except AuditIncomplete:
+        print_results(db, "latest")
+        raise
+    rejected_controls = print_results(db, outcome.run_id)
+    for fmt, path in outcome.reports.items():
+        out.print(f"{fmt} report: {path}")
+    if fail_on_control_rejection and rejected_controls:
+        raise fail(
+            ExitCode.CONTROL_REJECTED,
+            f"{rejected_controls} control perturbation(s) changed the output distribution",
+        )
+
+
+def serve(
+    config: ConfigArgument,
+    cron: Annotated[
+        str, typer.Option(help="When to run: a cron expression in UTC, e.g. '0 3 * * *'.")
+    ],
+    db: DbOption = DEFAULT_DB,
+    out_dir: ReportDirOption = None,
+    set_: SetOption = None,
+    runner: RunnerOption = "threads",
+    name: Annotated[
+        str | None, typer.Option(help="Deployment name (default: the audit's name).")
+    ] = None,
+) -> None:
+    """Run an audit on a schedule from this process, each tick sampling afresh (Ctrl-C stops).
+
+    Needs a Prefect server (PREFECT_API_URL); every tick is a run of the deployment
+    dbpa-scheduled-audit/NAME, which can also be triggered by hand or from the UI.
+    """
+    from prefect.types.entrypoint import EntrypointType
+
+    from flows.scheduled import scheduled_audit
+
+    cfg, _ = load_audit(config, set_)
+    name = name or cfg.name
+    deployment = f"{scheduled_audit.name}/{name}"
+    api = _serve_checks(cron, deployment)
+    err.print(
+        f"serving [bold]{deployment}[/] on cron '{cron}' (UTC) against {api}; record: {db}\n"
+        f"run a tick now with: prefect deployment run '{deployment}'\n"
+        "press Ctrl-C to stop",
+        highlight=False,
+    )
+    scheduled_audit.serve(
+        name=name,
+        cron=cron,
+        parameters={
+            "config_path": str(config.resolve()),
+            "db": str(db.resolve()),
+            "out": str(out_dir.resolve()) if out_dir else None,
+            "overrides": parse_overrides(set_),
+            "runner": runner,
+        },
+        tags=[f"audit:{cfg.name}"],
+        print_starting_message=False,
+        entrypoint_type=EntrypointType.MODULE_PATH,
+    )
+    err.print(f"stopped serving {deployment}; its schedule is paused until it is served again")
+
+
+def _serve_checks(cron: str, deployment: str) -> str:
+    """The API URL, once the cron expression, the server and the deployment name are usable."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.schedules import CronSchedule
+    from prefect.exceptions import ObjectNotFound
+    from prefect.settings import PREFECT_API_URL
+    from pydantic import ValidationError
+
+    try:
+        CronSchedule(cron=cron)
+    except ValidationError as exc:
+        raise fail(ExitCode.BAD_INPUT, f"--cron {cron!r}: {exc.errors()[0]['msg']}") from None
+    api = PREFECT_API_URL.value()
+    if not api:
+        raise fail(
+            ExitCode.BAD_INPUT,
+            "no Prefect server: start one (prefect server start --host 127.0.0.1) and set "
+            "PREFECT_API_URL=http://127.0.0.1:4200/api",
+        )
+    with get_client(sync_client=True) as client:
+        try:
+            pool = client.read_deployment_by_name(deployment).work_pool_name
+        except ObjectNotFound:
+            pool = None
+    if pool:
+        raise fail(
+            ExitCode.BAD_INPUT,
+            f"deployment {deployment} runs on the work pool {pool!r} (deployments/prefect.yaml); "
+            "serving would replace it: choose another --name",
+        )
+    return str(api)

@@ -1,0 +1,43 @@
+"""The ``dbpa`` command driven in-process: a wide console, a temp working directory, and the
+scripted provider and stored records of the pipeline and report tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import Result
+from typer.testing import CliRunner
+
+from dbpa.cli import app
+from tests.pipeline.conftest import KEY_ENV, provider, write_config  # noqa: F401 (fixtures)
+from tests.report.conftest import labelled_run, unlabelled_run  # noqa: F401 (fixtures)
+
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def _key_and_cwd(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The scripted provider's key in the environment; a temp working directory (reports
+    and exports by default go there)."""
+    monkeypatch.setenv(KEY_ENV, "sk-pipeline-test")
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture
+def wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI's tables as on a wide terminal, so cells are not wrapped mid-word."""
+    from dbpa import cli
+
+    for console in (cli.out, cli.err):
+        monkeypatch.setattr(console, "width", 200)
+
+
+def invoke(*args: str) -> Result:
+    """Run ``dbpa ARGS`` in this process; exceptions other than exits propagate."""
+    return runner.invoke(app, list(args), catch_exceptions=False)
+
+
+def text(result: Result) -> str:
+    """The output with rich's line wrapping undone."""
+    return " ".join(result.output.split())

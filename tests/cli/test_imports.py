@@ -1,0 +1,41 @@
+"""The commands that only show or read stay light: no Prefect, model stack or scipy.stats."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+HEAVY = ("prefect", "torch", "sentence_transformers", "litellm", "scipy.stats")
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "personas.yaml"
+
+
+def loaded_after(args: list[str]) -> list[str]:
+    """The HEAVY modules in a fresh interpreter after it ran ``dbpa ARGS`` (exit 0)."""
+    script = textwrap.dedent(
+        f"""
+        import json, sys
+        from typer.testing import CliRunner
+        from dbpa.cli import app
+        result = CliRunner().invoke(app, {args!r})
+        assert result.exit_code == 0, result.output
+        print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["--help"], ["validate", str(EXAMPLE)], ["runs", "--db"], ["results", "latest", "--db"]],
+    ids=["help", "validate", "runs", "results"],
+)
+def test_help_validate_and_the_readers_import_no_heavy_stack(command, labelled_run):
+    args = [*command, str(labelled_run.db)] if command[-1] == "--db" else command
+    assert loaded_after(args) == []
