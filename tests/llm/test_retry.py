@@ -104,9 +104,11 @@ def test_401_fails_at_once_naming_the_model_not_the_key(
     with pytest.raises(PermanentModelError) as info:
         sample(spec_for(server, name="my-model"), MESSAGES, range(8), seed=1)
     elapsed = time.perf_counter() - start
-    assert elapsed < 0.5
+    # No retry of the rejected request and no backoff: the count is the check; the loose time
+    # bound (one default backoff window is up to 0.5-30 s) only catches a wait, not load.
     assert server.counts.by_endpoint["/v1/chat/completions"] <= 8
     assert server.counts.faults["401"] == 1
+    assert elapsed < 5.0
     message = str(info.value)
     assert "model 'my-model'" in message
     assert "401" in message
