@@ -30,12 +30,25 @@ def _slug_words(text: str) -> tuple[list[str], bool]:
 
 def make_id(prefix: str, readable: str, *, detail: str | None = None) -> str:
     """``prefix-<slug of readable>``, plus 6 hex digits of a digest when the slug does not
-    carry all of the content: it was cut, it is empty, or a ``detail`` is not in it."""
+    carry all of the content: it was cut, it is empty, or a ``detail`` is not in it.
+
+    Words the prefix ends with are not repeated when the slug starts with them (template
+    ``style`` and value "style number 0": ``style-number-0``), unless that leaves no word.
+    """
     words, complete = _slug_words(readable)
-    parts = [prefix, *words]
+    parts = [prefix, *words[_repeated(prefix, words) :]]
     if not complete or not words or detail is not None:
         parts.append(text_hash(readable if detail is None else f"{readable}\n{detail}")[:6])
     return "-".join(parts)
+
+
+def _repeated(prefix: str, words: list[str]) -> int:
+    """How many leading ``words`` repeat the last words of ``prefix`` (leaving one at least)."""
+    tail = prefix.lower().split("-")
+    for n in range(min(len(tail), len(words) - 1), 0, -1):
+        if tail[-n:] == words[:n]:
+            return n
+    return 0
 
 
 def shorten(text: str, width: int = 60) -> str:

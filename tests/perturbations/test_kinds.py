@@ -73,6 +73,28 @@ def test_template_placement(placement, template, expected):
     assert p.id == "role-pirate"
 
 
+def test_derived_ids_do_not_repeat_the_prefix():
+    values = ["style number 0", "Style number 1", "number 2", "style", "a style"]
+    spec = TemplateSpec(template="Answer in {style}.", values=values)
+    assert [p.id for p in only([spec])] == [
+        "style-number-0",
+        "style-number-1",
+        "style-number-2",
+        "style-style",  # a repeat that is the whole slug stays
+        "style-a-style",
+    ]
+    (persona,) = only([PersonasSpec(values=["persona non grata"])])
+    assert persona.id == "persona-non-grata"
+    (swap,) = only([ModelSwapSpec(models=[{"model": "openai/gpt-4o", "name": "model-b"}])])
+    assert swap.id == "model-b"
+
+
+def test_ids_that_meet_once_the_prefix_is_not_repeated_are_duplicates():
+    spec = TemplateSpec(template="Answer in {style}.", values=["style number 0", "number 0"])
+    with pytest.raises(ValueError, match=r"duplicate perturbation ids: 'style-number-0'"):
+        only([spec])
+
+
 def test_template_separator_and_prompt_with_braces_is_inserted_verbatim():
     original = (Message(role="user", content="Explain {x} and }{ in JSON."),)
     spec = TemplateSpec(template="You are a {role}.", values=["tutor"], separator="\n\n")
