@@ -24,14 +24,18 @@ from ._text import audited, family_verdict, legend, perturbation_matrix
 __all__ = ["render_markdown", "summary_markdown"]
 
 _INLINE = re.compile(r"([\\`*_\[\]|~])")
-_LINE_START = re.compile(r"^([-+#>=]|\d+(?=[.)]))")
+_BLOCK_START = re.compile(r"^([-+#>=])")
+"""A first character that would start a list item, heading, quote or setext underline."""
+_ORDERED_START = re.compile(r"^(\d{1,9})([.)])(?=\s|$)")
+"""An ordered list item's number (``1. ``): its ``.`` or ``)`` is escaped, not the digit (a
+backslash escapes punctuation only: ``\\1.`` would show it). ``1.106.2`` starts no item."""
 
 
 def _md(text: object) -> str:
     """User text as literal Markdown on one line: HTML escaped, markup characters backslashed."""
     flat = " ".join(str(text).split())
     escaped = _INLINE.sub(r"\\\1", html.escape(flat, quote=False))
-    return _LINE_START.sub(r"\\\1", escaped)
+    return _ORDERED_START.sub(r"\1\\\2", _BLOCK_START.sub(r"\\\1", escaped))
 
 
 def _code(text: object) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 import re
@@ -9,6 +10,7 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
+from markdown_it import MarkdownIt
 
 from dbpa.report import gather, render_html, render_json, render_markdown
 from storage import Store, UnknownRunError
@@ -368,6 +370,28 @@ def test_provenance_names_the_config_versions_seed_embedder_and_database(labelle
         assert text in provenance
     assert json.dumps(config, indent=2, sort_keys=True) in html.unescape(provenance)
     assert str(labelled_run.db) in markdown
+
+
+def test_markdown_shows_versions_as_written_and_user_text_literally(labelled_run):
+    """A version cell is ``1.106.2``, not ``\\1.106.2``; text that would start a list, a
+    heading or emphasis still shows as written once the Markdown is rendered."""
+    with Store(labelled_run.db, read_only=True) as store:
+        data = gather(store, labelled_run.run_id)
+    user_text = "1. first # not a heading *not bold* 2) [link](x)"
+    versions = {"litellm": "1.106.2", "other": "2) x", "third": "10. y"}
+    data = dataclasses.replace(
+        data, run=dataclasses.replace(data.run, description=user_text, versions=versions)
+    )
+    markdown = render_markdown(data)
+    for version in versions.values():
+        assert f"\\{version}" not in markdown
+    assert "| litellm | 1.106.2 |" in markdown
+    page = MarkdownIt("commonmark").enable("table").render(markdown)
+    cells = re.findall(r"<td>(.*?)</td>", page)
+    assert all(v in cells for v in versions.values()), cells
+    assert f"<p>{html.escape(user_text, quote=False)}</p>" in page
+    assert "<ol" not in page
+    assert "<em>" not in page
 
 
 def test_latest_is_the_newest_run_of_the_database(tmp_path):
