@@ -6,14 +6,14 @@ run is triggered. Unknown keys and wrong types are errors that name the field.
 
 from __future__ import annotations
 
+import copy
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import (
     Field,
     GetJsonSchemaHandler,
@@ -26,13 +26,20 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
+from dbpa._yaml import check_bounds, load_yaml
 from dbpa.analysis import AnalysisSpec
-from dbpa.perturbations import Perturbation, PerturbationSpec, base_prompt, expand
+from dbpa.llm import check_model_string
+from dbpa.perturbations import ModelSwapSpec, Perturbation, PerturbationSpec, base_prompt, expand
 from dbpa.specs import EmbedderSpec, Message, ModelSpec, Spec, content_hash
 from dbpa.stats import min_permutations
 
 ANALYSIS_KEYS = tuple(AnalysisSpec.model_fields)
 """The top-level keys of a config file that are analysis settings (``omega``, ``alpha``, ...)."""
+
+MAX_CONFIG_BYTES = 10_000_000
+"""Largest config file read (10 MB); a real one is a few kilobytes."""
+MAX_ERRORS_SHOWN = 20
+"""Validation errors listed in a ``ConfigError``; the rest are counted."""
 
 
 class ConfigError(ValueError):
@@ -116,6 +123,28 @@ class AuditConfig(Spec):
         return value
 
     @model_validator(mode="after")
+    def _routable_models(self) -> AuditConfig:
+        """Every model string litellm could route, as far as is known without litellm."""
+        for where, model, api_base, local in self._model_strings():
+            try:
+                check_model_string(model, api_base, local=local)
+            except ValueError as exc:
+                raise ValueError(f"{where}: {exc}") from None
+        return self
+
+    def _model_strings(self) -> Iterator[tuple[str, str, str | None, bool]]:
+        """(field as written in the file, model string, api_base, whether local/ is allowed)."""
+        for i, model in enumerate(self.models):
+            yield f"models[{i}].model", model.model, model.api_base, True
+        for i, spec in enumerate(self.perturbations):
+            if isinstance(spec, ModelSwapSpec):
+                for j, variant in enumerate(spec.models):
+                    where = f"perturbations[{i}].models[{j}].model"
+                    yield where, variant.model.model, variant.model.api_base, True
+        if self.embedder.backend == "litellm":
+            yield "embedder.model", self.embedder.model, self.embedder.api_base, False
+
+    @model_validator(mode="after")
     def _consistent(self) -> AuditConfig:
         rendered = base_prompt(self.perturbations)
         if self.prompt is None:
@@ -159,33 +188,84 @@ class AuditConfig(Spec):
 
 
 def load_config(path: str | Path, overrides: Mapping[str, Any] | None = None) -> AuditConfig:
-    """Read and validate a YAML config; ``overrides`` set dotted keys (``embedder.model``).
+    """Read and validate a YAML config; ``overrides`` set dotted keys (``embedder.model``,
+    ``models.0.params.temperature``: a number addresses a list item).
 
-    Raises ``ConfigError`` naming the file, the field and the reason.
+    Raises ``ConfigError`` naming the file, the field and the reason, for any file: missing,
+    a directory, unreadable, over ``MAX_CONFIG_BYTES``, not UTF-8, not YAML, nested or
+    aliased beyond the bounds of ``dbpa._yaml``, or not a valid config.
     """
     file = Path(path)
     try:
-        raw = yaml.safe_load(file.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{file}: no such file") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(f"{file}: {where}not valid YAML ({problem})") from None
+        raw = load_yaml(_read_text(file))
+    except ValueError as exc:
+        raise ConfigError(f"{file}: {exc}") from None
     if not isinstance(raw, dict):
-        raise ConfigError(f"{file}: expected a mapping of settings at the top level")
+        found = "an empty file" if raw is None else f"a {_kind(raw)}"
+        raise ConfigError(f"{file}: expected a mapping of settings at the top level, found {found}")
     for key, value in (overrides or {}).items():
         _set_dotted(raw, key, value)
+    try:
+        check_bounds(raw)  # the overrides' values too
+    except ValueError as exc:
+        raise ConfigError(f"{file}: {exc}") from None
     return parse_config(raw, source=str(file))
 
 
+def parse_overrides(pairs: Iterable[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs (``--set``) as overrides for :func:`load_config`; each value is
+    read as YAML (numbers, booleans, lists), within the same bounds as a file."""
+    found: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--set {pair!r}: expected KEY=VALUE (e.g. k=30)")
+        try:
+            found[key] = load_yaml(value)
+        except ValueError as exc:
+            raise ConfigError(f"--set {key}: {exc}") from None
+    return found
+
+
+def _read_text(file: Path) -> str:
+    """The file's text; ValueError saying why it cannot be read as a config."""
+    try:
+        with file.open("rb") as stream:
+            data = stream.read(MAX_CONFIG_BYTES + 1)
+    except FileNotFoundError:
+        raise ValueError("no such file") from None
+    except IsADirectoryError:
+        raise ValueError("is a directory, not a config file") from None
+    except PermissionError:
+        raise ValueError("cannot be read (permission denied)") from None
+    except OSError as exc:
+        raise ValueError(f"cannot be read ({exc.strerror or exc})") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ValueError(
+            f"larger than {MAX_CONFIG_BYTES // 1_000_000} MB: not an audit config "
+            "(one is a few kilobytes)"
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - data.rfind(b"\n", 0, exc.start)
+        raise ValueError(
+            f"line {line}, column {column}: not UTF-8 text (byte 0x{data[exc.start]:02x}); "
+            "a config is a YAML text file"
+        ) from None
+
+
 def parse_config(raw: Mapping[str, Any], source: str = "config") -> AuditConfig:
-    """Validate a mapping into an ``AuditConfig``; errors are ``ConfigError``."""
+    """Validate a mapping into an ``AuditConfig``; errors are ``ConfigError`` (one line per
+    error, the first ``MAX_ERRORS_SHOWN`` of them)."""
     try:
         return AuditConfig.model_validate(raw)
     except ValidationError as exc:
-        lines = [f"{source}: {_where(e['loc'])}{_reason(e)}" for e in exc.errors()]
+        errors = exc.errors(include_url=False, include_input=False)
+        lines = [f"{source}: {_where(e['loc'])}{_reason(e)}" for e in errors[:MAX_ERRORS_SHOWN]]
+        if len(errors) > MAX_ERRORS_SHOWN:
+            lines.append(f"{source}: ... and {len(errors) - MAX_ERRORS_SHOWN} more errors")
         raise ConfigError("\n".join(lines)) from None
 
 
@@ -193,13 +273,24 @@ def _where(loc: tuple[int | str, ...]) -> str:
     """The field path as written in the file: the analysis settings are top-level keys there."""
     if loc[:1] == ("analysis",):
         loc = loc[1:]
+    if loc[:1] == ("perturbations",) and len(loc) > 2 and isinstance(loc[1], int):
+        loc = loc[:2] + loc[3:]  # the spec's kind, which pydantic puts in the path
     path = ""
     for part in loc:
         if isinstance(part, int):
             path += f"[{part}]"
         elif not re.fullmatch(r"[a-z_]+\[.*\]|function-.*|tagged-union\[.*\]", str(part)):
-            path += f".{part}" if path else str(part)
+            name = _shown_key(str(part))
+            path += f".{name}" if path else name
     return f"{path}: " if path else ""
+
+
+def _shown_key(key: str) -> str:
+    """A key of the file as it appears in a message: on one line and at most 40 characters."""
+    if key.isprintable() and len(key) <= 40:
+        return key
+    shown = repr(key)
+    return shown if len(shown) <= 40 else f"{shown[:36]}...{shown[-1]}"
 
 
 def _reason(error: Mapping[str, Any]) -> str:
@@ -209,12 +300,52 @@ def _reason(error: Mapping[str, Any]) -> str:
     return msg.removeprefix("Value error, ")
 
 
+def _kind(value: Any) -> str:
+    """What a YAML value is, in words."""
+    if isinstance(value, list | tuple | set):
+        return "list"
+    if isinstance(value, dict):
+        return "mapping"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    return "string" if isinstance(value, str) else type(value).__name__
+
+
 def _set_dotted(raw: dict[str, Any], key: str, value: Any) -> None:
-    node = raw
+    """Set ``key``, dotted; a number addresses a list item (``models.0.params.temperature``).
+    Missing mappings on the way are created; the lists and mappings on the way are copied,
+    so an override never edits a value that YAML aliases share with another place."""
     parts = key.split(".")
-    for part in parts[:-1]:
-        child = node.setdefault(part, {})
-        if not isinstance(child, dict):
-            raise ConfigError(f"override {key}: {part} is not a mapping")
+    if not all(parts):
+        raise ConfigError(f"override {key}: an empty name between dots")
+    node: Any = raw
+    for depth, part in enumerate(parts):
+        slot = _slot(node, part, f"override {key}: {'.'.join(parts[:depth])}")
+        if depth == len(parts) - 1:
+            node[slot] = value
+            return
+        child = node[slot] if isinstance(slot, int) else node.get(slot)
+        if child is None:
+            child = {}
+        elif isinstance(child, dict | list):
+            child = copy.copy(child)
+        node[slot] = child
         node = child
-    node[parts[-1]] = value
+
+
+def _slot(node: Any, part: str, where: str) -> int | str:
+    """The key of ``part`` in a mapping, or its index in a list; ``where`` starts an error."""
+    if isinstance(node, dict):
+        return part
+    if not isinstance(node, list):
+        raise ConfigError(f"{where} is a {_kind(node)}, not a mapping or a list")
+    if not part.isdecimal():
+        items = f"0 to {len(node) - 1}" if node else "it has none"
+        raise ConfigError(f"{where} is a list; address its items by number ({items}), not {part!r}")
+    if int(part) >= len(node):
+        raise ConfigError(
+            f"{where} has {len(node)} item(s), so no item {part} (items are numbered from 0)"
+        )
+    return int(part)

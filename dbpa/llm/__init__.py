@@ -16,6 +16,9 @@
   (the arm stops at once); both are :class:`ModelError` and never contain a key.
 * ``local/...`` models (:data:`LOCAL_MODELS`) run in-process on xllamacpp; the server starts
   on first use and stops at exit or with :func:`stop_local_server`.
+* :func:`check_model_string`: what can be known of a model string without litellm (a
+  provider prefix litellm does not know, a malformed string), against
+  :data:`LITELLM_PROVIDERS` and :data:`LITELLM_ENDPOINT_HOSTS`.
 * For other litellm callers (the hosted embedding backend): :func:`litellm`, the configured
   module; :func:`provider_name` and :func:`api_key` (:data:`KEYLESS_PLACEHOLDER` for keyless
   servers); :class:`Retrier`, the retry loop with the sampler's error policy.
@@ -27,6 +30,8 @@ litellm is imported on first use only, with ``LITELLM_LOCAL_MODEL_COST_MAP=True`
 from ._client import litellm
 from ._errors import ModelError, PermanentModelError, TransientModelError
 from ._local import LOCAL_MODELS, LocalModel, LocalServer, local_server, stop_local_server
+from ._model_strings import check_model_string
+from ._provider_names import LITELLM_ENDPOINT_HOSTS, LITELLM_PROVIDERS
 from ._providers import KEYLESS_PLACEHOLDER, api_key, choices_per_request, provider_name
 from ._retry import DEFAULT_RETRY, Retrier, RetryPolicy
 from ._sampler import OnOutputs, block_seed, requests_needed, sample, sample_async
@@ -34,6 +39,8 @@ from ._sampler import OnOutputs, block_seed, requests_needed, sample, sample_asy
 __all__ = [
     "DEFAULT_RETRY",
     "KEYLESS_PLACEHOLDER",
+    "LITELLM_ENDPOINT_HOSTS",
+    "LITELLM_PROVIDERS",
     "LOCAL_MODELS",
     "LocalModel",
     "LocalServer",
@@ -45,6 +52,7 @@ __all__ = [
     "TransientModelError",
     "api_key",
     "block_seed",
+    "check_model_string",
     "choices_per_request",
     "litellm",
     "local_server",
