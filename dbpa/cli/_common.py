@@ -1,7 +1,7 @@
 """What every command shares: the consoles, the exit codes, the options and the one path
 from an error to an exit code.
 
-Light on purpose: importing it (as ``dbpa --help`` does) loads typer, rich and yaml only.
+Light on purpose: importing it (as ``dbpa --help`` does) loads typer and rich only.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ParamSpec
 
 import typer
-import yaml
 from rich.console import Console
+from rich.markup import escape
 
 if TYPE_CHECKING:
     from storage import Store
@@ -55,7 +55,7 @@ RunnerOption = Annotated[
 
 def fail(code: ExitCode, message: str) -> typer.Exit:
     """Print ``message`` as an error; the exit to raise."""
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
     return typer.Exit(int(code))
 
 
@@ -101,14 +101,11 @@ def exits_on_error(command: Callable[P, None]) -> Callable[P, None]:
 
 
 def parse_overrides(pairs: list[str] | None) -> dict[str, Any]:
-    """``key=value`` pairs; values parsed as YAML (numbers, booleans, lists)."""
-    found: dict[str, Any] = {}
-    for pair in pairs or []:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise fail(ExitCode.BAD_INPUT, f"--set {pair!r}: expected KEY=VALUE (e.g. k=30)")
-        found[key] = yaml.safe_load(value)
-    return found
+    """``key=value`` pairs; values parsed as YAML (numbers, booleans, lists); a bad pair is a
+    ``ConfigError`` (``dbpa.config.parse_overrides``)."""
+    from dbpa.config import parse_overrides as parse
+
+    return parse(pairs or [])
 
 
 def open_record(db: Path) -> Store:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rich.markup import escape
 from rich.table import Table
 
 from ._common import ConfigArgument, SetOption, out, parse_overrides
@@ -40,5 +41,5 @@ def validate(config: ConfigArgument, set_: SetOption = None) -> None:
     )
     table = Table("id", "kind", "label", "description")
     for p in cfg.family:
-        table.add_row(p.id, p.kind, p.label or "", p.description)
+        table.add_row(p.id, p.kind, p.label or "", escape(p.description))
     out.print(table)

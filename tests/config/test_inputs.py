@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -163,16 +164,15 @@ def test_odd_keys_are_shown_on_one_short_line():
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the CLI prints messages as rich markup: a key '[/x]' raises MarkupError and "
-    "'[red]' vanishes; its error printer must escape them (rich.markup.escape)",
-)
-def test_a_key_that_looks_like_markup_is_shown_as_written(tmp_path, validate: Validate):
+def test_text_that_looks_like_markup_is_shown_as_written(tmp_path, validate: Validate):
     result = validate(write(tmp_path, base_yaml() + '"[/x]": 1\n"[red]y": 2\n'))
     assert result.exit_code == 2
     assert "[/x]: unknown key" in flat(result)
     assert "[red]y: unknown key" in flat(result)
+    variants = {"kind": "prompt", "variants": ["[/x] [red]statin?"]}
+    result = validate(write(tmp_path, base_yaml(perturbations=[variants])))
+    assert result.exit_code == 0, result.output
+    assert "user prompt replaced by '[/x] [red]statin?'" in flat(result)
 
 
 # ---------------------------------------------------------------------- overrides
@@ -216,6 +216,20 @@ def test_a_bad_override_names_it(base_file, validate: Validate, key, message):
     result = validate(base_file, "--set", f"{key}=x")
     assert result.exit_code == 2
     assert f"override {key}:" in flat(result)
+
+
+@pytest.mark.parametrize(
+    ("pair", "message"),
+    [
+        ("k", r"--set 'k': expected KEY=VALUE \(e\.g\. k=30\)"),
+        ("x=[", r"--set x: line 1, column 2: not valid YAML \(expected the node content"),
+        ("x=" + "[" * 200, r"--set x: line 1, column 101: not valid YAML \(nested more than"),
+    ],
+)
+def test_a_bad_set_value_exits_2(base_file, validate: Validate, pair, message):
+    result = validate(base_file, "--set", pair)
+    assert result.exit_code == 2
+    assert re.search(message, flat(result)), result.output
 
 
 def test_override_values_are_read_within_the_bounds():
