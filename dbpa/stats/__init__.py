@@ -1,10 +1,12 @@
 """dbpa.stats: the statistics of distribution-based perturbation analysis.
 
-Pure numpy/scipy: similarities, discrepancies (omega), the permutation engine of
-Algorithm 1, multiplicity corrections, sample size and power, ROC for labelled
-families. Nothing here imports Prefect, DuckDB or litellm.
+Pure numpy/scipy: similarities, discrepancies (omega) and their combination
+(``auto``), the permutation engine of Algorithm 1, multiplicity corrections, sample
+size, power and the planner of k, ROC for labelled families. Nothing here imports
+Prefect, DuckDB or litellm.
 """
 
+from ._combined import ComponentResult
 from ._multiplicity import (
     CORRECTIONS,
     CorrectionResult,
@@ -14,6 +16,7 @@ from ._multiplicity import (
 )
 from ._omega import OMEGAS, Omega, histogram_edges, jensen_shannon
 from ._permutation import PermutationTestResult, permutation_test, permutation_test_matrix
+from ._planning import SamplePlan, plan_k
 from ._power import PowerResult, sample_size, simulate_power
 from ._roc import (
     ModelChoice,
@@ -31,6 +34,7 @@ __all__ = [
     "CORRECTIONS",
     "OMEGAS",
     "SIMILARITIES",
+    "ComponentResult",
     "CorrectionResult",
     "ModelChoice",
     "Omega",
@@ -40,6 +44,7 @@ __all__ = [
     "PowerResult",
     "Rates",
     "RocResult",
+    "SamplePlan",
     "SimilaritySplit",
     "best_model",
     "correct",
@@ -48,6 +53,7 @@ __all__ = [
     "min_permutations",
     "permutation_test",
     "permutation_test_matrix",
+    "plan_k",
     "pooled_similarity",
     "rates_at",
     "roc_curve",
