@@ -428,7 +428,8 @@ OMEGAS: dict[str, Omega] = {
             "combined",
             "jsd (P0 vs P1: spread and similarity structure) and energy_cosine (the "
             "embeddings: location) on the same splits, their permutation p-values combined "
-            "by Fisher (non-parametric combination); the statistic is -2 sum(log p)",
+            "by Tippett's minimum (non-parametric combination; ties broken by the other "
+            "p-value); the statistic is -log of the smaller p-value",
             "one pooled matrix per component: similarity (jsd), cosine distance (energy_cosine)",
             None,
             components=("jsd", "energy_cosine"),

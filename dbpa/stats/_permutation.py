@@ -236,7 +236,7 @@ def _run_combined(
     """Every component of a combined omega on the same splits, combined by ``_combined``.
 
     Each pooled matrix is built once from the embeddings. The statistic is the combined
-    one (Fisher's ``-2 sum(log p)`` of the component p-values) and the null distribution
+    one (Tippett's ``-log`` of the smallest component p-value) and the null distribution
     its values on the evaluated splits, so ``effect``, ``null_mean`` and ``z`` describe
     the combined evidence, not an effect size; each component's own statistic, p-value
     and bias-corrected effect are in ``components``.
