@@ -1,12 +1,14 @@
 """dbpa.stats: the statistics of distribution-based perturbation analysis.
 
-Pure numpy/scipy: similarities, discrepancies (omega), the permutation engine of
-Algorithm 1, multiplicity corrections, sample size and power, ROC for labelled
-families. Nothing here imports Prefect, DuckDB or litellm.
-scipy.stats (about a second to import) is imported only inside the functions that use it
-(the bh and by corrections, ``sample_size``, ``simulate_power``).
+Pure numpy/scipy: similarities, discrepancies (omega) and their combination
+(``auto``), the permutation engine of Algorithm 1, multiplicity corrections, sample
+size, power and the planner of k, ROC for labelled families. Nothing here imports
+Prefect, DuckDB or litellm. scipy.stats (about a second to import) is imported only
+inside the functions that use it (the bh and by corrections, ``sample_size``,
+``simulate_power``).
 """
 
+from ._combined import ComponentResult
 from ._multiplicity import (
     CORRECTIONS,
     CorrectionResult,
@@ -16,6 +18,7 @@ from ._multiplicity import (
 )
 from ._omega import OMEGAS, Omega, histogram_edges
 from ._permutation import PermutationTestResult, permutation_test, permutation_test_matrix
+from ._planning import SamplePlan, plan_k
 from ._power import PowerResult, sample_size, simulate_power
 from ._roc import (
     ModelChoice,
@@ -33,6 +36,7 @@ __all__ = [
     "CORRECTIONS",
     "OMEGAS",
     "SIMILARITIES",
+    "ComponentResult",
     "CorrectionResult",
     "ModelChoice",
     "Omega",
@@ -42,6 +46,7 @@ __all__ = [
     "PowerResult",
     "Rates",
     "RocResult",
+    "SamplePlan",
     "SimilaritySplit",
     "best_model",
     "correct",
@@ -49,6 +54,7 @@ __all__ = [
     "min_permutations",
     "permutation_test",
     "permutation_test_matrix",
+    "plan_k",
     "pooled_similarity",
     "rates_at",
     "roc_curve",

@@ -75,6 +75,18 @@ class CorrectionResult:
     """Smallest B at which one p-value at its floor 1/(B+1) can be rejected in this family."""
 
 
+def lone_threshold(m: int, alpha: float, method: str) -> float:
+    """The raw p-value a test must reach to be rejected when it is the only one of m that is.
+
+    alpha/m for Bonferroni, Holm and BH (their first step); alpha/(m * H_m) for BY, H_m
+    the m-th harmonic number. Arguments are assumed validated.
+    """
+    threshold = alpha / m
+    if method == "by":
+        threshold /= float(np.sum(1.0 / np.arange(1, m + 1)))
+    return threshold
+
+
 def min_permutations(m: int, alpha: float, method: str = "bonferroni") -> int:
     """Smallest B for which a single p-value of 1/(B+1) survives the correction of m tests.
 
@@ -84,9 +96,7 @@ def min_permutations(m: int, alpha: float, method: str = "bonferroni") -> int:
     m = as_positive_int(m, "m")
     alpha = as_probability(alpha, "alpha")
     method = choose(method, "method", CORRECTIONS)
-    threshold = alpha / m
-    if method == "by":
-        threshold /= float(np.sum(1.0 / np.arange(1, m + 1)))
+    threshold = lone_threshold(m, alpha, method)
     return max(1, math.ceil(1.0 / threshold - 1.0 - 1e-9))
 
 

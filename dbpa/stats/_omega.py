@@ -13,7 +13,9 @@ Two families:
   ``mean_diff``;
 * embedding statistics compare the two groups of embeddings directly, on a pooled
   *distance* (``energy_cosine``, ``energy_l1``, ``energy_l2``) or centred Gram
-  (``centroid``) matrix.
+  (``centroid``) matrix;
+* ``auto`` combines one of each family on the same splits (see ``_combined``), so that
+  each covers the other's blind spot.
 """
 
 from __future__ import annotations
@@ -277,16 +279,27 @@ class Omega:
     """A registered discrepancy: how to build its pooled matrix and its kernel."""
 
     name: str
-    level: Literal["similarity", "embedding"]
-    """``similarity``: a function of P0 and P1; ``embedding``: of the embeddings themselves."""
+    level: Literal["similarity", "embedding", "combined"]
+    """``similarity``: a function of P0 and P1; ``embedding``: of the embeddings themselves;
+    ``combined``: a non-parametric combination of other omegas on the same splits."""
     summary: str
     matrix: str
     """What the pooled matrix handed to the kernel holds."""
-    kernel: Callable[..., Kernel]
+    kernel: Callable[..., Kernel] | None
+    """Builds the kernel from the pooled matrix and k_a; None for a combined omega."""
     defaults: Mapping[str, Any] = field(default_factory=dict)
     validators: Mapping[str, Callable[[Any], Any]] = field(default_factory=dict)
     from_embeddings: Callable[[Matrix], Matrix] | None = None
     """For embedding-level statistics: the stacked embeddings -> pooled matrix."""
+    aspect: str = ""
+    """What a change in this statistic points to, e.g. "location of the answers"."""
+    components: tuple[str, ...] = ()
+    """For a combined omega: the omegas it combines (each with its default options)."""
+
+    def build(self, matrix: Matrix, k_a: int, options: Mapping[str, Any]) -> Kernel:
+        """This single statistic's kernel on a pooled matrix (a combined omega has none)."""
+        assert self.kernel is not None, f"omega {self.name!r} is combined: build its components"
+        return self.kernel(matrix, k_a, **options)
 
     def resolve_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
         """Defaults overridden by ``options``; unknown names and bad values raise."""
@@ -300,6 +313,12 @@ class Omega:
         for key, value in options.items():
             resolved[key] = self.validators[key](value)
         return resolved
+
+
+SPREAD = "spread/similarity structure of the answers"
+"""What the P0-vs-P1 statistics see: how the answers resemble each other and the originals."""
+LOCATION = "location of the answers"
+"""What the embedding-level statistics see: where the answers sit in embedding space."""
 
 
 def _cdf(statistic: str) -> Callable[..., Kernel]:
@@ -321,6 +340,7 @@ OMEGAS: dict[str, Omega] = {
             _JSDKernel,
             {"bins": 30, "range": "pooled"},
             {"bins": _bins_option, "range": _range_option},
+            aspect=SPREAD,
         ),
         Omega(
             "energy",
@@ -328,6 +348,7 @@ OMEGAS: dict[str, Omega] = {
             "energy distance between P0 and P1 (as scipy.stats.energy_distance)",
             "similarity",
             _cdf("energy"),
+            aspect=SPREAD,
         ),
         Omega(
             "wasserstein",
@@ -335,6 +356,7 @@ OMEGAS: dict[str, Omega] = {
             "Wasserstein-1 distance between P0 and P1",
             "similarity",
             _cdf("wasserstein"),
+            aspect=SPREAD,
         ),
         Omega(
             "ks",
@@ -342,6 +364,7 @@ OMEGAS: dict[str, Omega] = {
             "Kolmogorov-Smirnov statistic between P0 and P1",
             "similarity",
             _cdf("ks"),
+            aspect=SPREAD,
         ),
         Omega(
             "mean_diff",
@@ -349,6 +372,7 @@ OMEGAS: dict[str, Omega] = {
             "|mean(P0) - mean(P1)|",
             "similarity",
             _MeanDiffKernel,
+            aspect=SPREAD,
         ),
         Omega(
             "energy_cosine",
@@ -359,6 +383,7 @@ OMEGAS: dict[str, Omega] = {
             "cosine distance",
             _EnergyKernel,
             from_embeddings=cosine_distance,
+            aspect=LOCATION,
         ),
         Omega(
             "energy_l1",
@@ -367,6 +392,7 @@ OMEGAS: dict[str, Omega] = {
             "L1 distance",
             _EnergyKernel,
             from_embeddings=l1_distance,
+            aspect=LOCATION,
         ),
         Omega(
             "energy_l2",
@@ -375,6 +401,7 @@ OMEGAS: dict[str, Omega] = {
             "Euclidean distance",
             _EnergyKernel,
             from_embeddings=l2_distance,
+            aspect=LOCATION,
         ),
         Omega(
             "centroid",
@@ -383,6 +410,18 @@ OMEGAS: dict[str, Omega] = {
             "centred Gram (inner products)",
             _CentroidKernel,
             from_embeddings=centered_gram,
+            aspect=LOCATION,
+        ),
+        Omega(
+            "auto",
+            "combined",
+            "jsd (P0 vs P1: spread and similarity structure) and energy_cosine (the "
+            "embeddings: location) on the same splits, their permutation p-values combined "
+            "by Tippett's minimum (non-parametric combination; ties broken by the other "
+            "p-value); the statistic is -log of the smaller p-value",
+            "one pooled matrix per component: similarity (jsd), cosine distance (energy_cosine)",
+            None,
+            components=("jsd", "energy_cosine"),
         ),
     ]
 }

@@ -4,7 +4,8 @@ The pooled matrix is computed once; every split of the pooled outputs into a fir
 group of size ``k_a`` and a second of size ``k_b`` is a boolean mask that only
 indexes it. Splits are evaluated vectorized in chunks bounded by a memory budget;
 when there are no more distinct splits than permutations asked for, all of them are
-enumerated and the p-value is exact.
+enumerated and the p-value is exact. A combined omega (``auto``) evaluates all its
+components on the same splits and combines them (``_combined``).
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ._combined import ComponentResult, combine, component_result, driver
 from ._omega import OMEGAS, Kernel, Omega
-from ._similarity import pool_arms, pooled_similarity
+from ._similarity import SIMILARITIES, pool_arms, pooled_similarity
 from ._validation import RngLike, as_pooled_matrix, as_positive_int, as_rng, choose
 
 MEMORY_BUDGET_BYTES = 4 * 2**20
@@ -64,6 +66,13 @@ class PermutationTestResult:
     """Similarity behind P0/P1; None for embedding-level statistics or a user matrix."""
     options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     """Resolved options of the discrepancy (e.g. ``bins``, ``range`` for jsd)."""
+    components: Mapping[str, ComponentResult] = field(default_factory=lambda: MappingProxyType({}))
+    """Combined omega (``auto``): each component's own test on the same splits, by name;
+    empty for a single omega."""
+    driver: str | None = None
+    """Combined omega: the component with the smallest p-value, the first hint of *what*
+    changed (its ``aspect``, e.g. "location of the answers"); None for a single omega or
+    when every component's p-value is 1."""
 
     def __repr__(self) -> str:
         return (
@@ -104,7 +113,9 @@ def permutation_test(
     omega
         The discrepancy (see ``OMEGAS``): ``"jsd"`` (default), ``"energy"``,
         ``"wasserstein"``, ``"ks"``, ``"mean_diff"``, ``"energy_cosine"``,
-        ``"energy_l1"``, ``"energy_l2"``, ``"centroid"``.
+        ``"energy_l1"``, ``"energy_l2"``, ``"centroid"``, or ``"auto"``: its components
+        combined on the same splits (``similarity`` then applies to its P0/P1 component;
+        the result's ``components`` and ``driver`` say which one drove the decision).
     n_permutations
         B, the number of random splits; all splits are enumerated instead when there
         are at most B of them.
@@ -117,6 +128,8 @@ def permutation_test(
     spec, options = _omega_iv(omega, omega_options)
     n_perm = as_positive_int(n_permutations, "n_permutations")
     gen = as_rng(rng)
+    if spec.components:
+        return _run_combined(a, b, spec, similarity, n_perm, gen)
     if spec.from_embeddings is None:
         matrix = pooled_similarity(a, b, similarity)
         used_similarity: str | None = similarity
@@ -145,9 +158,16 @@ def permutation_test_matrix(
 
     Rows and columns ``0..k_a-1`` belong to the original arm, the rest to the perturbed
     arm. The matrix holds similarities for the similarity-distribution omegas,
-    distances for ``energy_*`` and inner products for ``centroid``.
+    distances for ``energy_*`` and inner products for ``centroid``. A combined omega
+    (``auto``) needs one matrix per component: use ``permutation_test`` on the embeddings.
     """
     spec, options = _omega_iv(omega, omega_options)
+    if spec.components:
+        raise ValueError(
+            f"omega: {spec.name!r} combines {' and '.join(spec.components)}, which need "
+            f"different pooled matrices ({spec.matrix}); it needs the embeddings: "
+            f"use permutation_test(a, b, omega={spec.name!r})"
+        )
     arr, k = as_pooled_matrix(matrix, k_a)
     n_perm = as_positive_int(n_permutations, "n_permutations")
     gen = as_rng(rng)
@@ -164,17 +184,11 @@ def _run(
     similarity: str | None,
 ) -> PermutationTestResult:
     n = matrix.shape[0]
-    kernel: Kernel = spec.kernel(matrix, k_a, **options)
+    kernel: Kernel = spec.build(matrix, k_a, options)
     observed = np.zeros((1, n), dtype=bool)
     observed[0, :k_a] = True
     statistic = float(kernel(observed)[0])
-    chunk = max(1, MEMORY_BUDGET_BYTES // kernel.bytes_per_split)
-
-    n_splits = math.comb(n, k_a)
-    exact = n_splits <= n_permutations
-    splits = (
-        _all_splits(n, k_a, chunk) if exact else _random_splits(n, k_a, n_permutations, chunk, rng)
-    )
+    exact, splits = _splits(n, k_a, n_permutations, kernel.bytes_per_split, rng)
     null = np.concatenate([kernel(masks) for masks in splits])
 
     tolerance = TIE_RTOL * (abs(statistic) + kernel.scale)
@@ -205,8 +219,95 @@ def _run(
     )
 
 
+def _splits(
+    n: int, k_a: int, n_permutations: int, bytes_per_split: int, rng: np.random.Generator
+) -> tuple[bool, Iterator[NDArray[np.bool_]]]:
+    """(exact, chunks of splits): all splits when there are at most B of them, else B random."""
+    chunk = max(1, MEMORY_BUDGET_BYTES // bytes_per_split)
+    if math.comb(n, k_a) <= n_permutations:
+        return True, _all_splits(n, k_a, chunk)
+    return False, _random_splits(n, k_a, n_permutations, chunk, rng)
+
+
+def _run_combined(
+    a: ArrayLike,
+    b: ArrayLike,
+    spec: Omega,
+    similarity: str,
+    n_permutations: int,
+    rng: np.random.Generator,
+) -> PermutationTestResult:
+    """Every component of a combined omega on the same splits, combined by ``_combined``.
+
+    Each pooled matrix is built once from the embeddings. The statistic is the combined
+    one (Tippett's ``-log`` of the smallest component p-value) and the null distribution
+    its values on the evaluated splits, so ``effect``, ``null_mean`` and ``z`` describe
+    the combined evidence, not an effect size; each component's own statistic, p-value
+    and bias-corrected effect are in ``components``.
+    """
+    parts = [OMEGAS[name] for name in spec.components]
+    similarity_fn = SIMILARITIES[choose(similarity, "similarity", SIMILARITIES)]
+    nonzero = similarity == "cosine" or "energy_cosine" in spec.components
+    z = pool_arms(a, b, nonzero=nonzero)
+    k_a, n = len(np.asarray(a)), z.shape[0]
+
+    similarities = similarity_fn(z, "a or b")
+    kernels = [
+        part.build(
+            similarities if part.from_embeddings is None else part.from_embeddings(z),
+            k_a,
+            part.defaults,
+        )
+        for part in parts
+    ]
+    bytes_per_split = sum(kernel.bytes_per_split for kernel in kernels)
+    exact, splits = _splits(n, k_a, n_permutations, bytes_per_split, rng)
+    values = np.concatenate([np.column_stack([k(masks) for k in kernels]) for masks in splits])
+    if not exact:  # when exact, the first enumerated split is the observed one
+        observed = np.zeros((1, n), dtype=bool)
+        observed[0, :k_a] = True
+        values = np.vstack([np.column_stack([k(observed) for k in kernels]), values])
+    combination = combine(values, [kernel.scale for kernel in kernels], TIE_RTOL)
+
+    evaluated = slice(0, None) if exact else slice(1, None)
+    components = {
+        part.name: component_result(
+            part.name,
+            part.aspect,
+            float(values[0, c]),
+            float(combination.component_p[c]),
+            values[evaluated, c],
+        )
+        for c, part in enumerate(parts)
+    }
+    null = combination.combined[evaluated].copy()
+    null.setflags(write=False)
+    statistic = float(combination.combined[0])
+    null_mean = float(null.mean())
+    null_std = float(null.std(ddof=1)) if null.size > 1 else 0.0
+    effect = statistic - null_mean
+    return PermutationTestResult(
+        statistic=statistic,
+        p_value=combination.p_value,
+        null_distribution=null,
+        null_mean=null_mean,
+        null_std=null_std,
+        effect=effect,
+        z=effect / null_std if null_std > 0 else math.nan,
+        n_permutations=n_permutations,
+        evaluated=int(null.size),
+        exact=exact,
+        k_a=k_a,
+        k_b=n - k_a,
+        omega=spec.name,
+        similarity=similarity,
+        components=MappingProxyType(components),
+        driver=driver(components),
+    )
+
+
 def _all_splits(n: int, k_a: int, chunk: int) -> Iterator[NDArray[np.bool_]]:
-    """Every subset of size k_a as a boolean mask, in chunks."""
+    """Every subset of size k_a as a boolean mask, in chunks; the first is the observed split."""
     combos = itertools.combinations(range(n), k_a)
     while block := list(itertools.islice(combos, chunk)):
         masks = np.zeros((len(block), n), dtype=bool)

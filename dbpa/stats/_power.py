@@ -56,6 +56,8 @@ class PowerResult:
     omega: str
     replace: bool
     """Whether arms were drawn from the pilots with replacement."""
+    share: float = 1.0
+    """Share of perturbed outputs drawn from pilot b (the rest from pilot a)."""
 
 
 def simulate_power(
@@ -70,6 +72,7 @@ def simulate_power(
     omega: str = "jsd",
     replace: bool | None = None,
     confidence: float = 0.95,
+    share: float = 1.0,
     rng: RngLike = None,
     **omega_options: Any,
 ) -> PowerResult:
@@ -79,6 +82,11 @@ def simulate_power(
     replacement when the pilots are large enough, unless ``replace`` says otherwise),
     runs ``permutation_test`` and records whether p <= alpha. With ``a`` and ``b``
     from the same arm it estimates the type-I error instead.
+
+    ``share`` < 1 weakens the pilot's effect: each perturbed output comes from pilot
+    ``b`` with probability ``share`` and otherwise from pilot ``a`` (drawn together with
+    the original arm, so without replacement no row is in both arms): a change in that
+    share of the outputs.
     """
     from scipy.stats import binomtest
 
@@ -88,18 +96,33 @@ def simulate_power(
     alpha = as_probability(alpha, "alpha")
     n_sims = as_positive_int(n_simulations, "n_simulations")
     confidence = as_probability(confidence, "confidence")
+    share = _as_share(share)
+    # Rows of pilot a one simulation may need: k, and up to k more when share < 1.
+    need_a = k if share == 1.0 else 2 * k
     if replace is None:
-        replace = k > min(len(x), len(y))
+        replace = k > min(len(x), len(y)) or need_a > len(x)
     elif not replace and k > min(len(x), len(y)):
         raise ValueError(
             f"k: {k} exceeds the smaller pilot ({min(len(x), len(y))} rows); "
             "use replace=True or more pilot outputs"
         )
+    elif not replace and need_a > len(x):
+        raise ValueError(
+            f"k: with share < 1 a simulation draws up to 2k = {need_a} rows of pilot a, which "
+            f"has {len(x)}; use replace=True or more pilot outputs"
+        )
     gen = as_rng(rng)
     rejections = 0
     for _ in range(n_sims):
-        xa = x[gen.choice(len(x), size=k, replace=replace)]
-        yb = y[gen.choice(len(y), size=k, replace=replace)]
+        if share == 1.0:
+            xa = x[gen.choice(len(x), size=k, replace=replace)]
+            yb = y[gen.choice(len(y), size=k, replace=replace)]
+        else:
+            unchanged = gen.random(k) >= share
+            rows_a = gen.choice(len(x), size=k + int(unchanged.sum()), replace=replace)
+            xa = x[rows_a[:k]]
+            yb = y[gen.choice(len(y), size=k, replace=replace)]
+            yb[unchanged] = x[rows_a[k:]]
         result = permutation_test(
             xa,
             yb,
@@ -122,4 +145,15 @@ def simulate_power(
         alpha=alpha,
         omega=omega,
         replace=bool(replace),
+        share=share,
     )
+
+
+def _as_share(value: Any) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"share: must be a number in (0, 1], got {value!r}") from None
+    if not 0.0 < v <= 1.0:
+        raise ValueError(f"share: must be in (0, 1], got {value!r}")
+    return v

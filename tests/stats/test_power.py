@@ -57,3 +57,18 @@ def test_replace_defaults_to_pilot_size():
     small = clustered(rng, 8)
     assert simulate_power(small, small, k=10, n_simulations=2, n_permutations=9, rng=0).replace
     assert not simulate_power(small, small, k=5, n_simulations=2, n_permutations=9, rng=0).replace
+
+
+def test_a_smaller_share_of_changed_outputs_weakens_the_effect():
+    rng = np.random.default_rng(6)
+    a = clustered(rng, 200, weights=(0.9, 0.1))
+    b = clustered(rng, 200, weights=(0.1, 0.9))
+    kwargs = {"k": 15, "n_simulations": 60, "n_permutations": 99, "omega": "centroid"}
+    full = simulate_power(a, b, rng=2, **kwargs)
+    quarter = simulate_power(a, b, share=0.25, rng=2, **kwargs)
+    assert (full.share, quarter.share) == (1.0, 0.25)
+    assert full.power >= 0.9
+    assert quarter.power <= full.power - 0.3
+    # share < 1 draws the original arm and the unchanged outputs together: up to 2k rows of a.
+    assert not quarter.replace
+    assert simulate_power(a[:20], b, share=0.5, k=15, n_simulations=1, n_permutations=9).replace

@@ -11,6 +11,7 @@ from dbpa.stats import (
     min_permutations,
     permutation_test,
     permutation_test_matrix,
+    plan_k,
     rates_at,
     roc_curve,
     sample_size,
@@ -49,6 +50,10 @@ GOOD = np.arange(1.0, 13.0).reshape(4, 3)
             r"^similarity: omega 'centroid' is computed on the embeddings",
         ),
         ({"nbins": 10}, r"^nbins: not an option of omega 'jsd' \(its options: bins, range\)"),
+        (
+            {"omega": "auto", "bins": 10},
+            r"^bins: not an option of omega 'auto' \(its options: none\)",
+        ),
         ({"omega": "ks", "bins": 10}, r"^bins: not an option of omega 'ks' \(its options: none\)"),
         ({"bins": 0}, r"^bins: must be >= 1, got 0"),
         ({"range": "auto"}, r"^range: expected 'pooled' or a \(low, high\) pair"),
@@ -85,6 +90,15 @@ def test_permutation_test_matrix_rejects(matrix, k_a, message):
         permutation_test_matrix(matrix, k_a)
 
 
+def test_permutation_test_matrix_rejects_auto():
+    with pytest.raises(
+        ValueError,
+        match=r"^omega: 'auto' combines jsd and energy_cosine, which need different pooled "
+        r"matrices \(.*\); it needs the embeddings: use permutation_test\(a, b, omega='auto'\)",
+    ):
+        permutation_test_matrix(np.ones((5, 5)), 2, omega="auto")
+
+
 @pytest.mark.parametrize(
     ("call", "message"),
     [
@@ -111,6 +125,32 @@ def test_permutation_test_matrix_rejects(matrix, k_a, message):
         ),
         (lambda: simulate_power(GOOD, GOOD, k=3, n_simulations=0), r"^n_simulations: must be >= 1"),
         (lambda: simulate_power(GOOD[:1], GOOD, k=3), r"^a: needs at least 2 rows"),
+        (lambda: simulate_power(GOOD, GOOD, k=3, share=0.0), r"^share: must be in \(0, 1\]"),
+        (lambda: simulate_power(GOOD, GOOD, k=3, share="x"), r"^share: must be a number"),
+        (
+            lambda: simulate_power(GOOD, GOOD, k=3, share=0.5, replace=False),
+            r"^k: with share < 1 a simulation draws up to 2k = 6 rows of pilot a, which has 4",
+        ),
+        (lambda: plan_k(GOOD[:1], GOOD), r"^a: needs at least 2 rows"),
+        (lambda: plan_k(GOOD, GOOD, omega="jensen"), r"^omega: unknown 'jensen'"),
+        (
+            lambda: plan_k(GOOD, GOOD, omega="ks", bins=3),
+            r"^bins: not an option of omega 'ks'",
+        ),
+        (lambda: plan_k(GOOD, GOOD, alpha=0.0), r"^alpha: must be in \(0, 1\)"),
+        (lambda: plan_k(GOOD, GOOD, m=0), r"^m: must be >= 1"),
+        (lambda: plan_k(GOOD, GOOD, correction="sidak"), r"^correction: unknown 'sidak'"),
+        (lambda: plan_k(GOOD, GOOD, power=1.0), r"^power: must be in \(0, 1\)"),
+        (lambda: plan_k(GOOD, GOOD, candidates=()), r"^candidates: needs at least one arm size"),
+        (lambda: plan_k(GOOD, GOOD, candidates=5), r"^candidates: expected a sequence"),
+        (lambda: plan_k(GOOD, GOOD, candidates=(1, 4)), r"^candidates: must be >= 2, got 1"),
+        (lambda: plan_k(GOOD, GOOD, n_simulations=0), r"^n_simulations: must be >= 1"),
+        (
+            lambda: plan_k(GOOD, GOOD, m=100, n_permutations=999),
+            r"^n_permutations: the smallest p-value 1/\(B\+1\) = 0.001 cannot reach the "
+            r"per-test level 0.0005 \(holm, m=100, alpha=0.05\); use B >= 1999",
+        ),
+        (lambda: plan_k(GOOD, GOOD, detectable_at=1), r"^detectable_at: must be >= 2"),
         (lambda: rates_at([0.1, 0.2], ["control"], 0.05), r"^labels: expected 2 labels"),
         (
             lambda: rates_at([0.1, 0.2], ["control", "maybe"], 0.05),
