@@ -20,8 +20,10 @@ class AnalysisSpec(Spec):
 
     similarity: str = "cosine"
     """cosine, neg_l1 or neg_l2: the pairwise similarity behind P0 and P1."""
-    omega: str = "jsd"
-    """Discrepancy (see ``dbpa.stats.OMEGAS``); the paper's default is jsd."""
+    omega: str = "auto"
+    """Discrepancy (see ``dbpa.stats.OMEGAS``). ``auto`` (the default) combines a P0-vs-P1
+    statistic and an energy distance on the embeddings in one calibrated test; the paper's
+    statistic is ``jsd``."""
     omega_options: dict[str, Any] = Field(default_factory=dict)
     """Options of the discrepancy, e.g. ``{bins: 30}`` for jsd."""
     n_permutations: int = Field(default=2000, ge=1)
@@ -97,6 +99,11 @@ class PerturbationTestRecord:
     k_a: int
     k_b: int
     null_distribution: NDArray[np.float64] = field(repr=False)
+    driver: str | None = None
+    """A combined omega (``auto``): the component with the smallest p-value, the first hint
+    of what changed; None for a single omega."""
+    components: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """A combined omega: per component, its aspect, statistic, own p-value and effect."""
 
 
 def run_test(
@@ -114,9 +121,7 @@ def run_test(
     result = permutation_test(
         original,
         perturbed,
-        similarity=analysis.similarity
-        if OMEGAS[analysis.omega].level == "similarity"
-        else "cosine",
+        similarity=analysis.similarity if OMEGAS[analysis.omega].level != "embedding" else "cosine",
         omega=analysis.omega,
         n_permutations=analysis.n_permutations,
         rng=seed,
@@ -143,6 +148,16 @@ def run_test(
         k_a=result.k_a,
         k_b=result.k_b,
         null_distribution=np.asarray(result.null_distribution),
+        driver=result.driver,
+        components={
+            name: {
+                "aspect": c.aspect,
+                "statistic": c.statistic,
+                "p_value": c.p_value,
+                "effect": c.effect,
+            }
+            for name, c in result.components.items()
+        },
     )
 
 

@@ -18,19 +18,30 @@ from dbpa.analysis import Decision, PerturbationTestRecord
 
 from ._core import StoreCore, UnknownRunError
 
+_DRIVER_COLUMNS = {True: "t.driver, t.components", False: "NULL AS driver, NULL AS components"}
+"""The combined omega's columns (migration 3), or NULLs for a record opened read-only
+before that migration."""
+
+
+def results_sql(schema_version: int) -> str:
+    """The results query for a record at ``schema_version`` (no WHERE, no ORDER BY)."""
+    return RESULTS_SQL.replace("{driver}", _DRIVER_COLUMNS[schema_version >= 3])
+
+
 RESULTS_SQL = """
     SELECT rt.run_id, rt.family, rt.position, rt.perturbation_id, rt.kind, rt.label,
-           rt.description, t.omega, t.similarity, t.statistic, t.effect, t.z,
+           rt.description, t.omega, t.similarity, t.embedder, t.statistic, t.effect, t.z,
            t.null_mean, t.null_std, t.p_value, c.adjusted_p, c.reject, c.method, c.alpha,
            COALESCE(c.tested, t.test_id IS NOT NULL) AS tested,
-           t.k_a, t.k_b, t.n_permutations, t.evaluated, t.exact,
+           t.k_a, t.k_b, t.n_permutations, t.evaluated, t.exact, {driver},
            rt.original_arm, rt.perturbed_arm, rt.test_id
     FROM run_tests rt
     LEFT JOIN tests t ON t.test_id = rt.test_id
     LEFT JOIN corrections c
       ON c.run_id = rt.run_id AND c.family = rt.family AND c.perturbation_id = rt.perturbation_id
 """
-"""Per-perturbation results: a run's family joined with its tests and corrections."""
+"""Per-perturbation results: a run's family joined with its tests and corrections
+(``{driver}``: see ``results_sql``)."""
 
 _FAMILY_KEYS = (
     "family",
@@ -88,6 +99,14 @@ class AnalysisRecord(StoreCore):
                 "k_b": [r.k_b for r in records],
                 "null_distribution": pa.ListArray.from_arrays(
                     np.cumsum([0] + [len(n) for n in nulls]), pa.array(np.concatenate(nulls))
+                ),
+                "driver": pa.array([r.driver for r in records], pa.string()),
+                "components": pa.array(
+                    [
+                        json.dumps(r.components, sort_keys=True) if r.components else None
+                        for r in records
+                    ],
+                    pa.string(),
                 ),
             }
         )
@@ -224,7 +243,9 @@ class AnalysisRecord(StoreCore):
     def results(self, run_id: str) -> pd.DataFrame:
         """Per-perturbation results of a run, in family order."""
         return self._df(
-            RESULTS_SQL + " WHERE rt.run_id = ? ORDER BY rt.family, rt.position", [run_id]
+            results_sql(self.schema_version)
+            + " WHERE rt.run_id = ? ORDER BY rt.family, rt.position",
+            [run_id],
         )
 
     def usage(self, arm_ids: Sequence[str]) -> pd.DataFrame:

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pa_parquet
 
-from ._analysis import RESULTS_SQL
+from ._analysis import results_sql
 from ._core import StoreCore
 
 EXPORTS: dict[str, str] = {
@@ -21,7 +21,7 @@ EXPORTS: dict[str, str] = {
     "run_tests": "SELECT * FROM run_tests ORDER BY run_id, family, position",
     "corrections": "SELECT * FROM corrections ORDER BY run_id, family, perturbation_id",
     "arm_failures": "SELECT * FROM arm_failures ORDER BY run_id, arm_id",
-    "results": RESULTS_SQL + " ORDER BY rt.run_id, rt.family, rt.position",
+    "results": "{results} ORDER BY rt.run_id, rt.family, rt.position",
 }
 """Exportable tables (and the ``results`` view), each a fixed query."""
 
@@ -35,7 +35,8 @@ class ExportRecord(StoreCore):
             raise ValueError(f"table: unknown {table!r}; choose one of {', '.join(EXPORTS)}")
         if fmt not in ("parquet", "csv"):
             raise ValueError(f"format: unknown {fmt!r}; choose parquet or csv")
-        data = self._arrow(EXPORTS[table])
+        sql = EXPORTS[table].replace("{results}", results_sql(self.schema_version))
+        data = self._arrow(sql)
         out = Path(path)
         out.parent.mkdir(parents=True, exist_ok=True)
         if fmt == "parquet":

@@ -164,5 +164,13 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             """,
         ],
     ),
+    (
+        3,
+        "combined omega: the component that drove a test and every component's own result",
+        [
+            "ALTER TABLE tests ADD COLUMN driver VARCHAR",
+            "ALTER TABLE tests ADD COLUMN components JSON",
+        ],
+    ),
 ]
 """(version, description, statements) in the order they are applied."""

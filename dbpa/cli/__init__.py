@@ -18,6 +18,7 @@ from dbpa._env import configure
 
 from ._common import err, exits_on_error, out
 from ._drift import drift
+from ._plan import plan
 from ._record import export, report, results, runs
 from ._run import run, serve
 from ._validate import validate
@@ -31,7 +32,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-for _command in (validate, run, runs, results, export, report, serve, drift):
+for _command in (validate, plan, run, runs, results, export, report, serve, drift):
     app.command()(exits_on_error(_command))
 
 __all__ = ["app", "err", "out"]

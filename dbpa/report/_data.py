@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from dbpa.analysis import stars
@@ -113,6 +113,17 @@ class TestRow:
     perturbed_arm: str
     reason: str | None
     """Why the perturbation was not tested."""
+    driver: str | None = None
+    """A combined omega (``auto``): the component with the smallest p-value."""
+    components: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """A combined omega: per component, its aspect, statistic, own p-value and effect."""
+
+    @property
+    def changed_aspect(self) -> str | None:
+        """What the driving component looks at (e.g. "location of the answers"), if any."""
+        if self.driver is None or self.driver not in self.components:
+            return None
+        return str(self.components[self.driver].get("aspect") or self.driver)
 
     @property
     def stars(self) -> str:

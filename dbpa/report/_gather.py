@@ -194,6 +194,8 @@ def _families(
                 original_arm=str(r.original_arm),
                 perturbed_arm=str(r.perturbed_arm),
                 reason=None if tested else _not_tested_reason(r, failures),
+                driver=as_str(r.driver),
+                components=as_json(r.components),
             )
         )
     rank = {name: i for i, name in enumerate(order)}

@@ -37,6 +37,7 @@ def _row(row: TestRow) -> dict[str, Any]:
         "stars": row.stars,
         "decision": row.decision,
         "p_floor": row.p_floor,
+        "changed_aspect": row.changed_aspect,
     }
 
 

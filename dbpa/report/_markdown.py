@@ -124,7 +124,7 @@ def _results(data: ReportData) -> list[str]:
                 fmt_effect(r.effect),
                 fmt_p(r.p_value, r.p_floor),
                 fmt_p(r.adjusted_p),
-                _md(r.decision if r.tested else f"not tested: {r.reason}"),
+                _md(_decision_cell(r)),
             ]
             for r in f.rows
         ]
@@ -286,3 +286,10 @@ def render_markdown(data: ReportData) -> str:
         *_provenance(data),
     ]
     return "\n".join(parts) + "\n"
+
+
+def _decision_cell(r: TestRow) -> str:
+    """The decision, why it was not tested, or which component of ``auto`` led it."""
+    if not r.tested:
+        return f"not tested: {r.reason}"
+    return f"{r.decision} (led by {r.changed_aspect})" if r.changed_aspect else r.decision

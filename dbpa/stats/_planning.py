@@ -3,6 +3,15 @@
 The pilot arms (a few outputs of the original and of the perturbed prompt) are
 resampled at candidate arm sizes k by ``simulate_power``; the family's correction
 enters through the per-test level a lone change must reach.
+
+Draws are always *without* replacement, so only k up to the smaller pilot can be
+simulated: drawn with replacement, each arm repeats rows of its own pilot, and the test
+then tells the two finite pilots apart even when their populations are equal (with a
+pilot of 10 per arm and no effect at all, "power" reached 0.8 at k=19). Without
+replacement every simulated arm is an i.i.d. sample of its population, so each simulated
+rejection has the right probability; the simulations share one pilot, so estimates near
+the pilot's size are noisy. A target not reached within the pilot is reported as such
+(a larger pilot is the honest answer), not extrapolated.
 """
 
 from __future__ import annotations
@@ -11,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from numpy.typing import ArrayLike
 
 from ._multiplicity import CORRECTIONS, lone_threshold, min_permutations
@@ -47,8 +57,12 @@ class SamplePlan:
     curve: tuple[PowerResult, ...]
     """Simulated power at every k tried (candidates up to the first hit, then the
     bisection), in increasing k."""
+    pilot_limit: int
+    """Largest k that can be simulated: the smaller pilot (draws are without replacement);
+    candidates above it are not tried."""
     detectable_at: int | None
-    """Arm size at which the detectable share was estimated (None: not asked)."""
+    """Arm size at which the detectable share was estimated (None: not asked, or more
+    than the pilot allows: the share search draws up to 2k rows of pilot a)."""
     detectable_share: float | None
     """Minimum detectable effect at ``detectable_at``: the smallest share s of perturbed
     outputs that change as the pilot's perturbed outputs differ from its originals (each
@@ -92,11 +106,19 @@ def plan_k(
     m = as_positive_int(m, "m")
     correction = choose(correction, "correction", CORRECTIONS)
     power = as_probability(power, "power")
-    grid = _as_candidates(candidates)
+    pilot_limit = min(len(np.asarray(pilot_a)), len(np.asarray(pilot_b)))
+    grid = [c for c in _as_candidates(candidates) if c <= pilot_limit]
+    if not grid:
+        raise ValueError(
+            f"candidates: none is at most the smaller pilot ({pilot_limit} outputs); arms are "
+            "drawn without replacement, so a pilot must be at least as large as the k it tests"
+        )
     n_sims = as_positive_int(n_simulations, "n_simulations")
     n_perm = as_positive_int(n_permutations, "n_permutations")
     if detectable_at is not None:
         detectable_at = as_positive_int(detectable_at, "detectable_at", minimum=2)
+        if 2 * detectable_at > len(np.asarray(pilot_a)) or detectable_at > pilot_limit:
+            detectable_at = None  # not without replacement: see SamplePlan.detectable_at
     level = lone_threshold(m, alpha, correction)
     if 1.0 / (n_perm + 1) > level:
         raise ValueError(
@@ -117,6 +139,7 @@ def plan_k(
             similarity=similarity,
             omega=omega,
             share=share,
+            replace=False,
             rng=gen,
             **omega_options,
         )
@@ -157,6 +180,7 @@ def plan_k(
         omega=omega,
         n_permutations=n_perm,
         curve=tuple(curve[c] for c in sorted(curve)),
+        pilot_limit=pilot_limit,
         detectable_at=detectable_at,
         detectable_share=detectable_share,
         share_curve=tuple(share_curve[s] for s in sorted(share_curve)),

@@ -113,7 +113,9 @@ def build_run(
 ) -> BuiltRun:
     """Store one completed (or incomplete) run of ``cases`` against every family."""
     rng = np.random.default_rng(seed)
-    analysis = AnalysisSpec(n_permutations=n_permutations, alpha=0.05, correction="holm")
+    analysis = AnalysisSpec(
+        omega="jsd", n_permutations=n_permutations, alpha=0.05, correction="holm"
+    )
     run_id = run_id or f"{audit}-run-{seed}"
     prompt = [Message(role="user", content=f"{PROMPT} {payload}".strip())]
     directions = {c.id: rng.normal(size=DIM) / np.sqrt(DIM) for c in cases}

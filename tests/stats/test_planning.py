@@ -169,3 +169,31 @@ def test_level_follows_the_correction():
     by = plan_k(a, b, m=4, correction="by", n_permutations=199, **kwargs)
     assert by.level == pytest.approx(0.05 / (4 * harmonic))
     assert math.isclose(plan_k(a, b, m=1, n_permutations=99, **kwargs).level, 0.05)
+
+
+def test_equal_populations_never_reach_power_from_a_small_pilot():
+    # Resampled with replacement, two pilots of 10 from one population "differ" at k ~ 19.
+    rng = np.random.default_rng(11)
+    a, b = _original(rng, 10), _original(rng, 10)
+    plan = plan_k(
+        a,
+        b,
+        omega="energy_l2",
+        m=8,
+        candidates=(5, 10, 20, 40),
+        n_simulations=40,
+        n_permutations=199,
+        detectable_at=20,
+        rng=1,
+    )
+    assert plan.k is None
+    assert plan.pilot_limit == 10
+    assert [c.k for c in plan.curve] == [5, 10]  # nothing beyond the pilot is simulated
+    assert all(not c.replace for c in plan.curve)
+    assert plan.detectable_at is None  # 2k = 40 rows of pilot a would be needed
+
+
+def test_candidates_must_fit_the_pilot():
+    rng = np.random.default_rng(12)
+    with pytest.raises(ValueError, match="candidates: none is at most the smaller pilot"):
+        plan_k(_original(rng, 6), _shifted(rng, 8), candidates=(10, 20), rng=0)
