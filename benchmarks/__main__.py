@@ -8,6 +8,7 @@ import importlib
 SUITES = {
     "stats": "benchmarks.bench_stats",
     "power": "benchmarks.bench_power",
+    "real": "benchmarks.bench_real",
     "sampling": "benchmarks.bench_sampling",
     "embedding": "benchmarks.bench_embedding",
     "pipeline": "benchmarks.bench_pipeline",
