@@ -24,25 +24,43 @@ EXPORTS: dict[str, str] = {
     "results": RESULTS_SQL + " ORDER BY rt.run_id, rt.family, rt.position",
 }
 """Exportable tables (and the ``results`` view), each a fixed query."""
+FORMATS = ("parquet", "csv")
 
 
 class ExportRecord(StoreCore):
     """Tables written out as files."""
 
+    def table(self, name: str) -> pa.Table:
+        """An exportable table (or ``results``) as Arrow."""
+        if name not in EXPORTS:
+            raise ValueError(f"table: unknown {name!r}; choose one of {', '.join(EXPORTS)}")
+        return self._arrow(EXPORTS[name])
+
     def export(self, table: str, path: str | Path, fmt: str = "parquet") -> Path:
         """Write a table (or ``results``) to Parquet or CSV; returns the file written."""
-        if table not in EXPORTS:
-            raise ValueError(f"table: unknown {table!r}; choose one of {', '.join(EXPORTS)}")
-        if fmt not in ("parquet", "csv"):
-            raise ValueError(f"format: unknown {fmt!r}; choose parquet or csv")
-        data = self._arrow(EXPORTS[table])
-        out = Path(path)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        if fmt == "parquet":
-            pa_parquet.write_table(data, out)
-        else:
-            pa_csv.write_csv(_flatten_lists(data), out)
-        return out
+        check_export(table, fmt)
+        return write_table(self.table(table), path, fmt)
+
+
+def check_export(table: str, fmt: str) -> None:
+    """``ValueError`` naming an unknown table or format."""
+    if table not in EXPORTS:
+        raise ValueError(f"table: unknown {table!r}; choose one of {', '.join(EXPORTS)}")
+    if fmt not in FORMATS:
+        raise ValueError(f"format: unknown {fmt!r}; choose parquet or csv")
+
+
+def write_table(data: pa.Table, path: str | Path, fmt: str) -> Path:
+    """Write ``data`` to Parquet or CSV (list columns as JSON text); returns the file."""
+    if fmt not in FORMATS:
+        raise ValueError(f"format: unknown {fmt!r}; choose parquet or csv")
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if fmt == "parquet":
+        pa_parquet.write_table(data, out)
+    else:
+        pa_csv.write_csv(_flatten_lists(data), out)
+    return out
 
 
 def _flatten_lists(table: pa.Table) -> pa.Table:
