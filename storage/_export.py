@@ -32,8 +32,7 @@ class ExportRecord(StoreCore):
 
     def table(self, name: str) -> pa.Table:
         """An exportable table (or ``results``) as Arrow."""
-        if name not in EXPORTS:
-            raise ValueError(f"table: unknown {name!r}; choose one of {', '.join(EXPORTS)}")
+        _check_table(name)
         return self._arrow(EXPORTS[name])
 
     def export(self, table: str, path: str | Path, fmt: str = "parquet") -> Path:
@@ -44,16 +43,23 @@ class ExportRecord(StoreCore):
 
 def check_export(table: str, fmt: str) -> None:
     """``ValueError`` naming an unknown table or format."""
-    if table not in EXPORTS:
-        raise ValueError(f"table: unknown {table!r}; choose one of {', '.join(EXPORTS)}")
+    _check_table(table)
+    _check_format(fmt)
+
+
+def _check_table(name: str) -> None:
+    if name not in EXPORTS:
+        raise ValueError(f"table: unknown {name!r}; choose one of {', '.join(EXPORTS)}")
+
+
+def _check_format(fmt: str) -> None:
     if fmt not in FORMATS:
         raise ValueError(f"format: unknown {fmt!r}; choose parquet or csv")
 
 
 def write_table(data: pa.Table, path: str | Path, fmt: str) -> Path:
     """Write ``data`` to Parquet or CSV (list columns as JSON text); returns the file."""
-    if fmt not in FORMATS:
-        raise ValueError(f"format: unknown {fmt!r}; choose parquet or csv")
+    _check_format(fmt)
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     if fmt == "parquet":

@@ -14,7 +14,7 @@ import duckdb
 import pyarrow as pa
 
 from ._export import EXPORTS, FORMATS, write_table
-from ._open import connect, first_line, quote
+from ._open import connect, first_line, is_interrupt, quote
 
 __all__ = ["MIN_ROWS", "Salvage", "SalvagedTable", "salvage"]
 
@@ -53,12 +53,15 @@ def salvage(path: str | Path, out_dir: str | Path, fmt: str = "parquet") -> Salv
     """Export every table of the record at ``path`` that can be read, row range by row range,
     to ``out_dir``. ``DamagedRecordError`` when DuckDB cannot open the file at all."""
     if fmt not in FORMATS:
-        raise ValueError(f"format: unknown {fmt!r}; choose parquet or csv")
+        raise ValueError(f"format: unknown {fmt!r}; choose {' or '.join(FORMATS)}")
     db = Path(path).expanduser().resolve()
     if not db.exists():
         raise FileNotFoundError(f"database {db} does not exist")
+    if db.is_dir():
+        raise ValueError(f"database {db} is a directory; name a database file")
     out = Path(out_dir)
     con = connect(db, read_only=True)
+    interrupted = False
     try:
         tables = con.execute("SELECT table_name FROM duckdb_tables() ORDER BY 1").fetchall()
         names = [n for (n,) in tables]
@@ -66,8 +69,14 @@ def salvage(path: str | Path, out_dir: str | Path, fmt: str = "parquet") -> Salv
         found = [_salvage_table(con, name, out, fmt) for name in ordered]
         if {"run_tests", "tests", "corrections"} <= set(names):
             found.append(_salvage_results(con, out, fmt))
+    except (RuntimeError, duckdb.Error) as exc:  # Ctrl-C stops DuckDB's query
+        if not is_interrupt(exc):
+            raise
+        interrupted = True
     finally:
         con.close()
+    if interrupted:
+        raise KeyboardInterrupt
     return Salvage(tuple(found))
 
 
@@ -106,6 +115,8 @@ def _read_rows(
         finally:
             relation.close()
     except duckdb.Error as exc:
+        if is_interrupt(exc):
+            raise
         if end - start <= MIN_ROWS:
             problems.append(first_line(str(exc)))
             return []
