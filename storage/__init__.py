@@ -2,28 +2,46 @@
 
 The only package that speaks SQL, always parameterized. One process writes a database
 file at a time; the audit flow's process owns it and its tasks share it through
-``register``/``get``.
+``register``/``get``. While it writes, it answers other processes' reads of the record
+(``open_reader`` returns a ``RemoteRecord`` then), and a file is read in full and found
+sound before anything is written to it (``DamagedRecordError`` otherwise, the file
+untouched; ``salvage`` exports what can still be read).
 
 ``Store`` is one class over one connection, assembled from a module per record:
-``_core`` (connection, lock, transactions, migrations, schema version, errors),
-``_samples`` (arms, samples, embeddings), ``_analysis`` (tests, runs, run families,
-arm failures, corrections, results, usage), ``_drift`` (epochs and drift tests) and
-``_export`` (tables to Parquet or CSV). ``_schema`` holds the migrations.
+``_core`` (connection, lock, transactions, migrations, schema version), ``_samples``
+(arms, samples, embeddings), ``_analysis`` (tests, runs, run families, arm failures,
+corrections, results, usage), ``_drift`` (epochs and drift tests) and ``_export`` (tables
+to Parquet or CSV). ``_schema`` holds the migrations; ``_open`` the checks of a file before
+it is used; ``_serve``, ``_wire``, ``_sidecar`` and ``_remote`` the reads served by a
+writer; ``_salvage`` the export of a damaged file.
 """
 
-from ._core import DatabaseInUseError, UnknownRunError
+from ._errors import DamagedRecordError, DatabaseInUseError, UnknownRunError
 from ._export import EXPORTS
+from ._open import ready_to_write
 from ._registry import get, register, unregister
+from ._remote import RecordReader, RemoteRecord, open_reader
+from ._salvage import Salvage, SalvagedTable, salvage
 from ._schema import MIGRATIONS
+from ._sidecar import sidecar_path
 from ._store import Store
 
 __all__ = [
     "EXPORTS",
     "MIGRATIONS",
+    "DamagedRecordError",
     "DatabaseInUseError",
+    "RecordReader",
+    "RemoteRecord",
+    "Salvage",
+    "SalvagedTable",
     "Store",
     "UnknownRunError",
     "get",
+    "open_reader",
+    "ready_to_write",
     "register",
+    "salvage",
+    "sidecar_path",
     "unregister",
 ]

@@ -16,7 +16,8 @@ import pyarrow as pa
 
 from dbpa.analysis import Decision, PerturbationTestRecord
 
-from ._core import StoreCore, UnknownRunError
+from ._core import StoreCore
+from ._errors import UnknownRunError
 
 _DRIVER_COLUMNS = {True: "t.driver, t.components", False: "NULL AS driver, NULL AS components"}
 """The combined omega's columns (migration 3), or NULLs for a record opened read-only
@@ -42,6 +43,30 @@ RESULTS_SQL = """
 """
 """Per-perturbation results: a run's family joined with its tests and corrections
 (``{driver}``: see ``results_sql``)."""
+
+RUNS_SQL = """
+    WITH running AS (
+        SELECT run_id, TRY_CAST(json_extract_string(config, '$.k') AS INTEGER) AS k
+        FROM runs WHERE status = 'running'),
+    run_arms AS (
+        SELECT DISTINCT rt.run_id, arm.arm_id, r.k
+        FROM running r JOIN run_tests rt USING (run_id),
+        LATERAL (VALUES (rt.original_arm), (rt.perturbed_arm)) AS arm(arm_id)),
+    sampled AS (
+        SELECT a.run_id, count(DISTINCT a.arm_id) * any_value(a.k) AS outputs_planned,
+               count(s.idx) AS outputs_stored
+        FROM run_arms a LEFT JOIN samples s ON s.arm_id = a.arm_id AND s.idx < a.k
+        GROUP BY a.run_id),
+    tested AS (
+        SELECT rt.run_id, count(*) AS tests_planned, count(t.test_id) AS tests_stored
+        FROM running r JOIN run_tests rt USING (run_id)
+        LEFT JOIN tests t ON t.test_id = rt.test_id GROUP BY rt.run_id)
+    SELECT r.run_id, r.audit, r.status, r.epoch, r.started_at, r.finished_at, r.message,
+           r.report_path, s.outputs_stored, s.outputs_planned, t.tests_stored, t.tests_planned
+    FROM runs r LEFT JOIN sampled s USING (run_id) LEFT JOIN tested t USING (run_id)
+    ORDER BY r.started_at DESC
+"""
+"""Every run, with the progress of the running ones."""
 
 _FAMILY_KEYS = (
     "family",
@@ -180,21 +205,23 @@ class AnalysisRecord(StoreCore):
             con.execute("UPDATE runs SET report_path = ? WHERE run_id = ?", [report_path, run_id])
 
     def runs(self) -> pd.DataFrame:
-        """Every run, newest first."""
-        return self._df(
-            "SELECT run_id, audit, status, epoch, started_at, finished_at, message, report_path "
-            "FROM runs ORDER BY started_at DESC"
-        )
+        """Every run, newest first; a running run with its progress so far (outputs stored of
+        those planned, tests stored of those planned; missing for the others)."""
+        return self._df(RUNS_SQL)
 
     def run(self, run_id: str) -> dict[str, Any]:
         """One run's row; ``UnknownRunError`` naming the id when absent. ``latest`` is accepted."""
+        return dict(self.run_frame(run_id).iloc[0])
+
+    def run_frame(self, run_id: str) -> pd.DataFrame:
+        """One run's row as a one-row frame (see ``run``)."""
         if run_id == "latest":
             df = self._df("SELECT * FROM runs ORDER BY started_at DESC LIMIT 1")
         else:
             df = self._df("SELECT * FROM runs WHERE run_id = ?", [run_id])
         if df.empty:
             raise UnknownRunError(f"run {run_id!r} is not in {self.path}; `dbpa runs` lists them")
-        return dict(df.iloc[0])
+        return df
 
     # ---------------------------------------------------------------------- a run's family
 

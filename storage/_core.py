@@ -1,61 +1,115 @@
 """The connection core of the record: one DuckDB connection, its lock, transactions, migrations.
 
 DuckDB allows one writing process per file. The core owns the connection of its process;
-threads share it under a lock, and every write is one transaction. The record classes
-(``_samples``, ``_analysis``, ``_drift``, ``_export``) build on it; ``Store`` joins them.
+threads share it under a lock, and every write is one transaction. The file is checked
+before it is opened for writing (``_open``); a writer serves reads of its record to other
+processes while it holds it (``_serve``). The record classes (``_samples``, ``_analysis``,
+``_drift``, ``_export``) build on it; ``Store`` joins them.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 
 import duckdb
 import pandas as pd
 import pyarrow as pa
 
+from ._errors import DamagedRecordError
+from ._open import (
+    damaged,
+    damaged_in_write,
+    first_line,
+    is_damage,
+    is_interrupt,
+    open_connection,
+)
 from ._schema import MIGRATIONS
 
+if TYPE_CHECKING:
+    from ._serve import RecordServer
+    from ._store import Store
 
-class DatabaseInUseError(RuntimeError):
-    """Another process holds the database (DuckDB allows one writer per file)."""
+__all__ = ["StoreCore"]
 
-
-class UnknownRunError(LookupError):
-    """No run with that id in the database."""
+T = TypeVar("T")
 
 
 class StoreCore:
     """An open audit database: the connection, its lock and the helpers every record uses."""
 
-    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
+    def __init__(
+        self, path: str | Path, *, read_only: bool = False, serve_readers: bool = True
+    ) -> None:
+        """Open the record at ``path`` (created when missing, unless ``read_only``).
+
+        ``DamagedRecordError`` for a file that cannot be used (nothing is written to it),
+        ``DatabaseInUseError`` when another process holds it. A writer serves reads of its
+        record to other processes until it closes it, unless ``serve_readers`` is False.
+        """
         self.path = Path(path).expanduser().resolve()
         if read_only and not self.path.exists():
             raise FileNotFoundError(f"database {self.path} does not exist (run an audit first)")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if not read_only:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._attach(open_connection(self.path, read_only=read_only), read_only=read_only)
+        self._server: RecordServer | None = None
         try:
-            self._con = duckdb.connect(str(self.path), read_only=read_only)
-        except duckdb.IOException as exc:
-            if "lock" in str(exc).lower():
-                raise DatabaseInUseError(
-                    f"database {self.path} is in use by another run; wait for it to finish "
-                    "or use another --db (DuckDB allows one writing process per file)"
-                ) from None
+            if not read_only:
+                self._migrate()
+            self.database_id = self._meta("database_id")
+            if not read_only and serve_readers:
+                from ._serve import RecordServer
+
+                self._server = RecordServer.start(cast("Store", self._view()), self.path)
+        except BaseException:
+            self.close()
             raise
+
+    def _attach(self, con: duckdb.DuckDBPyConnection, *, read_only: bool) -> None:
+        self._con: duckdb.DuckDBPyConnection | None = con
         self._lock = threading.RLock()
         self.read_only = read_only
-        if not read_only:
-            self._migrate()
-        self.database_id = self._meta("database_id")
+
+    def _view(self) -> Self:
+        """Another read-only view of this open record over its own DuckDB cursor, for the
+        thread that serves other processes (reads there do not wait for this one's lock)."""
+        view = type(self).__new__(type(self))
+        view.path = self.path
+        view._attach(self._connection.cursor(), read_only=True)
+        view._server = None
+        view.database_id = self.database_id
+        return view
+
+    @property
+    def _connection(self) -> duckdb.DuckDBPyConnection:
+        """The open DuckDB connection (``RuntimeError`` once closed)."""
+        if self._con is None:
+            raise RuntimeError(f"database {self.path} is closed")
+        return self._con
+
+    @property
+    def writer_pid(self) -> int | None:
+        """The process writing the record: this one when opened for writing, else None
+        (nothing else can hold it while it is open here)."""
+        return None if self.read_only else os.getpid()
 
     def close(self) -> None:
-        """Close the connection (idempotent)."""
+        """Stop serving readers and close the connection (idempotent). The connection is
+        dropped, so nothing of DuckDB outlives a closed store (no leak report at exit)."""
+        server, self._server = getattr(self, "_server", None), None
+        if server is not None:
+            server.close()
         with self._lock:
-            self._con.close()
+            con, self._con = self._con, None
+            if con is not None:
+                con.close()
 
     def __enter__(self) -> Self:
         return self
@@ -72,27 +126,62 @@ class StoreCore:
 
     @contextmanager
     def _transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """One write, committed whole or not at all. Damage that the check before opening
+        cannot see (an index block, read when a write first uses it) is a
+        ``DamagedRecordError``; the write is not committed."""
+        error: DamagedRecordError | None = None
         with self._lock:
-            self._con.execute("BEGIN TRANSACTION")
+            con = self._connection
+            con.execute("BEGIN TRANSACTION")
             try:
-                yield self._con
+                yield con
+            except duckdb.Error as exc:
+                with suppress(duckdb.Error):
+                    con.execute("ROLLBACK")
+                if not is_damage(exc, writing=True):
+                    raise
+                error = damaged_in_write(self.path, first_line(str(exc)))
             except BaseException:
-                self._con.execute("ROLLBACK")
+                con.execute("ROLLBACK")
                 raise
-            self._con.execute("COMMIT")
+            else:
+                con.execute("COMMIT")
+        if error is not None:
+            raise error
 
     def _arrow(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> pa.Table:
         """The result of a query as Arrow (``params``: positional, or named as a mapping)."""
         values = dict(params) if isinstance(params, Mapping) else list(params)
         with self._lock:
-            return self._con.sql(sql, params=values or None).to_arrow_table()
+            relation = self._connection.sql(sql, params=values or None)
+            try:
+                return self._read(relation.to_arrow_table)
+            finally:
+                relation.close()
 
     def _df(self, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
         return self._arrow(sql, params).to_pandas()
 
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
-            return self._con.execute(sql, list(params)).fetchall()
+            con = self._connection
+            return self._read(lambda: con.execute(sql, list(params)).fetchall())
+
+    def _read(self, read: Callable[[], T]) -> T:
+        """``read()``, with a damaged file as ``DamagedRecordError`` and a query that Ctrl-C
+        stopped as ``KeyboardInterrupt``, raised without DuckDB's frames (which hold the
+        connection)."""
+        error: BaseException
+        try:
+            return read()
+        except (duckdb.Error, RuntimeError) as exc:
+            if is_interrupt(exc):
+                error = KeyboardInterrupt()
+            elif isinstance(exc, duckdb.Error) and is_damage(exc):
+                error = damaged(self.path, first_line(str(exc)), readable=True)
+            else:
+                raise
+        raise error
 
     @staticmethod
     def _insert(con: duckdb.DuckDBPyConnection, table: str, data: pa.Table, tail: str = "") -> None:
@@ -138,5 +227,5 @@ class StoreCore:
     def _meta(self, key: str) -> str:
         rows = self._rows("SELECT value FROM meta WHERE key = ?", [key])
         if not rows:
-            raise RuntimeError(f"database {self.path} has no {key}; is it a dbpa database?")
+            raise damaged(self.path, f"it has no {key}", readable=True, by_duckdb=False)
         return str(rows[0][0])

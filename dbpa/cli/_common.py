@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import traceback
 from collections.abc import Callable
 from enum import IntEnum
 from pathlib import Path
@@ -18,7 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 
 if TYPE_CHECKING:
-    from storage import Store
+    from storage import RecordReader
 
 err = Console(stderr=True)
 """Messages, progress and errors."""
@@ -34,7 +35,8 @@ class ExitCode(IntEnum):
     """The audit ran but could not finish (a model failed permanently), or the record is in
     use by another process."""
     BAD_INPUT = 2
-    """A file, field, option or run id that cannot be used; the message names it."""
+    """A file, field, option or run id that cannot be used, or a damaged record; the message
+    names it."""
     CONTROL_REJECTED = 3
     """``--fail-on-control-rejection`` and a control perturbation was rejected."""
 
@@ -66,6 +68,7 @@ def fail(code: ExitCode, message: str) -> typer.Exit:
 _EXIT_CODES: tuple[tuple[str, str, ExitCode], ...] = (
     ("flows.audit", "AuditIncomplete", ExitCode.INCOMPLETE),
     ("storage", "DatabaseInUseError", ExitCode.INCOMPLETE),
+    ("storage", "DamagedRecordError", ExitCode.BAD_INPUT),
     ("storage", "UnknownRunError", ExitCode.BAD_INPUT),
     ("builtins", "FileNotFoundError", ExitCode.BAD_INPUT),
     ("builtins", "ValueError", ExitCode.BAD_INPUT),
@@ -85,19 +88,41 @@ P = ParamSpec("P")
 
 
 def exits_on_error(command: Callable[P, None]) -> Callable[P, None]:
-    """``command`` with its expected errors printed as one line and turned into exit codes."""
+    """``command`` with its expected errors printed as one line and turned into exit codes.
+
+    The frames of a handled error (and of Ctrl-C) are cleared on the way out, so nothing
+    they held (an open record, a DuckDB relation) lives on to interpreter exit.
+    """
 
     @functools.wraps(command)
     def checked(*args: P.args, **kwargs: P.kwargs) -> None:
         try:
             command(*args, **kwargs)
+        except KeyboardInterrupt as interrupt:
+            release(interrupt)
+            raise
         except Exception as error:
             code = exit_code(error)
             if code is None:
                 raise
+            release(error)
             raise fail(code, str(error)) from None
 
     return checked
+
+
+def release(error: BaseException) -> None:
+    """Clear the locals of the finished frames of ``error`` and of the errors it chains."""
+    seen: set[int] = set()
+    pending: list[BaseException | None] = [error]
+    while pending:
+        current = pending.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        if current.__traceback__ is not None:
+            traceback.clear_frames(current.__traceback__)
+        pending += [current.__cause__, current.__context__]
 
 
 def parse_overrides(pairs: list[str] | None) -> dict[str, Any]:
@@ -108,11 +133,26 @@ def parse_overrides(pairs: list[str] | None) -> dict[str, Any]:
     return parse(pairs or [])
 
 
-def open_record(db: Path) -> Store:
-    """The audit record, read-only (a missing file is a FileNotFoundError)."""
-    from storage import Store
+def open_record(db: Path) -> RecordReader:
+    """The audit record for reading: the file read-only, or, while an audit writes it, the
+    writing process's answers (a missing file is a FileNotFoundError)."""
+    from storage import open_reader
 
-    return Store(db, read_only=True)
+    return open_reader(db)
+
+
+def wait_for_record(db: Path, *, wait: bool) -> None:
+    """Return once ``db`` can be written: missing, or sound and not held by another process
+    (waiting for it, with one message, unless ``wait`` is False). Writes nothing."""
+    from storage import ready_to_write
+
+    def waiting(pid: int | None) -> None:
+        holder = f"process {pid}'s run" if pid else "another process's run"
+        err.print(
+            f"waiting for {holder} of {db} to finish; --no-wait to fail at once", highlight=False
+        )
+
+    ready_to_write(db, wait=wait, on_wait=waiting)
 
 
 def cell(value: Any) -> str:

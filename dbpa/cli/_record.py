@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich import box
@@ -17,19 +17,29 @@ from ._common import (
     ExitCode,
     RunArgument,
     cell,
+    err,
     fail,
     open_record,
     out,
 )
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 
 def print_results(db: Path, run_id: str) -> int:
     """Print a run's table; returns how many control perturbations were rejected."""
-    from dbpa.analysis import stars
-
     with open_record(db) as store:
         row = store.run(run_id)
         df = store.results(row["run_id"])
+    return show_results(row, df)
+
+
+def show_results(row: dict[str, Any], df: pd.DataFrame) -> int:
+    """Print the table of a run's results; returns how many control perturbations were
+    rejected. A perturbation tested but not yet corrected (a running run) is ``pending``."""
+    from dbpa.analysis import stars
+
     families = df.family.unique()
     table = Table(
         title=f"run {row['run_id']} ({row['status']})",
@@ -45,29 +55,40 @@ def print_results(db: Path, run_id: str) -> int:
     for numeric in ("omega", "effect", "p", "adj. p"):
         table.add_column(numeric, justify="right", no_wrap=True, min_width=6)
     table.add_column("decision", no_wrap=True, min_width=9)
+    pending = 0
     for r in df.itertuples():
         first = [r.family] if len(families) > 1 else []
         if not r.tested:
             table.add_row(*first, r.perturbation_id, cell(r.label), *"----", "not tested")
             continue
+        tested = [f"{r.statistic:.3f}{stars(r.p_value)}", f"{r.effect:+.3f}", f"{r.p_value:.4f}"]
+        if cell(r.adjusted_p) == "":
+            pending += 1
+            table.add_row(*first, r.perturbation_id, cell(r.label), *tested, "-", "pending")
+            continue
         table.add_row(
             *first,
             r.perturbation_id,
             cell(r.label),
-            f"{r.statistic:.3f}{stars(r.p_value)}",
-            f"{r.effect:+.3f}",
-            f"{r.p_value:.4f}",
+            *tested,
             f"{r.adjusted_p:.4f}",
             "[red]changed[/]" if r.reject else "no change",
         )
     out.print(table)
+    if pending:
+        out.print(
+            f"{int(df.tested.sum())} of {len(df)} perturbations tested so far; {pending} pending: "
+            "decided when the run corrects each model's family",
+            highlight=False,
+        )
     return int(((df.label == "control") & (df.reject == True)).sum())  # noqa: E712
 
 
 def runs(db: DbOption = DEFAULT_DB) -> None:
-    """List the runs recorded in the database."""
+    """List the runs recorded in the database (a running run with its progress so far)."""
     with open_record(db) as store:
         df = store.runs()
+        writing = store.writer_pid is not None
     table = Table("run", "audit", "status", "epoch", "started", "message")
     for r in df.itertuples():
         table.add_row(
@@ -76,9 +97,23 @@ def runs(db: DbOption = DEFAULT_DB) -> None:
             r.status,
             r.epoch,
             f"{r.started_at:%Y-%m-%d %H:%M:%S}",
-            cell(r.message),
+            _progress(r, writing) if r.status == "running" else cell(r.message),
         )
     out.print(table)
+
+
+def _progress(run: Any, writing: bool) -> str:
+    """What a running run has done so far; without a writing process, that it stopped."""
+    if cell(run.outputs_planned) == "":
+        done = "starting"
+    else:
+        done = (
+            f"{int(run.outputs_stored)}/{int(run.outputs_planned)} outputs, "
+            f"{int(run.tests_stored)}/{int(run.tests_planned)} tests so far"
+        )
+    if writing:
+        return done
+    return f"interrupted ({done}): no process is writing the record; the next run marks it crashed"
 
 
 def results(
@@ -93,7 +128,7 @@ def results(
         row = store.run(run_id)
         df = store.results(row["run_id"])
     if fmt == "table":
-        print_results(db, row["run_id"])
+        show_results(row, df)
     elif fmt == "csv":
         sys.stdout.write(df.to_csv(index=False))
     else:
@@ -109,14 +144,49 @@ def export(
     out_dir: Annotated[Path, typer.Option("--out", help="Directory for the files.")] = Path(
         "export"
     ),
+    salvage: Annotated[
+        bool,
+        typer.Option(
+            "--salvage",
+            help="From a damaged record: every table, and every part of a table, that can "
+            "still be read (exit 2 if some could not).",
+        ),
+    ] = False,
 ) -> None:
     """Export tables of the audit record to Parquet or CSV."""
     from storage import EXPORTS
 
+    if salvage:
+        if table:
+            raise fail(ExitCode.BAD_INPUT, "--salvage exports every table; leave out --table")
+        _salvage(db, out_dir, fmt)
+        return
     with open_record(db) as store:
         for name in table or list(EXPORTS):
             path = store.export(name, out_dir / f"{name}.{fmt}", fmt)
             out.print(f"{name}: {path}")
+
+
+def _salvage(db: Path, out_dir: Path, fmt: str) -> None:
+    from storage import salvage
+
+    found = salvage(db, out_dir, fmt)
+    for t in found.tables:
+        if t.problem is None:
+            out.print(f"{t.name}: {t.path}")
+        elif t.path is not None:
+            total = f"{t.total:,}" if t.total is not None else "?"
+            out.print(f"{t.name}: {t.path} ({t.rows:,} of {total} rows)", highlight=False)
+    lost = [t for t in found.tables if t.problem is not None]
+    for t in lost:
+        what = "some rows of " if t.rows else ""
+        err.print(f"could not read {what}{t.name}: {t.problem}", highlight=False)
+    if lost:
+        raise fail(
+            ExitCode.BAD_INPUT,
+            f"{len(lost)} table(s) of {db} could not be read in full; the files written hold "
+            "what could",
+        )
 
 
 def report(

@@ -31,6 +31,7 @@ from ._common import (
     fail,
     out,
     parse_overrides,
+    wait_for_record,
 )
 from ._record import print_results
 from ._validate import load_audit
@@ -69,11 +70,15 @@ def run(
     ] = False,
     runner: RunnerOption = "threads",
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's logs.")] = False,
+    no_wait: Annotated[
+        bool, typer.Option("--no-wait", help="Fail at once if another run holds the record.")
+    ] = False,
 ) -> None:
     """Run (or resume) an audit; re-running the same command resumes it."""
     if not verbose:
         os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
     cfg, plan = load_audit(config, set_)
+    wait_for_record(db, wait=not no_wait)
     from flows.audit import AuditIncomplete, run_audit
 
     err.print(

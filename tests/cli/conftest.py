@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from dbpa.cli import app
 from tests.pipeline.conftest import KEY_ENV, provider, write_config  # noqa: F401 (fixtures)
 from tests.report.conftest import labelled_run, unlabelled_run  # noqa: F401 (fixtures)
+from tests.storage.conftest import sound_record  # noqa: F401 (fixtures)
 
 runner = CliRunner()
 

@@ -80,3 +80,35 @@ def test_a_second_process_gets_a_clear_message(tmp_path):
 def test_read_only_needs_an_existing_database(tmp_path):
     with pytest.raises(FileNotFoundError, match="does not exist"):
         Store(tmp_path / "missing.duckdb", read_only=True)
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+def test_a_closed_store_holds_nothing_of_duckdb_at_exit(tmp_path, read_only):
+    """A closed store still referenced when the interpreter exits (by a thread that keeps a
+    failed flow's frames, as Prefect's log and event workers do) is no leak report."""
+    path = tmp_path / "a.duckdb"
+    Store(path).close()
+    script = textwrap.dedent(
+        f"""
+        import threading
+        from storage import Store
+
+        store = Store({str(path)!r}, read_only={read_only!r})
+        store.runs()
+        store.close()
+        store.close()
+        held = threading.Thread(target=lambda s=store: threading.Event().wait(), daemon=True)
+        held.start()
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "nanobind" not in done.stderr
+    assert "leaked" not in done.stderr
+
+
+def test_a_closed_store_says_so(tmp_path):
+    store = Store(tmp_path / "a.duckdb")
+    store.close()
+    with pytest.raises(RuntimeError, match="is closed"):
+        store.runs()
