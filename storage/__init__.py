@@ -17,7 +17,7 @@ writer; ``_salvage`` the export of a damaged file.
 """
 
 from ._errors import DamagedRecordError, DatabaseInUseError, UnknownRunError
-from ._export import EXPORTS
+from ._export import EXPORTS, export_sql
 from ._open import ready_to_write
 from ._registry import get, register, unregister
 from ._remote import RecordReader, RemoteRecord, open_reader
@@ -37,6 +37,7 @@ __all__ = [
     "SalvagedTable",
     "Store",
     "UnknownRunError",
+    "export_sql",
     "get",
     "open_reader",
     "ready_to_write",

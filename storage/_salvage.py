@@ -127,7 +127,7 @@ def _read_rows(
 
 def _salvage_results(con: duckdb.DuckDBPyConnection, out: Path, fmt: str) -> SalvagedTable:
     try:
-        (version,) = con.execute("SELECT max(version) FROM schema_migrations").fetchone() or (0,)
+        ((version,),) = con.execute("SELECT max(version) FROM schema_migrations").fetchall()
         relation = con.sql(export_sql("results", int(version or 0)))
         try:
             data = relation.to_arrow_table()

@@ -23,7 +23,7 @@ import pytest
 from dbpa.analysis import PerturbationTestRecord
 from dbpa.arms import Arm
 from dbpa.specs import Generation, Message, ModelSpec
-from storage import EXPORTS, Store, sidecar_path
+from storage import Store, export_sql, sidecar_path
 
 
 def make_arm(prompt: str = "hello", epoch: str = "0") -> Arm:
@@ -63,7 +63,7 @@ def make_record(
 
 def count(store: Store, table: str) -> int:
     """Rows of an exportable table."""
-    return len(store._df(EXPORTS[table]))
+    return len(store._df(export_sql(table, store.schema_version)))
 
 
 @pytest.fixture
@@ -255,7 +255,11 @@ def holding(path: Path, *, seconds: float | None = None) -> Iterator[subprocess.
         """
     )
     holder = subprocess.Popen(
-        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", script],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).parents[2],  # the repository root, so ``tests`` imports
     )
     try:
         assert holder.stdout is not None

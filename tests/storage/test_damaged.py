@@ -163,7 +163,7 @@ def test_salvage_exports_what_reads_and_names_what_does_not(sound_record, tmp_pa
     by_name = {t.name: t for t in found.tables}
     assert {"runs", "arms", "samples", "embeddings", "tests", "results", "meta"} <= set(by_name)
     lost = [t for t in found.tables if t.problem]
-    assert [t.name for t in lost] == ["samples"]
+    assert [t.name for t in lost] == ["samples"], lost
     assert "Corrupt database file" in lost[0].problem
     damaged = lost[0]
     assert damaged.total == 6000
