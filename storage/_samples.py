@@ -20,6 +20,22 @@ from dbpa.specs import EmbeddingBatch, Generation, text_hash
 
 from ._core import StoreCore
 
+_SAMPLE_COLUMNS = (
+    "arm_id",
+    "idx",
+    "text",
+    "text_hash",
+    "status",
+    "finish_reason",
+    "prompt_tokens",
+    "completion_tokens",
+    "cost_usd",
+    "latency_s",
+    "seed",
+    "request_id",
+)
+"""The columns an output is written with, in the order of ``add_samples``'s rows."""
+
 
 class SampleRecord(StoreCore):
     """Arms, samples and embeddings."""
@@ -64,12 +80,14 @@ class SampleRecord(StoreCore):
         if not rows:
             return
         with self._transaction() as con:
-            # One request's outputs, usually a single row: no Arrow table for it.
-            con.executemany(
-                "INSERT INTO samples (arm_id, idx, text, text_hash, status, finish_reason, "
-                "prompt_tokens, completion_tokens, cost_usd, latency_s, seed, request_id) "
+            if len(rows) > 1:  # executemany is one statement per row: an Arrow table instead
+                table = pa.table(dict(zip(_SAMPLE_COLUMNS, zip(*rows, strict=True), strict=True)))
+                self._insert(con, "samples", table, "ON CONFLICT DO NOTHING")
+                return
+            con.execute(
+                f"INSERT INTO samples ({', '.join(_SAMPLE_COLUMNS)}) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                rows,
+                rows[0],
             )
 
     def sample_indices(self, arm_ids: Sequence[str]) -> dict[str, set[int]]:
@@ -90,13 +108,17 @@ class SampleRecord(StoreCore):
             [list(arm_ids), k],
         )
 
-    def samples(self, arm_ids: Sequence[str] | None = None) -> pd.DataFrame:
-        """Stored outputs (of the given arms, or all)."""
+    def samples(
+        self, arm_ids: Sequence[str] | None = None, *, first: int | None = None
+    ) -> pd.DataFrame:
+        """Stored outputs (of the given arms, or all; with ``first``, those of index below it)."""
+        below = "" if first is None else " AND idx < ?"
+        last = [] if first is None else [first]
         if arm_ids is None:
-            return self._df("SELECT * FROM samples ORDER BY arm_id, idx")
+            return self._df(f"SELECT * FROM samples WHERE true{below} ORDER BY arm_id, idx", last)
         return self._df(
-            "SELECT * FROM samples WHERE list_contains(?, arm_id) ORDER BY arm_id, idx",
-            [list(arm_ids)],
+            f"SELECT * FROM samples WHERE arm_id IN (SELECT unnest(?)){below} ORDER BY arm_id, idx",
+            [list(arm_ids), *last],
         )
 
     def arms(self, arm_ids: Sequence[str] | None = None) -> pd.DataFrame:
@@ -104,7 +126,7 @@ class SampleRecord(StoreCore):
         if arm_ids is None:
             return self._df("SELECT * FROM arms ORDER BY created_at, arm_id")
         return self._df(
-            "SELECT * FROM arms WHERE list_contains(?, arm_id) ORDER BY arm_id", [list(arm_ids)]
+            "SELECT * FROM arms WHERE arm_id IN (SELECT unnest(?)) ORDER BY arm_id", [list(arm_ids)]
         )
 
     # ---------------------------------------------------------------------- embeddings
