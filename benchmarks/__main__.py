@@ -11,6 +11,7 @@ SUITES = {
     "sampling": "benchmarks.bench_sampling",
     "embedding": "benchmarks.bench_embedding",
     "pipeline": "benchmarks.bench_pipeline",
+    "scale": "benchmarks.bench_scale",
 }
 
 
