@@ -315,16 +315,17 @@ def _measure(server: RemoteProvider, env: dict[str, str], warm: Any, m: int, tmp
 class Resume:
     """A run killed half-way through sampling, and the same run again."""
 
-    killed_after: int
-    """Chat requests answered when it was killed."""
+    asked_first: int
+    """Chat requests the provider had received from the first run when it was killed."""
     stored_at_kill: int
     """Outputs stored when it was killed."""
+    complete_at_kill: int
+    """Arms holding all k outputs when it was killed (one request each)."""
     asked_again: int
     """Requests of the second run."""
-    missing_at_kill: int
-    """Arms short of k outputs when it was killed (one request each)."""
     repeated: int
-    """Requests for a (prompt, seed) asked before: the ones in flight at the kill."""
+    """Requests for a (prompt, seed) asked before: those the first run had sent but not
+    stored the answer of when it was killed."""
     second: AuditRun
     record: Record
 
@@ -338,22 +339,22 @@ def _kill_and_resume(
     db = tmp / "killed" / "audit.duckdb"
     first = _AuditProcess(env, warm, config, db)
     before = server.requests()  # after the warm-up (its requests were asked before)
-    while (answered := server.requests().chat - before.chat) < (m + 1) // 2:
+    while server.requests().chat - before.chat < (m + 1) // 2:
         time.sleep(0.2)
     first.kill()
+    killed = server.requests()
     at_kill = _record(db)
     assert at_kill.status == "running", at_kill  # nobody could mark it
-    killed = server.requests()
     second = _AuditProcess(env, warm, config, db).result()
     after = server.requests()
     record = _record(db)
     assert record.status == "completed", record
     assert record.outputs == record.distinct_outputs == (m + 1) * K, record
     return Resume(
-        killed_after=answered,
+        asked_first=killed.chat - before.chat,
         stored_at_kill=at_kill.outputs,
+        complete_at_kill=at_kill.complete_arms,
         asked_again=after.chat - killed.chat,
-        missing_at_kill=m + 1 - at_kill.complete_arms,
         repeated=after.repeated - before.repeated,
         second=second,
         record=record,
@@ -430,30 +431,28 @@ def _print(sizes: list[Size], resume: Resume, load: float, seconds: float) -> No
         f"{'ok' if budget <= 50 else 'MISSED'}"
     )
     r = resume
+    missing = big.m + 1 - r.complete_at_kill
+    unstored = r.asked_first - r.complete_at_kill
+    outputs = (big.m + 1) * K
     print_table(
         f"kill -9 half-way through sampling at m={big.m:,}, then the same audit again",
         ["measure", "value", "expected", "ok"],
         [
-            ["chat requests answered before the kill", r.killed_after, "", ""],
+            ["requests sent by the first run", r.asked_first, "", ""],
             ["outputs stored at the kill", r.stored_at_kill, "", ""],
-            ["arms short of k at the kill", r.missing_at_kill, "", ""],
+            ["arms complete at the kill", r.complete_at_kill, "", ""],
+            ["requests of the second run", r.asked_again, missing, r.asked_again == missing],
             [
-                "requests of the second run",
-                r.asked_again,
-                r.missing_at_kill,
-                r.asked_again == r.missing_at_kill,
-            ],
-            [
-                "requests repeated (in flight at the kill)",
+                "  of them asked before (sent, not stored)",
                 r.repeated,
-                "<= concurrency",
-                r.repeated <= CONCURRENCY,
+                unstored,
+                r.repeated == unstored,
             ],
             [
                 "outputs stored, all distinct",
                 r.record.outputs,
-                (big.m + 1) * K,
-                r.record.outputs == (big.m + 1) * K,
+                outputs,
+                r.record.outputs == outputs,
             ],
             ["tests stored", r.record.tests, big.m, r.record.tests == big.m],
             ["status", r.record.status, "completed", r.record.status == "completed"],
