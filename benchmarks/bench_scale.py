@@ -161,6 +161,7 @@ class _AuditProcess:
     """An audit in a child process; :meth:`result` waits for it, :meth:`kill` ends it."""
 
     def __init__(self, env: dict[str, str], warm: Any, config: Any, db: Path) -> None:
+        self._log = db.with_suffix(".log")
         context = mp.get_context("spawn")
         self._conn, theirs = context.Pipe()
         self._child = context.Process(
@@ -178,7 +179,10 @@ class _AuditProcess:
             return self._conn.recv()
         except EOFError:
             self._child.join(timeout=60)
-            raise RuntimeError(f"the audit process died (exit {self._child.exitcode})") from None
+            tail = "".join(self._log.read_text().splitlines(keepends=True)[-40:])
+            raise RuntimeError(
+                f"the audit process died (exit {self._child.exitcode}); its log ends:\n{tail}"
+            ) from None
 
     def result(self) -> AuditRun:
         run: AuditRun = self._receive()
