@@ -12,6 +12,7 @@ SUITES = {
     "sampling": "benchmarks.bench_sampling",
     "embedding": "benchmarks.bench_embedding",
     "pipeline": "benchmarks.bench_pipeline",
+    "scale": "benchmarks.bench_scale",
 }
 
 

@@ -19,64 +19,25 @@ process its request handling would compete with the audit for the interpreter lo
 from __future__ import annotations
 
 import math
-import multiprocessing as mp
 import os
 import tempfile
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from benchmarks._provider import RemoteProvider, remote_provider
 from benchmarks._table import print_table
 from dbpa.config import parse_config
 from dbpa.llm import sample
 from dbpa.specs import Message, ModelSpec
-from tests.support.scripted_server import Rule, ScriptedServer
+from tests.support.scripted_server import Rule
 
 KEY_ENV = "DBPA_BENCH_KEY"
 RULES = (Rule("", [("Rest and drink fluids.", 2), ("See a doctor if it lasts.", 1)]),)
 
 
-class _RemoteProvider:
-    """A ScriptedServer in a child process; ``chat_requests()`` asks it for its count."""
-
-    def __init__(self, conn: Connection, api_base: str) -> None:
-        self._conn, self.api_base = conn, api_base
-
-    def requests(self) -> tuple[int, int]:
-        """(chat requests, all requests) served so far."""
-        self._conn.send("counts")
-        chat, total = self._conn.recv()
-        return int(chat), int(total)
-
-
-def _serve(conn: Connection, latency: float) -> None:
-    with ScriptedServer(rules=RULES, latency=latency) as server:
-        conn.send(server.api_base)
-        while conn.recv() == "counts":
-            conn.send((server.counts.by_endpoint["/v1/chat/completions"], server.counts.total))
-
-
-@contextmanager
-def _provider(latency: float) -> Iterator[_RemoteProvider]:
-    ours, theirs = mp.get_context("spawn").Pipe()
-    child = mp.get_context("spawn").Process(target=_serve, args=(theirs, latency), daemon=True)
-    child.start()
-    try:
-        yield _RemoteProvider(ours, ours.recv())
-    finally:
-        ours.send("stop")
-        child.join(timeout=30)
-        if child.is_alive():
-            child.kill()
-
-
-def _config(
-    server: _RemoteProvider, perturbations: int, k: int, concurrency: int
-) -> dict[str, Any]:
+def _config(server: RemoteProvider, perturbations: int, k: int, concurrency: int) -> dict[str, Any]:
     variants = [
         f"Question {i}: my flu has lasted {i % 7 + 2} days, what now?" for i in range(perturbations)
     ]
@@ -126,7 +87,7 @@ def main(quick: bool = False) -> None:
 
     perturbations, k, latency, concurrency = (20, 10, 0.2, 16) if quick else (100, 20, 0.2, 16)
     ideal = (perturbations + 1) * k * latency / concurrency
-    with tempfile.TemporaryDirectory() as tmp, _provider(latency) as server:
+    with tempfile.TemporaryDirectory() as tmp, remote_provider(RULES, latency) as server:
         out = str(Path(tmp) / "reports")
         warm = parse_config(_config(server, 2, 4, concurrency) | {"n_permutations": 199})
         run_audit(warm, str(Path(tmp) / "warm.duckdb"), out)
@@ -134,17 +95,17 @@ def main(quick: bool = False) -> None:
         floor = _floor(config.models[0], perturbations + 1, k)
 
         db = str(Path(tmp) / "bench.duckdb")
-        chat_before, _ = server.requests()
+        chat_before = server.requests().chat
         start = time.perf_counter()
         run_audit(config, db, out)
         first = time.perf_counter() - start
-        chat_after, total_before_rerun = server.requests()
-        calls = chat_after - chat_before
+        after = server.requests()
+        calls = after.chat - chat_before
 
         start = time.perf_counter()
         run_audit(config, db, out)
         rerun = time.perf_counter() - start
-        rerun_calls = server.requests()[1] - total_before_rerun
+        rerun_calls = server.requests().total - after.total
 
     print_table(
         f"pipeline: {perturbations} perturbations, k={k}, {latency * 1000:.0f} ms latency, "

@@ -10,6 +10,10 @@ DEFAULTS = {
     # No telemetry from Prefect, its ephemeral server or anything else that honours these.
     "DO_NOT_TRACK": "1",
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    # The audit flow's parameter is the whole config: a family of thousands of perturbations
+    # is more than the 512 KiB a Prefect server stores by default (the temporary server
+    # started for `dbpa run` takes its settings from here; a server of your own needs it too).
+    "PREFECT_SERVER_API_MAX_PARAMETER_SIZE": "0",
     "HF_HUB_OFFLINE": "1",
     # The CLI shows its own progress; transformers' "Loading weights" bar would cut into it.
     "HF_HUB_DISABLE_PROGRESS_BARS": "1",

@@ -51,6 +51,15 @@ class ArmAnalysis:
         self._embed_batch = embed_batch
         self._test_task_runs, self._tests_per_task_run = test_task_runs, tests_per_task_run
         self._embedded: set[str] = set()
+        self._tests_of: dict[str, list[int]] = {}
+        """arm_id -> positions in ``plan.tests`` of the tests that use the arm."""
+        for i, t in enumerate(plan.tests):
+            self._tests_of.setdefault(t.original.arm_id, []).append(i)
+            self._tests_of.setdefault(t.perturbed.arm_id, []).append(i)
+        self._done: set[str] | None = None
+        """Ids of the stored tests (read once; this process is the only writer)."""
+        self._ready: set[int] = set()
+        """Positions of the tests whose arms are embedded and whose result is not stored."""
         self._counters: tuple[Counter, Counter] | None = None
         self._tally = Tally(texts=0, tests=0)
 
@@ -65,6 +74,13 @@ class ArmAnalysis:
         new = set(arm_ids) - self._embedded
         texts = _embed(self._plan, self._store, self._config, new, self._embed_batch) if new else 0
         self._embedded |= new
+        done = self._stored()
+        for arm_id in new:  # only the tests of these arms can have become ready
+            for i in self._tests_of.get(arm_id, ()):
+                t = self._plan.tests[i]
+                arms = (t.original.arm_id, t.perturbed.arm_id)
+                if t.test_id not in done and all(a in self._embedded for a in arms):
+                    self._ready.add(i)
         counter.add(len(new))
         self._tally = Tally(self._tally.texts + texts, self._tally.tests)
 
@@ -72,13 +88,11 @@ class ArmAnalysis:
         """Run the planned tests whose arms are all embedded and whose result is not stored,
         when there are at least ``min_tests`` of them."""
         _, counter = self._progress()
-        ready = [
-            t for t in self._plan.tests if {t.original.arm_id, t.perturbed.arm_id} <= self._embedded
-        ]
-        done = self._store.existing_tests(t.test_id for t in ready)
-        todo = [t for t in ready if t.test_id not in done]
-        if not todo or len(todo) < min_tests:
+        done = self._stored()
+        self._ready = {i for i in self._ready if self._plan.tests[i].test_id not in done}
+        if not self._ready or len(self._ready) < min_tests:
             return
+        todo = [self._plan.tests[i] for i in sorted(self._ready)]  # in plan order
         vectors = self._store.arms_vectors(
             sorted({a for t in todo for a in (t.original.arm_id, t.perturbed.arm_id)}),
             self._plan.embedder,
@@ -103,7 +117,9 @@ class ArmAnalysis:
         for future in futures:
             records = future.result()
             self._store.add_tests(records)
+            done.update(r.test_id for r in records)
             counter.add(len(records))
+        self._ready.clear()
         self._tally = Tally(self._tally.texts, self._tally.tests + len(todo))
 
     def log_summary(self, early: Tally) -> None:
@@ -119,9 +135,14 @@ class ArmAnalysis:
             self._config.analysis.omega,
         )
 
+    def _stored(self) -> set[str]:
+        if self._done is None:
+            self._done = self._store.existing_tests(t.test_id for t in self._plan.tests)
+        return self._done
+
     def _progress(self) -> tuple[Counter, Counter]:
         if self._counters is None:
-            stored = self._store.existing_tests(t.test_id for t in self._plan.tests)
+            stored = self._stored()
             self._counters = (
                 Counter("embed", len(self._plan.arms), unit="arms"),
                 Counter("test", len(self._plan.tests), len(stored), unit="tests"),
@@ -158,10 +179,12 @@ def correct_families(
     plan: AuditPlan, store: storage.Store, config: AuditConfig, run_id: str
 ) -> None:
     """Adjust each family's p-values and store the decisions."""
-    stored = store.tests([t.test_id for t in plan.tests]).set_index("test_id").p_value.to_dict()
+    stored = store.test_p_values([t.test_id for t in plan.tests])
     analysis = config.analysis
-    for family in plan.families:
-        members = [t for t in plan.tests if t.family == family]
+    members_of: dict[str, list[PlannedTest]] = {family: [] for family in plan.families}
+    for t in plan.tests:
+        members_of[t.family].append(t)
+    for family, members in members_of.items():
         p_values = {t.perturbation.id: stored.get(t.test_id) for t in members}
         decisions = correct_family(family, p_values, analysis)
         store.add_corrections(run_id, family, analysis.correction, analysis.alpha, decisions)

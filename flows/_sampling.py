@@ -103,9 +103,9 @@ class Sampling:
         """Record and log the arms that failed permanently, and return them (arm_id -> why);
         raise the first error held instead if there is one."""
         logger = get_run_logger()
+        arms = {a.arm_id: a for a in self._plan.arms} if self._failures else {}
         for arm_id, reason in self._failures.items():
-            arm = next(a for a in self._plan.arms if a.arm_id == arm_id)
-            self._store.add_arm_failure(self._run_id, arm_id, arm.model.model, reason)
+            self._store.add_arm_failure(self._run_id, arm_id, arms[arm_id].model.model, reason)
             logger.error("arm %s failed: %s", self._labels[arm_id], reason)
         if self._held is not None:
             raise self._held

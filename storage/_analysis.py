@@ -138,10 +138,23 @@ class AnalysisRecord(StoreCore):
         with self._transaction() as con:
             self._insert(con, "tests", table, "ON CONFLICT DO NOTHING")
 
-    def tests(self, test_ids: Sequence[str]) -> pd.DataFrame:
-        """Stored test rows, with their null distributions."""
+    def test_p_values(self, test_ids: Sequence[str]) -> dict[str, float]:
+        """test_id -> p-value of the stored ones among these tests (no null distributions)."""
+        if not test_ids:
+            return {}
+        rows = self._rows(
+            "SELECT test_id, p_value FROM tests WHERE test_id IN (SELECT unnest(?))",
+            [list(test_ids)],
+        )
+        return {str(t): float(p) for t, p in rows}
+
+    def tests(self, test_ids: Sequence[str], *, nulls: bool = True) -> pd.DataFrame:
+        """Stored test rows, with their null distributions unless ``nulls`` is False (at
+        B permutations a null is B numbers: a family of thousands is better read without)."""
+        columns = "*" if nulls else "* EXCLUDE (null_distribution)"
         return self._df(
-            "SELECT * FROM tests WHERE list_contains(?, test_id) ORDER BY test_id", [list(test_ids)]
+            f"SELECT {columns} FROM tests WHERE test_id IN (SELECT unnest(?)) ORDER BY test_id",
+            [list(test_ids)],
         )
 
     # ---------------------------------------------------------------------- runs
@@ -283,6 +296,6 @@ class AnalysisRecord(StoreCore):
             "count(*) FILTER (WHERE status = 'filtered') AS filtered, "
             "sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens, "
             "sum(cost_usd) AS cost_usd, avg(latency_s) AS mean_latency_s "
-            "FROM samples WHERE list_contains(?, arm_id) GROUP BY arm_id ORDER BY arm_id",
+            "FROM samples WHERE arm_id IN (SELECT unnest(?)) GROUP BY arm_id ORDER BY arm_id",
             [list(arm_ids)],
         )

@@ -8,7 +8,10 @@ or resumed write never duplicates a row and the first write of an output wins.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -20,9 +23,44 @@ from dbpa.specs import EmbeddingBatch, Generation, text_hash
 
 from ._core import StoreCore
 
+_SAMPLE_COLUMNS = (
+    "arm_id",
+    "idx",
+    "text",
+    "text_hash",
+    "status",
+    "finish_reason",
+    "prompt_tokens",
+    "completion_tokens",
+    "cost_usd",
+    "latency_s",
+    "seed",
+    "request_id",
+)
+"""The columns an output is written with, in the order of ``add_samples``'s rows."""
+_VALUES_ROWS = 24
+"""Outputs written as one VALUES list at most; more go over Arrow (measured: a VALUES list
+of 6 rows 15 ms, 30 rows 26 ms, 200 rows 85 ms; Arrow 19-21 ms for any of them)."""
+
+
+@dataclass
+class _Waiting:
+    """Outputs of one ``add_samples`` call, waiting for their transaction."""
+
+    rows: list[tuple[object, ...]]
+    done: bool = False
+    error: Exception | None = None
+
 
 class SampleRecord(StoreCore):
     """Arms, samples and embeddings."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._waiting: list[_Waiting] = []
+        """Outputs of ``add_samples`` calls not yet written (see there)."""
+        self._writing_samples = False
+        self._samples_waiting = threading.Condition()
+        super().__init__(*args, **kwargs)
 
     # ---------------------------------------------------------------------- arms and samples
 
@@ -43,9 +81,17 @@ class SampleRecord(StoreCore):
             self._insert(con, "arms", pa.Table.from_pylist(rows), "ON CONFLICT DO NOTHING")
 
     def add_samples(self, arm_id: str, outputs: Sequence[Generation]) -> None:
-        """Store outputs of one arm as they arrive (idempotent on (arm, index))."""
+        """Store outputs of one arm as they arrive (idempotent on (arm, index)); returns once
+        they are committed.
+
+        Group commit: the outputs that other threads hand in while a write is under way wait
+        for it to end, then the first of them to wake writes them all in one transaction (a
+        commit costs milliseconds: one per request made sampling thousands of arms wait on
+        the disk, and each waiting thread on the next). Nothing is held back on purpose: a
+        batch is whatever arrived during the write before it.
+        """
         rows = [
-            [
+            (
                 arm_id,
                 g.index,
                 g.text,
@@ -58,19 +104,63 @@ class SampleRecord(StoreCore):
                 g.latency_s,
                 g.seed,
                 g.request_id,
-            ]
+            )
             for g in outputs
         ]
         if not rows:
             return
+        mine = _Waiting(rows)
+        with self._samples_waiting:
+            self._waiting.append(mine)
+            while self._writing_samples and not mine.done:
+                self._samples_waiting.wait()
+            batch = None if mine.done else self._waiting
+            if batch is not None:  # this thread writes what waits, its own outputs included
+                self._waiting, self._writing_samples = [], True
+        if batch is not None:
+            try:
+                with self._lock:
+                    self._write_samples(batch)
+            finally:
+                with self._samples_waiting:
+                    self._waiting[:0] = [w for w in batch if not w.done]  # if interrupted
+                    self._writing_samples = False
+                    self._samples_waiting.notify_all()
+        if mine.error is not None:
+            raise mine.error
+
+    def _write_samples(self, batch: list[_Waiting]) -> None:
+        """Write the rows of ``batch`` in one transaction; if that fails, each call's rows in
+        a statement of their own, so that every caller sees the error of its own outputs as
+        DuckDB words it."""
+        rows = [row for waiting in batch for row in waiting.rows]
+        try:
+            self._insert_samples(rows, arrow=len(rows) > _VALUES_ROWS)
+        except Exception:
+            for waiting in batch:
+                try:
+                    self._insert_samples(waiting.rows, arrow=False)
+                except Exception as own:
+                    waiting.error = own
+        for waiting in batch:
+            waiting.done = True
+
+    def _insert_samples(self, rows: list[tuple[object, ...]], *, arrow: bool) -> None:
+        """One INSERT of ``rows`` (the first of two with one key wins): over an Arrow table,
+        or as a VALUES list (faster up to a few dozen rows)."""
+        unique = list({(row[0], row[1]): row for row in reversed(rows)}.values())[::-1]
+        columns = ", ".join(_SAMPLE_COLUMNS)
         with self._transaction() as con:
-            # One request's outputs, usually a single row: no Arrow table for it.
-            con.executemany(
-                "INSERT INTO samples (arm_id, idx, text, text_hash, status, finish_reason, "
-                "prompt_tokens, completion_tokens, cost_usd, latency_s, seed, request_id) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                rows,
-            )
+            if arrow:
+                table = pa.table(dict(zip(_SAMPLE_COLUMNS, zip(*unique, strict=True), strict=True)))
+                self._insert(con, "samples", table, "ON CONFLICT DO NOTHING")
+            else:
+                one = f"({', '.join('?' * len(_SAMPLE_COLUMNS))})"
+                con.execute(
+                    f"INSERT INTO samples ({columns}) VALUES {', '.join([one] * len(unique))} "
+                    "ON CONFLICT DO NOTHING",
+                    [value for row in unique for value in row],
+                )
 
     def sample_indices(self, arm_ids: Sequence[str]) -> dict[str, set[int]]:
         """Stored output indices per arm."""
@@ -90,13 +180,17 @@ class SampleRecord(StoreCore):
             [list(arm_ids), k],
         )
 
-    def samples(self, arm_ids: Sequence[str] | None = None) -> pd.DataFrame:
-        """Stored outputs (of the given arms, or all)."""
+    def samples(
+        self, arm_ids: Sequence[str] | None = None, *, first: int | None = None
+    ) -> pd.DataFrame:
+        """Stored outputs (of the given arms, or all; with ``first``, those of index below it)."""
+        below = "" if first is None else " AND idx < ?"
+        last = [] if first is None else [first]
         if arm_ids is None:
-            return self._df("SELECT * FROM samples ORDER BY arm_id, idx")
+            return self._df(f"SELECT * FROM samples WHERE true{below} ORDER BY arm_id, idx", last)
         return self._df(
-            "SELECT * FROM samples WHERE list_contains(?, arm_id) ORDER BY arm_id, idx",
-            [list(arm_ids)],
+            f"SELECT * FROM samples WHERE arm_id IN (SELECT unnest(?)){below} ORDER BY arm_id, idx",
+            [list(arm_ids), *last],
         )
 
     def arms(self, arm_ids: Sequence[str] | None = None) -> pd.DataFrame:
@@ -104,7 +198,7 @@ class SampleRecord(StoreCore):
         if arm_ids is None:
             return self._df("SELECT * FROM arms ORDER BY created_at, arm_id")
         return self._df(
-            "SELECT * FROM arms WHERE list_contains(?, arm_id) ORDER BY arm_id", [list(arm_ids)]
+            "SELECT * FROM arms WHERE arm_id IN (SELECT unnest(?)) ORDER BY arm_id", [list(arm_ids)]
         )
 
     # ---------------------------------------------------------------------- embeddings

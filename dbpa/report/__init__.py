@@ -25,6 +25,7 @@ from ._data import (
     Alignment,
     ArmView,
     Family,
+    KindCount,
     ModelUsage,
     NullView,
     Output,
@@ -37,7 +38,7 @@ from ._data import (
     TestView,
     Usage,
 )
-from ._gather import ReportReader, gather
+from ._gather import SUMMARISE_OVER, TOP_CHANGES, ReportReader, gather, most_changed
 from ._html import CONTENT_SECURITY_POLICY, render_html
 from ._json import render_json, report_dict
 from ._markdown import render_markdown, summary_markdown
@@ -47,11 +48,14 @@ __all__ = [
     "ALLOWED_FPR",
     "CONTENT_SECURITY_POLICY",
     "RENDERERS",
+    "SUMMARISE_OVER",
+    "TOP_CHANGES",
     "Alignment",
     "ArmView",
     "DriftHistory",
     "DriftPoint",
     "Family",
+    "KindCount",
     "ModelUsage",
     "NullView",
     "Output",
@@ -66,6 +70,7 @@ __all__ = [
     "Usage",
     "default_report_dir",
     "gather",
+    "most_changed",
     "render_html",
     "render_json",
     "render_markdown",

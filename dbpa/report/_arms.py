@@ -20,8 +20,9 @@ class ArmReader(Protocol):
         """The stored rows of these arms."""
         ...
 
-    def samples(self, arm_ids: Sequence[str]) -> pd.DataFrame:
-        """The stored outputs of these arms, by arm and index."""
+    def samples(self, arm_ids: Sequence[str], *, first: int | None = None) -> pd.DataFrame:
+        """The stored outputs of these arms (with ``first``: of index below it), by arm and
+        index."""
         ...
 
     def usage(self, arm_ids: Sequence[str]) -> pd.DataFrame:
@@ -56,19 +57,16 @@ def gather_arms(
     """Every arm of the run's results, with its first ``samples_per_arm`` outputs."""
     roles = _arm_roles(results)
     ids = list(roles)
-    stored = store.arms(ids).set_index("arm_id")
+    stored = {str(r.arm_id): r for r in store.arms(ids).itertuples()}
     usage = {str(r.arm_id): _usage_of(r) for r in store.usage(ids).itertuples()}
-    samples = store.samples(ids)
-    shown = samples[samples.idx < samples_per_arm] if not samples.empty else samples
     outputs: dict[str, list[Output]] = {}
-    for s in shown.itertuples():
+    for s in store.samples(ids, first=samples_per_arm).itertuples():
         outputs.setdefault(str(s.arm_id), []).append(
             Output(int(s.idx), str(s.text), str(s.status), as_int(s.seed))
         )
     views = []
     for arm_id in ids:
-        if arm_id in stored.index:
-            row = stored.loc[arm_id]
+        if (row := stored.get(arm_id)) is not None:
             model, params = str(row.model), as_json(row.params)
             messages = tuple((str(m["role"]), str(m["content"])) for m in as_json(row.messages))
         else:

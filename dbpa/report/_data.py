@@ -17,6 +17,7 @@ __all__ = [
     "Alignment",
     "ArmView",
     "Family",
+    "KindCount",
     "ModelUsage",
     "NullView",
     "Output",
@@ -153,11 +154,25 @@ class TestRow:
 
 
 @dataclass(frozen=True)
+class KindCount:
+    """How many perturbations of one kind and label a family holds, tested and changed."""
+
+    kind: str
+    label: str | None
+    perturbations: int
+    tested: int
+    changed: int
+
+
+@dataclass(frozen=True)
 class Family:
     """The perturbations tested against one model's original arm."""
 
     name: str
     rows: tuple[TestRow, ...]
+    top: tuple[TestRow, ...] = ()
+    """In a summarised report (a run of hundreds of perturbations): the rows shown in full,
+    with figures and outputs, most changed first; empty when every row is shown in full."""
 
     @property
     def tested(self) -> int:
@@ -177,6 +192,17 @@ class Family:
     def labelled(self, label: str) -> tuple[TestRow, ...]:
         """Tested rows (with a p-value) carrying this label."""
         return tuple(r for r in self.rows if r.p_value is not None and r.label == label)
+
+    @property
+    def by_kind(self) -> tuple[KindCount, ...]:
+        """Counts per kind and label, in order of first appearance."""
+        counts: dict[tuple[str, str | None], list[int]] = {}
+        for r in self.rows:
+            n = counts.setdefault((r.kind, r.label), [0, 0, 0])
+            n[0] += 1
+            n[1] += r.tested
+            n[2] += r.reject is True
+        return tuple(KindCount(k, lab, *n) for (k, lab), n in counts.items())
 
 
 @dataclass(frozen=True)
@@ -322,3 +348,8 @@ class ReportData:
     def labelled(self) -> bool:
         """Some perturbation carries a control/target label."""
         return any(r.label for r in self.rows)
+
+    @property
+    def summarised(self) -> bool:
+        """Only each family's ``top`` rows are shown in full; the others as summary rows."""
+        return any(f.top for f in self.families)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import heapq
+import math
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -17,7 +21,7 @@ from ._data import ALLOWED_FPR, Alignment, Family, ReportData, RocView, RunInfo,
 from ._values import as_bool, as_float, as_int, as_iso, as_json, as_str
 from ._views import VectorsReader, gather_test_views
 
-__all__ = ["ReportReader", "gather"]
+__all__ = ["SUMMARISE_OVER", "TOP_CHANGES", "ReportReader", "gather", "most_changed"]
 
 
 @runtime_checkable
@@ -47,23 +51,40 @@ class ReportReader(ArmReader, VectorsReader, HistoryReader, Protocol):
         """Arms that failed in a run, with the reason."""
         ...
 
-    def tests(self, test_ids: Sequence[str]) -> pd.DataFrame:
-        """Stored test rows, with their null distributions."""
+    def tests(self, test_ids: Sequence[str], *, nulls: bool = True) -> pd.DataFrame:
+        """Stored test rows, with their null distributions unless ``nulls`` is False."""
         ...
 
 
+SUMMARISE_OVER = 200
+"""A run of more perturbations than this gets a summarised report (see ``gather``)."""
+TOP_CHANGES = 50
+"""Rows of each family shown in full in a summarised report."""
+
+
 def gather(
-    store: ReportReader, run_id: str, *, samples_per_arm: int = 3, max_test_figures: int = 200
+    store: ReportReader,
+    run_id: str,
+    *,
+    samples_per_arm: int = 3,
+    max_test_figures: int = 200,
+    summarise_over: int = SUMMARISE_OVER,
+    top: int = TOP_CHANGES,
 ) -> ReportData:
     """Everything the report of ``run_id`` (or ``latest``) shows, read through ``store``.
 
     ``samples_per_arm`` outputs of each arm are included; per-test figures are drawn
-    for the first ``max_test_figures`` tested perturbations (the tables list all).
-    Raises ``storage.UnknownRunError`` when the run is not recorded.
+    for the first ``max_test_figures`` tested perturbations (the tables list all). A run
+    of more than ``summarise_over`` perturbations is summarised: the ``top`` most changed
+    perturbations of each family (smallest adjusted p, then smallest p, then largest
+    effect) get figures (at most ``max_test_figures`` in all) and outputs, every other one
+    a summary row. Raises ``storage.UnknownRunError`` when the run is not recorded.
     """
     for name, value in (
         ("samples_per_arm", samples_per_arm),
         ("max_test_figures", max_test_figures),
+        ("summarise_over", summarise_over),
+        ("top", top),
     ):
         if value < 0:
             raise ValueError(f"{name}: must be at least 0, got {value}")
@@ -72,12 +93,20 @@ def gather(
     settings = _settings(run.config)
     results = store.results(run.run_id)
     failures = {str(r.arm_id): str(r.reason) for r in store.arm_failures(run.run_id).itertuples()}
-    tests = store.tests(sorted(set(results.test_id))).set_index("test_id", drop=False)
+    tests = store.tests(sorted(set(results.test_id)), nulls=False).set_index("test_id", drop=False)
     families = _families(results, tests, failures, _model_order(run.config))
+    if len(results) > summarise_over:
+        families = tuple(replace(f, top=most_changed(f.rows, top)) for f in families)
     arms = gather_arms(store, results, failures, samples_per_arm)
     usage, total = usage_by_model(arms)
-    tested = [r for f in families for r in f.rows if r.tested and r.test_id in tests.index]
-    views = gather_test_views(store, tested[:max_test_figures], tests)
+
+    def has_test(r: TestRow) -> bool:
+        return r.tested and r.test_id in tests.index
+
+    tested = sum(has_test(r) for f in families for r in f.rows)
+    drawn = [r for f in families for r in (f.top or f.rows) if has_test(r)][:max_test_figures]
+    stored = store.tests(sorted({r.test_id for r in drawn})).set_index("test_id", drop=False)
+    views = gather_test_views(store, drawn, stored)
     return ReportData(
         run=run,
         settings=settings,
@@ -89,10 +118,23 @@ def gather(
         usage=usage,
         total_usage=total,
         test_views=views,
-        figures_omitted=max(0, len(tested) - max_test_figures),
+        figures_omitted=tested - len(views),
         generator=f"dbpa {_dbpa_version()}",
         drift=read_history(store, run.audit, run.epoch),
     )
+
+
+def most_changed(rows: Iterable[TestRow], n: int) -> tuple[TestRow, ...]:
+    """The ``n`` rows that changed most: smallest adjusted p (raw p where not corrected),
+    then smallest p, then largest effect; untested rows last."""
+
+    def rank(r: TestRow) -> tuple[float, float, float, int]:
+        p = r.p_value if r.p_value is not None else math.inf
+        adjusted = r.adjusted_p if r.adjusted_p is not None else p
+        effect = -r.effect if r.effect is not None and not math.isnan(r.effect) else math.inf
+        return (adjusted, p, effect, r.position)
+
+    return tuple(heapq.nsmallest(n, rows, key=rank))
 
 
 def _dbpa_version() -> str:
@@ -244,7 +286,8 @@ def _alignment(families: Iterable[Family], arm_models: Mapping[str, str]) -> tup
     for f in families:
         swaps = [r for r in f.rows if r.kind == "model"]
         models = [arm_models.get(r.perturbed_arm, r.perturbation_id) for r in swaps]
+        times = Counter(models)
         for r, model in zip(swaps, models, strict=True):
-            name = model if models.count(model) == 1 else f"{model} ({r.perturbation_id})"
+            name = model if times[model] == 1 else f"{model} ({r.perturbation_id})"
             found.append(Alignment(reference=f.name, model=name, row=r))
     return tuple(found)

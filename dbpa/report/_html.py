@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import jinja2
 
-from ._data import Alignment, ReportData
+from ._data import Alignment, ArmView, ReportData
 from ._drift import drift_figure
 from ._figures import Chart, alignment_figure, roc_figure, tpr_by_fpr_figure
 from ._format import (
@@ -28,7 +28,7 @@ from ._format import (
     p_floor,
 )
 from ._svg import test_figure
-from ._text import audited, family_verdict, legend, perturbation_matrix
+from ._text import MAX_NAMED, audited, family_verdict, legend, perturbation_matrix
 
 __all__ = ["CONTENT_SECURITY_POLICY", "render_html"]
 
@@ -84,8 +84,19 @@ def _figures(data: ReportData) -> _Figures:
     )
 
 
+def _shown_arms(data: ReportData) -> tuple[ArmView, ...]:
+    """Every arm; in a summarised report the originals and the arms of the top rows."""
+    if not data.summarised:
+        return data.arms
+    wanted = {r.original_arm for r in data.rows}
+    wanted |= {r.perturbed_arm for f in data.families for r in f.top}
+    return tuple(a for a in data.arms if a.arm_id in wanted)
+
+
 def render_html(data: ReportData) -> str:
-    """The whole report, figures included, as one HTML document."""
+    """The whole report, figures included, as one HTML document. A summarised run (see
+    ``gather``) shows its top rows in full and every other one as a summary row."""
+    rows = data.rows
     return _ENV.get_template("report.html.j2").render(
         data=data,
         run=data.run,
@@ -96,8 +107,11 @@ def render_html(data: ReportData) -> str:
         audited=audited(data),
         verdicts={f.name: family_verdict(f, data.settings) for f in data.families},
         matrix=perturbation_matrix(data.families),
-        rows={(r.family, r.perturbation_id): r for r in data.rows},
+        rows={(r.family, r.perturbation_id): r for r in rows},
         controls_changed=[r for f in data.families for r in f.controls_changed],
-        untested=[r for r in data.rows if not r.tested],
+        untested=[r for r in rows if not r.tested],
+        named=MAX_NAMED,
+        shown_arms=_shown_arms(data),
+        provenance_rows=[r for f in data.families for r in f.top] if data.summarised else rows,
         config_json=json.dumps(data.run.config, indent=2, sort_keys=True, ensure_ascii=False),
     )

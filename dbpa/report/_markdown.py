@@ -7,7 +7,7 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 
-from ._data import ReportData, TestRow
+from ._data import Family, ReportData, TestRow
 from ._format import (
     MISSING,
     fmt_cost,
@@ -19,7 +19,7 @@ from ._format import (
     fmt_time,
     p_floor,
 )
-from ._text import audited, family_verdict, legend, perturbation_matrix
+from ._text import MAX_NAMED, audited, family_verdict, legend, perturbation_matrix
 
 __all__ = ["render_markdown", "summary_markdown"]
 
@@ -85,7 +85,11 @@ def summary_markdown(data: ReportData) -> str:
     ]
     controls = [r for f in data.families for r in f.controls_changed]
     if controls:
-        names = ", ".join(f"{_md(r.perturbation_id)} ({_md(r.family)})" for r in controls)
+        names = ", ".join(
+            f"{_md(r.perturbation_id)} ({_md(r.family)})" for r in controls[:MAX_NAMED]
+        )
+        if len(controls) > MAX_NAMED:
+            names += f" and {len(controls) - MAX_NAMED} more (see the results)"
         lines.append(
             f"- 🔴 **Control perturbations that changed the output** (they should not): {names}"
         )
@@ -113,35 +117,79 @@ def _results(data: ReportData) -> list[str]:
         ]
         out += ["", "### All models (ω with stars; bold: changed)", "", _table(header, rows)]
     for f in data.families:
-        rows = [
-            [
-                str(r.position + 1),
-                _md(r.perturbation_id),
-                _md(r.kind),
-                _md(r.label or ""),
-                _md(r.description),
-                _omega_cell(r),
-                fmt_effect(r.effect),
-                fmt_p(r.p_value, r.p_floor),
-                fmt_p(r.adjusted_p),
-                _md(_decision_cell(r)),
-            ]
-            for r in f.rows
-        ]
-        header = [
-            "#",
-            "perturbation",
-            "kind",
-            "label",
-            "description",
-            "ω",
-            "effect",
-            "p",
-            "adj. p",
-            "decision",
-        ]
-        out += ["", f"### {_md(f.name)}", "", _table(header, rows)]
+        out += ["", f"### {_md(f.name)}"]
+        if f.top:
+            out += _summarised(f)
+        else:
+            out += ["", _table(_RESULT_HEADER, [_result_cells(r) for r in f.rows])]
     return out
+
+
+_RESULT_HEADER = (
+    "#",
+    "perturbation",
+    "kind",
+    "label",
+    "description",
+    "ω",
+    "effect",
+    "p",
+    "adj. p",
+    "decision",
+)
+
+
+def _result_cells(r: TestRow) -> list[str]:
+    return [
+        str(r.position + 1),
+        _md(r.perturbation_id),
+        _md(r.kind),
+        _md(r.label or ""),
+        _md(r.description),
+        _omega_cell(r),
+        fmt_effect(r.effect),
+        fmt_p(r.p_value, r.p_floor),
+        fmt_p(r.adjusted_p),
+        _md(_decision_cell(r)),
+    ]
+
+
+def _summarised(f: Family) -> list[str]:
+    """A family of hundreds: counts per kind and label, its top rows in full, then every
+    perturbation in a short row."""
+    kinds = [
+        [
+            _md(c.kind),
+            _md(c.label or ""),
+            *(fmt_count(n) for n in (c.perturbations, c.tested, c.changed)),
+        ]
+        for c in f.by_kind
+    ]
+    compact = [
+        [
+            str(r.position + 1),
+            _md(r.perturbation_id),
+            _md(r.label or ""),
+            _omega_cell(r),
+            fmt_p(r.p_value, r.p_floor),
+            fmt_p(r.adjusted_p),
+            _md(r.decision),
+        ]
+        for r in f.rows
+    ]
+    return [
+        "",
+        _table(["kind", "label", "perturbations", "tested", "changed"], kinds),
+        "",
+        f"The {len(f.top)} of {fmt_count(len(f.rows))} perturbations that changed most "
+        "(smallest adjusted p, then p, then largest effect):",
+        "",
+        _table(_RESULT_HEADER, [_result_cells(r) for r in f.top]),
+        "",
+        f"All {fmt_count(len(f.rows))} perturbations, one row each:",
+        "",
+        _table(["#", "perturbation", "label", "ω", "p", "adj. p", "decision"], compact),
+    ]
 
 
 def _roc(data: ReportData) -> list[str]:

@@ -7,7 +7,17 @@ from collections.abc import Sequence
 from ._data import Family, ReportData, Settings, TestRow
 from ._format import fmt_effect, fmt_omega, fmt_p
 
-__all__ = ["audited", "family_verdict", "legend", "perturbation_matrix", "results_table"]
+__all__ = [
+    "MAX_NAMED",
+    "audited",
+    "family_verdict",
+    "legend",
+    "perturbation_matrix",
+    "results_table",
+]
+
+MAX_NAMED = 20
+"""Perturbations named in one sentence of a summary (changed controls, untested ones)."""
 
 
 def _level(s: Settings) -> str:

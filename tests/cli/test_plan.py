@@ -43,16 +43,20 @@ def test_a_large_effect_needs_few_outputs_and_no_effect_never_reaches_power(labe
     assert len(by_id) == 2 * len(labelled_run.cases)
     for family in labelled_run.families:
         comedian, doctor = by_id[(family, "comedian")], by_id[(family, "doctor")]
-        assert comedian["k"] is not None and comedian["k"] <= 20
+        assert comedian["k"] is not None
+        assert comedian["k"] <= 20
         assert doctor["k"] is None  # no effect: power stays near the per-test level
         assert comedian["power_curve"][-1]["power"] >= 0.8
-    assert data["m"] == 8 and data["omega"] == "energy_l2" and data["audit_k"] == 20
+    assert data["m"] == 8
+    assert data["omega"] == "energy_l2"
+    assert data["audit_k"] == 20
 
 
 def test_the_family_cost_comes_from_the_pilot_outputs(labelled_run):
     data = _plan(labelled_run.db)
     configured = data["configured"]
-    assert configured["arms"] == 9 and configured["calls"] == 9 * 20
+    assert configured["arms"] == 9
+    assert configured["calls"] == 9 * 20
     assert configured["cost_usd"] == pytest.approx(COST_PER_OUTPUT * 180)
     recommended = data["recommended"]
     assert recommended["calls"] == 9 * recommended["k"]

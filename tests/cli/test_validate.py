@@ -59,3 +59,61 @@ def test_validate_describes_the_plan(provider, write_config):
     assert result.exit_code == 0
     assert "4 tests, 5 arms x k=8 = 40 outputs" in text(result)
     assert "persona-comedian" in text(result)
+
+
+def _huge_family(provider, m: int) -> dict:
+    """A config of ``m`` perturbations: half template values labelled control, half prompt
+    variants labelled target (B and k large enough for a family of m)."""
+    half = m // 2
+    return make_config(provider) | {
+        "perturbations": [
+            {
+                "kind": "template",
+                "template": "Answer in {style}.",
+                "label": "control",
+                "values": [f"tone {i}" for i in range(half)],
+            },
+            {
+                "kind": "prompt",
+                "label": "target",
+                "variants": [f"Question {i}: my flu, what now?" for i in range(m - half)],
+            },
+        ],
+        "k": 11,
+        "n_permutations": 20 * m,
+    }
+
+
+def test_validate_summarises_a_huge_family_and_lists_it_with_all(provider, write_config):
+    path = write_config(_huge_family(provider, 10_000))
+    result = invoke("validate", str(path))
+    assert result.exit_code == 0, result.output
+    shown = text(result)
+    assert "1 model(s) x 10000 perturbations = 10000 tests" in shown
+    assert re.search(r"template\s*│\s*control\s*│\s*5,000", result.output)
+    assert re.search(r"prompt\s*│\s*target\s*│\s*5,000", result.output)
+    assert "the first 5 and the last 5 of 10,000 perturbations (--all lists every one)" in shown
+    for first in ("style-tone-0", "style-tone-4"):
+        assert re.search(rf"│ {first}\s", result.output)
+    for last in ("prompt-question-4995", "prompt-question-4999"):
+        assert re.search(rf"│ {last}-my-flu", result.output)
+    assert "style-tone-5 " not in result.output
+    assert "prompt-question-4994" not in result.output
+    assert len(result.output.splitlines()) < 60
+
+    listed = invoke("validate", str(path), "--all")
+    assert listed.exit_code == 0, listed.output
+    lines = listed.output.splitlines()
+    ids = [line.split()[0] for line in lines if line.startswith(("style-", "prompt-"))]
+    assert len(ids) == len(set(ids)) == 10_000
+    assert ids[0] == "style-tone-0"
+    assert ids[-1].startswith("prompt-question-4999")
+
+
+def test_validate_lists_a_family_of_up_to_300_in_full(provider, write_config):
+    path = write_config(_huge_family(provider, 300))
+    result = invoke("validate", str(path))
+    assert result.exit_code == 0, result.output
+    assert "--all lists every one" not in result.output
+    assert all(f"style-tone-{i} " in result.output for i in range(150))
+    assert all(re.search(rf"prompt-question-{i}-my", result.output) for i in range(150))

@@ -67,3 +67,15 @@ def test_runs_lifecycle(store):
     assert (row["status"], row["report_path"]) == ("completed", "/tmp/r.html")
     with pytest.raises(UnknownRunError, match="run 'nope' is not in"):
         store.run("nope")
+
+
+def test_tests_read_without_nulls_and_p_values_alone(store):
+    store.add_tests([make_record("t1", p=0.01), make_record("t2", p=0.5)])
+    full = store.tests(["t1", "t2", "t3"])
+    light = store.tests(["t2", "t1"], nulls=False)
+    assert light.test_id.tolist() == ["t1", "t2"]
+    assert "null_distribution" in full.columns
+    assert "null_distribution" not in light.columns
+    assert light.equals(full.drop(columns="null_distribution"))
+    assert store.test_p_values(["t2", "t1", "t3"]) == {"t1": 0.01, "t2": 0.5}
+    assert store.test_p_values([]) == {}

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import duckdb
 import numpy as np
 import pytest
 
@@ -33,3 +37,55 @@ def test_embeddings_are_cached_per_text_and_embedder(store):
     assert store.truncated_counts([arm.arm_id], "emb", 3) == {arm.arm_id: expected_truncated}
     with pytest.raises(LookupError, match="has 3 embedded outputs of the 4 needed"):
         store.arm_vectors(arm.arm_id, "emb", 4)
+
+
+def test_outputs_from_many_threads_are_each_stored_once(store):
+    arms = [make_arm(f"prompt {a}") for a in range(16)]
+
+    def fill(arm):
+        for i in range(12):
+            store.add_samples(arm.arm_id, [make_gen(i, f"{arm.arm_id} {i}")])
+        store.add_samples(arm.arm_id, [make_gen(i, "again") for i in range(12)])  # all stored
+        return arm.arm_id
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        assert sorted(pool.map(fill, arms)) == sorted(a.arm_id for a in arms)
+    stored = store.samples([a.arm_id for a in arms])
+    assert len(stored) == 16 * 12
+    assert not stored.duplicated(["arm_id", "idx"]).any()
+    assert all(
+        text == f"{arm} {i}"
+        for arm, i, text in stored[["arm_id", "idx", "text"]].itertuples(index=False)
+    )
+
+
+def test_a_bad_output_fails_its_own_call_only(store):
+    arms = [make_arm(f"prompt {a}") for a in range(8)]
+    bad = make_gen(1)
+    object.__setattr__(bad, "index", "not an int")
+    start = threading.Barrier(8)
+
+    def write(a):
+        start.wait()
+        outputs = [make_gen(0), bad] if a == 3 else [make_gen(0), make_gen(1)]
+        try:
+            store.add_samples(arms[a].arm_id, outputs)
+        except duckdb.Error:
+            return a
+        return None
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        assert [a for a in pool.map(write, range(8)) if a is not None] == [3]
+    stored = store.samples([a.arm_id for a in arms])
+    assert len(stored) == 7 * 2
+    assert arms[3].arm_id not in set(stored.arm_id)
+
+
+def test_the_first_outputs_of_each_arm(store):
+    arms = [make_arm("a"), make_arm("b")]
+    for arm in arms:
+        store.add_samples(arm.arm_id, [make_gen(i) for i in range(5)])
+    first = store.samples([a.arm_id for a in arms], first=2)
+    assert sorted(first.idx.tolist()) == [0, 0, 1, 1]
+    assert len(store.samples(first=3)) == 6
+    assert len(store.samples([arms[0].arm_id])) == 5
