@@ -46,9 +46,11 @@ class RecordReader(Protocol):
     def run(self, run_id: str) -> dict[str, Any]: ...
     def results(self, run_id: str) -> pd.DataFrame: ...
     def arm_failures(self, run_id: str) -> pd.DataFrame: ...
-    def tests(self, test_ids: Sequence[str]) -> pd.DataFrame: ...
+    def tests(self, test_ids: Sequence[str], *, nulls: bool = True) -> pd.DataFrame: ...
     def arms(self, arm_ids: Sequence[str] | None = None) -> pd.DataFrame: ...
-    def samples(self, arm_ids: Sequence[str] | None = None) -> pd.DataFrame: ...
+    def samples(
+        self, arm_ids: Sequence[str] | None = None, *, first: int | None = None
+    ) -> pd.DataFrame: ...
     def usage(self, arm_ids: Sequence[str]) -> pd.DataFrame: ...
     def arms_vectors(
         self, arm_ids: Sequence[str], embedder: str, k: int
@@ -127,19 +129,21 @@ class RemoteRecord:
         """Arms that failed in a run, with the reason."""
         return self._call("arm_failures", run_id=run_id)
 
-    def tests(self, test_ids: Sequence[str]) -> pd.DataFrame:
-        """Stored test rows, with their null distributions."""
-        return self._call("tests", test_ids=list(test_ids))
+    def tests(self, test_ids: Sequence[str], *, nulls: bool = True) -> pd.DataFrame:
+        """Stored test rows, with their null distributions unless ``nulls`` is False."""
+        return self._call("tests", test_ids=list(test_ids), nulls=nulls)
 
     def arms(self, arm_ids: Sequence[str] | None = None) -> pd.DataFrame:
         """Stored arms (the given ones, or all)."""
         ids = None if arm_ids is None else list(arm_ids)
         return self._call("arms", arm_ids=ids)
 
-    def samples(self, arm_ids: Sequence[str] | None = None) -> pd.DataFrame:
-        """Stored outputs (of the given arms, or all)."""
+    def samples(
+        self, arm_ids: Sequence[str] | None = None, *, first: int | None = None
+    ) -> pd.DataFrame:
+        """Stored outputs (of the given arms, or all; with ``first``, those of index below it)."""
         ids = None if arm_ids is None else list(arm_ids)
-        return self._call("samples", arm_ids=ids)
+        return self._call("samples", arm_ids=ids, first=first)
 
     def usage(self, arm_ids: Sequence[str]) -> pd.DataFrame:
         """Outputs, tokens and cost per arm."""

@@ -56,6 +56,10 @@ def _fits(value: Any, kind: str) -> bool:
         return isinstance(value, str)
     if kind == "int":
         return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "bool":
+        return isinstance(value, bool)
+    if kind == "int?":
+        return value is None or (isinstance(value, int) and not isinstance(value, bool))
     if kind == "strs?" and value is None:
         return True
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
@@ -70,9 +74,9 @@ READS: dict[str, Read] = {
     "run": Read(_ONE_RUN, "frame"),
     "results": Read(_ONE_RUN, "frame"),
     "arm_failures": Read(_ONE_RUN, "frame"),
-    "tests": Read((("test_ids", "strs"),), "frame"),
+    "tests": Read((("test_ids", "strs"), ("nulls", "bool")), "frame"),
     "arms": Read((("arm_ids", "strs?"),), "frame"),
-    "samples": Read((("arm_ids", "strs?"),), "frame"),
+    "samples": Read((("arm_ids", "strs?"), ("first", "int?")), "frame"),
     "usage": Read(_ARMS, "frame"),
     "arms_vectors": Read((*_ARMS, ("embedder", "str"), ("k", "int")), "vectors"),
     "arm_vectors": Read((("arm_id", "str"), ("embedder", "str"), ("k", "int")), "vectors"),
