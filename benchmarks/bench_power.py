@@ -152,16 +152,16 @@ def auto_rows(by_scenario: list[dict[int, dict[str, int]]], cfg: Config) -> list
         for k in cfg.k_grid:
             counts = by_k[k]
             best = max(SINGLE, key=lambda name: counts[name])
-            gap = (counts[best] - counts["auto"]) / cfg.n_audits
+            gap = counts[best] - counts["auto"]  # in audits: exact comparison
             rows.append(
                 [
                     scenario.name,
                     k,
                     best,
-                    f"{counts[best] / cfg.n_audits:.2f}",
-                    f"{counts['auto'] / cfg.n_audits:.2f}",
-                    f"{gap:+.2f}",
-                    "ok" if gap <= AUTO_GAP else "MISS",
+                    f"{counts[best] / cfg.n_audits:.3f}",
+                    f"{counts['auto'] / cfg.n_audits:.3f}",
+                    f"{gap / cfg.n_audits:+.3f}",
+                    "ok" if gap <= round(AUTO_GAP * cfg.n_audits) else "MISS",
                 ]
             )
     return rows
