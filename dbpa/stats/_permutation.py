@@ -196,26 +196,39 @@ def _run(
     # Exact: the observed split is one of the enumerated ones, so count >= 1.
     p_value = count / null.size if exact else (1 + count) / (1 + null.size)
 
-    null.setflags(write=False)
-    null_mean = float(null.mean())
-    null_std = float(null.std(ddof=1)) if null.size > 1 else 0.0
-    effect = statistic - null_mean
-    return PermutationTestResult(
-        statistic=statistic,
-        p_value=float(p_value),
-        null_distribution=null,
-        null_mean=null_mean,
-        null_std=null_std,
-        effect=effect,
-        z=effect / null_std if null_std > 0 else math.nan,
+    return _result(
+        statistic,
+        float(p_value),
+        null,
         n_permutations=n_permutations,
-        evaluated=int(null.size),
         exact=exact,
         k_a=k_a,
         k_b=n - k_a,
         omega=spec.name,
         similarity=similarity,
         options=MappingProxyType(options),
+    )
+
+
+def _result(
+    statistic: float, p_value: float, null: NDArray[np.float64], **fields: Any
+) -> PermutationTestResult:
+    """The result with its null summaries (mean, sd, bias-corrected effect, z); the null is
+    made read-only."""
+    null.setflags(write=False)
+    null_mean = float(null.mean())
+    null_std = float(null.std(ddof=1)) if null.size > 1 else 0.0
+    effect = statistic - null_mean
+    return PermutationTestResult(
+        statistic=statistic,
+        p_value=p_value,
+        null_distribution=null,
+        null_mean=null_mean,
+        null_std=null_std,
+        effect=effect,
+        z=effect / null_std if null_std > 0 else math.nan,
+        evaluated=int(null.size),
+        **fields,
     )
 
 
@@ -280,22 +293,11 @@ def _run_combined(
         )
         for c, part in enumerate(parts)
     }
-    null = combination.combined[evaluated].copy()
-    null.setflags(write=False)
-    statistic = float(combination.combined[0])
-    null_mean = float(null.mean())
-    null_std = float(null.std(ddof=1)) if null.size > 1 else 0.0
-    effect = statistic - null_mean
-    return PermutationTestResult(
-        statistic=statistic,
-        p_value=combination.p_value,
-        null_distribution=null,
-        null_mean=null_mean,
-        null_std=null_std,
-        effect=effect,
-        z=effect / null_std if null_std > 0 else math.nan,
+    return _result(
+        float(combination.combined[0]),
+        combination.p_value,
+        combination.combined[evaluated].copy(),
         n_permutations=n_permutations,
-        evaluated=int(null.size),
         exact=exact,
         k_a=k_a,
         k_b=n - k_a,
