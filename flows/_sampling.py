@@ -100,13 +100,26 @@ class Sampling:
             self._hold(exc)
 
     def finish(self) -> dict[str, str]:
-        """Record and log the arms that failed permanently, and return them (arm_id -> why);
-        raise the first error held instead if there is one."""
+        """Record the arms that failed permanently and log them (one error per model, each
+        arm at INFO), and return them (arm_id -> why); raise the first error held instead if
+        there is one."""
         logger = get_run_logger()
         arms = {a.arm_id: a for a in self._plan.arms} if self._failures else {}
+        failed: dict[str, dict[str, None]] = {}  # model label -> its reasons, in order
         for arm_id, reason in self._failures.items():
-            self._store.add_arm_failure(self._run_id, arm_id, arms[arm_id].model.model, reason)
-            logger.error("arm %s failed: %s", self._labels[arm_id], reason)
+            model = arms[arm_id].model
+            self._store.add_arm_failure(self._run_id, arm_id, model.model, reason)
+            logger.info("arm %s failed: %s", self._labels[arm_id], reason)
+            failed.setdefault(model.label, {})[reason] = None
+        for label, reasons in failed.items():
+            of_model = [a for a in arms.values() if a.model.label == label]
+            logger.error(
+                "%d of %d arms of %s could not be sampled: %s",
+                sum(1 for a in of_model if a.arm_id in self._failures),
+                len(of_model),
+                label,
+                "; ".join(reasons),
+            )
         if self._held is not None:
             raise self._held
         return dict(self._failures)

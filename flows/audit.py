@@ -156,8 +156,7 @@ def audit(config: AuditConfig, db: str = "dbpa.duckdb", out: str | None = None) 
             raise
         finally:
             storage.unregister(store)
-    if failures:
-        logger.error(message)
+    if failures:  # the engine logs it, with the flow run's failure
         raise AuditIncomplete(message)
     logger.info("run %s completed; report: %s", run_id, reports["html"])
     return AuditOutcome(

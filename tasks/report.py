@@ -8,14 +8,6 @@ from prefect import task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 import storage
-from dbpa.report import (
-    RENDERERS,
-    default_report_dir,
-    gather,
-    report_path,
-    results_table,
-    summary_markdown,
-)
 
 __all__ = ["artifact_key", "write_reports"]
 
@@ -29,7 +21,19 @@ def artifact_key(audit: str, suffix: str) -> str:
 @task(name="report", task_run_name="report {run_id}")
 def write_reports(db: str, run_id: str, out_dir: str | None = None) -> dict[str, str]:
     """Write the HTML, Markdown and JSON reports (to ``out_dir``, default ``reports/`` next
-    to the database); publish a results table and a summary."""
+    to the database); publish a results table and a summary.
+
+    The report package (matplotlib, jinja2) is imported here, when a run reports, so that
+    importing the audit flow does not delay a run's first model request."""
+    from dbpa.report import (
+        RENDERERS,
+        default_report_dir,
+        gather,
+        report_path,
+        results_table,
+        summary_markdown,
+    )
+
     store = storage.get(db)
     data = gather(store, run_id)
     paths: dict[str, str] = {}

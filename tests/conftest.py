@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-pytest_plugins = ["tests.support.providers"]
+pytest_plugins = ["tests.support.providers", "tests.support.cli_process"]
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Annotated
 
 import typer
@@ -28,13 +28,17 @@ from ._common import (
     RunnerOption,
     SetOption,
     err,
+    exit_code,
     fail,
     out,
     parse_overrides,
     wait_for_record,
 )
+from ._quiet import quiet_console
 from ._record import print_results
+from ._server import PrefectServer, TemporaryServerError
 from ._validate import load_audit
+from ._warm import embedder_warmed, pending_work, warm_up
 
 
 @contextmanager
@@ -77,20 +81,55 @@ def run(
     """Run (or resume) an audit; re-running the same command resumes it."""
     if not verbose:
         os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
+    # Start-up in parallel: Prefect's temporary server starts in its own process first, while
+    # this one loads the config, reads what the record still needs and warms that up.
+    server = PrefectServer.launch()
     cfg, plan = load_audit(config, set_)
     wait_for_record(db, wait=not no_wait)
+    work = pending_work(plan, db)
+    warm_up(work)
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+
+    from dbpa.llm import TransientModelError
     from flows.audit import AuditIncomplete, run_audit
 
+    server.confirm()
     err.print(
         f"[bold]{cfg.name}[/]: {len(plan.tests)} tests, {len(plan.arms)} arms x k={cfg.k}; "
         f"record: {db}"
     )
     try:
-        with _progress_bars():
+        server.ready()
+    except TemporaryServerError as exc:
+        raise fail(ExitCode.INCOMPLETE, str(exc)) from None
+
+    def reported(error: Exception) -> bool:  # printed as this command's exit message
+        return exit_code(error) is not None or isinstance(error, TransientModelError)
+
+    try:
+        with ExitStack() as running:
+            if not verbose:
+                running.enter_context(quiet_console(reported))
+            running.enter_context(_progress_bars())
+            if runner == "threads":  # the embedding tasks run in this process
+                running.enter_context(embedder_warmed(cfg.embedder, work))
+            if server.active:  # no heartbeats, as with Prefect's own temporary server
+                running.enter_context(
+                    temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None})
+                )
             outcome = run_audit(cfg, str(db), str(out_dir) if out_dir else None, runner)
-    except AuditIncomplete:
+    except (AuditIncomplete, TransientModelError) as stopped:
+        # Prefect keeps the flow run's exception (as its result) until exit; without its
+        # traceback, the flow's frames and the record connection they hold are freed now.
+        stopped.__traceback__ = None
         print_results(db, "latest")
-        raise
+        if isinstance(stopped, AuditIncomplete):
+            raise
+        raise fail(
+            ExitCode.INCOMPLETE,
+            f"{stopped}. Every output sampled so far is kept; run the same command again to "
+            "resume.",
+        ) from None
     rejected_controls = print_results(db, outcome.run_id)
     for fmt, path in outcome.reports.items():
         out.print(f"{fmt} report: {path}")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import functools
+import threading
 
 from dbpa.specs import EmbedderSpec
 
@@ -28,9 +28,17 @@ def embedder_key(spec: EmbedderSpec) -> str:
     return f"litellm:{spec.model}{endpoint}"
 
 
-@functools.cache
+_EMBEDDERS: dict[EmbedderSpec, Embedder] = {}
+_LOCK = threading.Lock()
+
+
 def get_embedder(spec: EmbedderSpec) -> Embedder:
-    """The embedder for ``spec``, created (and its model loaded) once per process."""
-    if spec.backend == "sentence-transformers":
-        return SentenceTransformerEmbedder(spec)
-    return LiteLLMEmbedder(spec)
+    """The embedder for ``spec``, created (and its model loaded) once per process, also when
+    threads ask at once (``dbpa run`` loads it in the background while a task may ask)."""
+    with _LOCK:
+        if spec not in _EMBEDDERS:
+            if spec.backend == "sentence-transformers":
+                _EMBEDDERS[spec] = SentenceTransformerEmbedder(spec)
+            else:
+                _EMBEDDERS[spec] = LiteLLMEmbedder(spec)
+        return _EMBEDDERS[spec]

@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 
 from dbpa.cli import app
 from tests.cli.conftest import invoke, text
-from tests.pipeline.conftest import RULES, make_config
+from tests.pipeline.conftest import KEY_ENV, RULES, make_config
+from tests.support.cli_process import normalised, run_dbpa
 from tests.support.scripted_server import Fault, Rule, ScriptedServer
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -83,6 +84,50 @@ def test_a_401_exits_1_fast_naming_the_model(tmp_path, write_config):
     assert "AuthenticationError" in text(result)
     assert "sk-pipeline-test" not in result.output
     assert elapsed < 30
+
+
+REJECTED = (
+    "model 'openai/scripted': AuthenticationError (HTTP 401): litellm.AuthenticationError: "
+    "AuthenticationError: OpenAIException - Incorrect API key provided: *** "
+    f"(the key comes from ${KEY_ENV})"
+)
+
+
+@pytest.mark.slow
+def test_a_rejected_key_prints_each_failure_once_and_no_traceback(
+    tmp_path, write_config, prefect_home
+):
+    """The whole terminal output of ``dbpa run`` (a fresh interpreter, Prefect's temporary
+    server) when the provider rejects the key: one line for the failed model, not one per
+    arm; no traceback of Prefect's engine or ours; no leak report at exit."""
+    with ScriptedServer(rules=RULES, script=[Fault("401")] * 100) as bad:
+        config = write_config(make_config(bad))
+        done = run_dbpa(
+            ["run", str(config), "--db", str(tmp_path / "a.duckdb")],
+            prefect_home,
+            cwd=tmp_path,
+            env={KEY_ENV: "sk-pipeline-test"},
+        )
+    assert done.returncode == 1, done.stdout
+    assert normalised(done.stdout, tmp_path) == "\n".join(
+        [
+            "persona-test: 4 tests, 5 arms x k=8; record: <TMP>/a.duckdb",
+            "<TIME> | ERROR | Flow run 'audit persona-test' - 5 of 5 arms of openai/scripted "
+            f"could not be sampled: {REJECTED}",
+            "sample 0/40 outputs <ELAPSED>",
+            "embed 0/5 arms <ELAPSED>",
+            "test 0/4 tests <ELAPSED>",
+            "run <RUN> (incomplete)",
+            "perturbation label omega effect p adj. p decision",
+            "<RULE>",
+            "persona-doctor control - - - - not tested",
+            "persona-nurse control - - - - not tested",
+            "persona-comedian target - - - - not tested",
+            "persona-child target - - - - not tested",
+            f"error: 5 of 5 arms could not be sampled: {REJECTED}. Every other output and "
+            "result is kept; fix the cause and run the same command again.",
+        ]
+    )
 
 
 @pytest.mark.usefixtures("prefect_harness")

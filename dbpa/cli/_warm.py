@@ -1,0 +1,131 @@
+"""What a run still has to do, read from the record before its flow starts, and the
+warm-ups that follow from it.
+
+``dbpa run`` loads nothing the record makes unnecessary: a finished audit asks no model and
+embeds nothing, so its re-run imports neither litellm nor torch and starts no local model.
+What a run will need is loaded in background threads while Prefect's server starts: litellm
+and the local models' servers at once (or, with nothing to sample, the report package), the
+embedder (torch and sentence-transformers, the
+heaviest import) once the first output is stored, so that it does not slow the way to the
+first model request and is not loaded at all when every request fails. The flow itself
+loads whatever it uses on first use as before, so a warm-up only ever saves time: its
+errors are left for the flow to meet and report.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from dbpa import progress
+
+if TYPE_CHECKING:
+    from dbpa.plan import AuditPlan
+    from dbpa.specs import EmbedderSpec
+
+
+@dataclass(frozen=True)
+class PendingWork:
+    """What a run of a plan still has to do, by the record."""
+
+    models: frozenset[str]
+    """Model strings of the arms short of k outputs (they will be sampled)."""
+    embedding: bool
+    """Whether some output has (or will have) no vector from the plan's embedder."""
+
+
+def pending_work(plan: AuditPlan, db: Path) -> PendingWork:
+    """What a run of ``plan`` on the record ``db`` still has to do.
+
+    Everything when the record is missing or cannot be read here (in use, damaged): the
+    flow then meets and reports that itself.
+    """
+    everything = PendingWork(frozenset(a.model.model for a in plan.arms), embedding=True)
+    if not db.is_file():
+        return everything
+    import storage
+
+    arm_ids = [a.arm_id for a in plan.arms]
+    try:
+        with storage.Store(db, read_only=True) as store:
+            stored = store.sample_indices(arm_ids)
+            short = frozenset(
+                a.model.model
+                for a in plan.arms
+                if sum(1 for i in stored[a.arm_id] if i < plan.k) < plan.k
+            )
+            if short:
+                return PendingWork(short, embedding=True)
+            texts = store.arm_texts(arm_ids, plan.k)
+            missing = store.missing_embeddings(plan.embedder, texts.text_hash)
+    except Exception:  # the flow opens the record itself and reports what is wrong
+        return everything
+    return PendingWork(frozenset(), embedding=bool(missing))
+
+
+def warm_up(work: PendingWork) -> None:
+    """Load in background threads what the run needs first: litellm and the servers of the
+    local models when something is to be sampled; else the report package (such a run goes
+    straight to its report)."""
+    if not work.models:
+        _background("dbpa-warm-report", lambda: importlib.import_module("dbpa.report"))
+        return
+    from dbpa.llm import litellm, local_server
+    from dbpa.specs import LOCAL_MODEL_PREFIX
+
+    _background("dbpa-warm-litellm", litellm)
+    for model in sorted(m for m in work.models if m.startswith(LOCAL_MODEL_PREFIX)):
+        _background(f"dbpa-warm-{model}", lambda model=model: local_server(model))
+
+
+@contextmanager
+def embedder_warmed(spec: EmbedderSpec, work: PendingWork) -> Iterator[None]:
+    """Inside the block, load the embedder of ``spec`` in a background thread: at once when
+    nothing is to be sampled, else once the first output is stored (nothing when no
+    output needs a vector)."""
+    if not work.embedding:
+        yield
+        return
+    from dbpa.embedding import get_embedder
+
+    def load() -> None:
+        get_embedder(spec)
+
+    if not work.models:
+        _background("dbpa-warm-embedder", load)
+        yield
+        return
+    with progress.listen(_once_sampled(lambda: _background("dbpa-warm-embedder", load))):
+        yield
+
+
+def _once_sampled(start: Callable[[], None]) -> progress.Listener:
+    """A progress listener that calls ``start`` once, at the first output sampled."""
+    first: dict[str, int] = {}
+    lock = threading.Lock()
+
+    def listener(update: progress.Progress) -> None:
+        if update.phase != "sample":
+            return
+        with lock:
+            before = first.setdefault("done", update.done)
+            if update.done <= before or first.get("started"):
+                return
+            first["started"] = 1
+        start()
+
+    return listener
+
+
+def _background(name: str, load: Callable[[], object]) -> None:
+    def run() -> None:
+        with contextlib.suppress(Exception):  # the flow meets and reports it on first use
+            load()
+
+    threading.Thread(target=run, name=name, daemon=True).start()

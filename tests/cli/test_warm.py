@@ -1,0 +1,89 @@
+"""What ``dbpa run`` reads from the record before its flow starts, and what it warms up."""
+
+from __future__ import annotations
+
+import re
+import threading
+
+import pytest
+
+import dbpa.embedding
+from dbpa.cli._warm import PendingWork, embedder_warmed, pending_work
+from dbpa.config import parse_config
+from dbpa.plan import plan_audit
+from dbpa.progress import Counter
+from dbpa.specs import EmbedderSpec
+from flows.audit import run_audit
+from tests.pipeline.conftest import KEY_ENV, make_config
+from tests.support.cli_process import run_dbpa
+
+HEAVY = ("litellm", "torch", "sentence_transformers", "xllamacpp")
+
+
+def test_a_new_record_needs_everything(tmp_path, provider):
+    plan = plan_audit(parse_config(make_config(provider)))
+    assert pending_work(plan, tmp_path / "none.duckdb") == PendingWork(
+        frozenset({"openai/scripted"}), embedding=True
+    )
+
+
+def test_a_record_that_cannot_be_read_needs_everything(tmp_path, provider):
+    plan = plan_audit(parse_config(make_config(provider)))
+    damaged = tmp_path / "damaged.duckdb"
+    damaged.write_bytes(b"not a database" * 100)
+    assert pending_work(plan, damaged).models == {"openai/scripted"}
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_a_finished_audit_needs_nothing_and_more_outputs_need_the_model(tmp_path, provider):
+    config = parse_config(make_config(provider))
+    db = tmp_path / "done.duckdb"
+    run_audit(config, str(db), str(tmp_path / "reports"))
+    assert pending_work(plan_audit(config), db) == PendingWork(frozenset(), embedding=False)
+    more = parse_config(make_config(provider, k=10))
+    assert pending_work(plan_audit(more), db) == PendingWork(
+        frozenset({"openai/scripted"}), embedding=True
+    )
+
+
+def test_the_embedder_loads_once_the_first_output_is_stored(monkeypatch):
+    loaded = threading.Event()
+    monkeypatch.setattr(dbpa.embedding, "get_embedder", lambda spec: loaded.set())
+    work = PendingWork(frozenset({"openai/scripted"}), embedding=True)
+    with embedder_warmed(EmbedderSpec(), work):
+        counter = Counter("sample", total=4, done=1)  # resumed: one output was stored
+        Counter("embed", total=2).add(1)
+        assert not loaded.wait(0.2)
+        counter.add(1)
+        assert loaded.wait(10)
+
+
+def test_the_embedder_loads_at_once_when_nothing_is_to_be_sampled(monkeypatch):
+    loaded = threading.Event()
+    monkeypatch.setattr(dbpa.embedding, "get_embedder", lambda spec: loaded.set())
+    with embedder_warmed(EmbedderSpec(), PendingWork(frozenset(), embedding=True)):
+        assert loaded.wait(10)
+
+
+def test_no_embedder_when_every_output_has_its_vector(monkeypatch):
+    monkeypatch.setattr(dbpa.embedding, "get_embedder", lambda spec: pytest.fail("loaded"))
+    with embedder_warmed(EmbedderSpec(), PendingWork(frozenset(), embedding=False)):
+        Counter("sample", total=4).add(4)
+
+
+@pytest.mark.slow
+def test_the_rerun_of_a_finished_audit_loads_no_model_stack(
+    tmp_path, provider, write_config, prefect_home
+):
+    config = str(write_config(make_config(provider)))
+    args = ["run", config, "--db", str(tmp_path / "a.duckdb")]
+    env = {KEY_ENV: "sk-pipeline-test", "PYTHONPROFILEIMPORTTIME": "1"}
+    first = run_dbpa(args, prefect_home, cwd=tmp_path, env=env)
+    assert first.returncode == 0, first.stdout
+    assert re.search(r"\|\s+litellm$", first.stdout, re.MULTILINE)  # the check can fail
+    requests = provider.counts.total
+    again = run_dbpa(args, prefect_home, cwd=tmp_path, env=env)
+    assert again.returncode == 0, again.stdout
+    assert provider.counts.total == requests
+    imported = re.findall(r"\|\s+([\w.]+)$", again.stdout, re.MULTILINE)
+    assert [m for m in imported if m.split(".")[0] in HEAVY] == []
