@@ -156,6 +156,9 @@ def _environment(home: Path) -> dict[str, str]:
     return env | {
         "PREFECT_HOME": str(home),
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        # Prefect's 20 s default fails the first start in a new home on a loaded machine;
+        # the same for every measure, it times nothing.
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "300",
         "DO_NOT_TRACK": "1",
         "PYTHONPATH": str(ROOT),
         KEY_ENV: "sk-bench",

@@ -82,12 +82,11 @@ def run(
     if not verbose:
         os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
     # Start-up in parallel: Prefect's temporary server starts in its own process first, while
-    # this one loads the config, reads what the record still needs and warms that up.
+    # this one loads the config, reads what the record still needs and loads that.
     server = PrefectServer.launch()
     cfg, plan = load_audit(config, set_)
     wait_for_record(db, wait=not no_wait)
     work = pending_work(plan, db)
-    warm_up(work)
     from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
     from dbpa.llm import TransientModelError
@@ -98,6 +97,7 @@ def run(
         f"[bold]{cfg.name}[/]: {len(plan.tests)} tests, {len(plan.arms)} arms x k={cfg.k}; "
         f"record: {db}"
     )
+    warm_up(work)
     try:
         server.ready()
     except TemporaryServerError as exc:

@@ -28,8 +28,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 DEFAULT_STARTUP_TIMEOUT_S = 90
@@ -94,6 +92,8 @@ class TemporaryServer:
 
     def wait(self, timeout: float) -> str | None:
         """None once the server answers; why not, after ``timeout`` s from its launch."""
+        import urllib.request  # here: ``dbpa --help`` imports this module
+
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         while time.monotonic() - self.started < timeout:
             if self._process.poll() is not None:
@@ -144,7 +144,8 @@ class PrefectServer:
 
     @classmethod
     def launch(cls) -> PrefectServer:
-        """Launch the server now unless ``PREFECT_API_URL`` is in the environment."""
+        """Launch the server now, unless ``PREFECT_API_URL`` is in the environment (or, with
+        Prefect's settings already loaded, unless they say Prefect would not start one)."""
         manager = cls()
         if "prefect.settings" in sys.modules:  # settings loaded already: ask them at once
             wanted = _prefect_would_start_one()

@@ -3,13 +3,13 @@ warm-ups that follow from it.
 
 ``dbpa run`` loads nothing the record makes unnecessary: a finished audit asks no model and
 embeds nothing, so its re-run imports neither litellm nor torch and starts no local model.
-What a run will need is loaded in background threads while Prefect's server starts: litellm
-and the local models' servers at once (or, with nothing to sample, the report package), the
-embedder (torch and sentence-transformers, the
-heaviest import) once the first output is stored, so that it does not slow the way to the
-first model request and is not loaded at all when every request fails. The flow itself
-loads whatever it uses on first use as before, so a warm-up only ever saves time: its
-errors are left for the flow to meet and report.
+What a run needs first is loaded while Prefect's server starts: litellm and the local
+models' servers (or, with nothing to sample, the report package). The embedder (torch and
+sentence-transformers, the heaviest import) loads in a background thread once the first
+output is stored, so that it does not slow the way to the first model request, is ready
+early for the first arms' embedding, and is not loaded at all when every request fails. The
+flow loads whatever it uses on first use as before, so a warm-up only ever saves time; the
+errors of the background ones are left for the flow to meet and report.
 """
 
 from __future__ import annotations
@@ -70,18 +70,19 @@ def pending_work(plan: AuditPlan, db: Path) -> PendingWork:
 
 
 def warm_up(work: PendingWork) -> None:
-    """Load in background threads what the run needs first: litellm and the servers of the
-    local models when something is to be sampled; else the report package (such a run goes
-    straight to its report)."""
+    """Load what the run needs first: the servers of the local models among ``work.models``
+    in background threads (native work), then litellm when something is to be sampled, else
+    the report package (such a run goes straight to its report), in this thread: imports
+    hold the interpreter lock anyway, and imports in two threads at once can deadlock."""
     if not work.models:
-        _background("dbpa-warm-report", lambda: importlib.import_module("dbpa.report"))
+        importlib.import_module("dbpa.report")
         return
     from dbpa.llm import litellm, local_server
     from dbpa.specs import LOCAL_MODEL_PREFIX
 
-    _background("dbpa-warm-litellm", litellm)
     for model in sorted(m for m in work.models if m.startswith(LOCAL_MODEL_PREFIX)):
         _background(f"dbpa-warm-{model}", lambda model=model: local_server(model))
+    litellm()
 
 
 @contextmanager
