@@ -131,6 +131,29 @@ def test_a_rejected_key_prints_each_failure_once_and_no_traceback(
 
 
 @pytest.mark.usefixtures("prefect_harness")
+def test_a_provider_that_keeps_failing_exits_1_with_a_message(tmp_path, write_config, monkeypatch):
+    import flows._sampling
+
+    quick = flows._sampling.sample_arms.with_options(retries=0)  # no 10 s and 60 s task retries
+    monkeypatch.setattr(flows._sampling, "sample_arms", quick)
+    with ScriptedServer(rules=RULES, script=[Fault("500")] * 1000) as failing:
+        config = make_config(failing)
+        config["models"][0]["max_retries"] = 0
+        result = invoke(
+            "run",
+            str(write_config(config)),
+            "--db",
+            str(tmp_path / "f.duckdb"),
+            "--out",
+            str(tmp_path / "reports"),
+        )
+    assert result.exit_code == 1, result.output
+    assert "error: model 'openai/scripted': still failing after 0 retries" in text(result)
+    assert "Every output sampled so far is kept; run the same command again" in text(result)
+    assert "(failed)" in text(result)  # the run's table, as for an incomplete run
+
+
+@pytest.mark.usefixtures("prefect_harness")
 def test_ci_gate_exits_3_when_a_control_changes(tmp_path, write_config):
     rules = (Rule("Act as a doctor", [("Take antibiotics immediately.", 1)]), *RULES)
     with ScriptedServer(rules=rules, embedding_dimension=24) as server:
