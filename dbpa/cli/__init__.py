@@ -1,8 +1,9 @@
 """The ``dbpa`` command.
 
 Exit codes: 0 success; 1 the audit ran but could not finish (a model failed
-permanently: the message names it, all other work is kept); 2 bad input (file, field
-and reason); 3 ``--fail-on-control-rejection`` and a control perturbation was rejected.
+permanently: the message names it, all other work is kept), or Prefect's temporary server
+did not start; 2 bad input (file, field and reason); 3 ``--fail-on-control-rejection`` and
+a control perturbation was rejected.
 
 One module per command group; each imports what only its command needs (Prefect, the
 record, the report, the statistics) when that command runs, so ``dbpa --help`` and the
