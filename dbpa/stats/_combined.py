@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypedDict
 
 import numpy as np
 from numpy.typing import NDArray
@@ -114,14 +115,31 @@ def component_result(
     omega: str, aspect: str, statistic: float, p_value: float, null: Vector
 ) -> ComponentResult:
     """A component's summary from its observed value, p-value and null values."""
-    null_mean = float(null.mean())
-    null_std = float(null.std(ddof=1)) if null.size > 1 else 0.0
-    effect = statistic - null_mean
     return ComponentResult(
         omega=omega,
         aspect=aspect,
         statistic=statistic,
         p_value=p_value,
+        **null_summary(statistic, null),
+    )
+
+
+class NullSummary(TypedDict):
+    """What a permutation null says about an observed statistic."""
+
+    null_mean: float
+    null_std: float
+    effect: float
+    z: float
+
+
+def null_summary(statistic: float, null: Vector) -> NullSummary:
+    """``null_mean``, ``null_std`` (ddof 1; 0 for one value), the bias-corrected ``effect``
+    (statistic minus the null mean) and ``z`` (effect / null_std, NaN when degenerate)."""
+    null_mean = float(null.mean())
+    null_std = float(null.std(ddof=1)) if null.size > 1 else 0.0
+    effect = statistic - null_mean
+    return NullSummary(
         null_mean=null_mean,
         null_std=null_std,
         effect=effect,

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ._combined import ComponentResult, combine, component_result, driver
+from ._combined import ComponentResult, combine, component_result, driver, null_summary
 from ._omega import OMEGAS, Kernel, Omega
 from ._similarity import SIMILARITIES, pool_arms, pooled_similarity
 from ._validation import RngLike, as_pooled_matrix, as_positive_int, as_rng, choose
@@ -216,17 +216,11 @@ def _result(
     """The result with its null summaries (mean, sd, bias-corrected effect, z); the null is
     made read-only."""
     null.setflags(write=False)
-    null_mean = float(null.mean())
-    null_std = float(null.std(ddof=1)) if null.size > 1 else 0.0
-    effect = statistic - null_mean
     return PermutationTestResult(
         statistic=statistic,
         p_value=p_value,
         null_distribution=null,
-        null_mean=null_mean,
-        null_std=null_std,
-        effect=effect,
-        z=effect / null_std if null_std > 0 else math.nan,
+        **null_summary(statistic, null),
         evaluated=int(null.size),
         **fields,
     )

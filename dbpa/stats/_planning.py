@@ -106,19 +106,11 @@ def plan_k(
     m = as_positive_int(m, "m")
     correction = choose(correction, "correction", CORRECTIONS)
     power = as_probability(power, "power")
-    pilot_limit = min(len(np.asarray(pilot_a)), len(np.asarray(pilot_b)))
-    grid = [c for c in _as_candidates(candidates) if c <= pilot_limit]
-    if not grid:
-        raise ValueError(
-            f"candidates: none is at most the smaller pilot ({pilot_limit} outputs); arms are "
-            "drawn without replacement, so a pilot must be at least as large as the k it tests"
-        )
+    candidate_ks = _as_candidates(candidates)
     n_sims = as_positive_int(n_simulations, "n_simulations")
     n_perm = as_positive_int(n_permutations, "n_permutations")
     if detectable_at is not None:
         detectable_at = as_positive_int(detectable_at, "detectable_at", minimum=2)
-        if 2 * detectable_at > len(np.asarray(pilot_a)) or detectable_at > pilot_limit:
-            detectable_at = None  # not without replacement: see SamplePlan.detectable_at
     level = lone_threshold(m, alpha, correction)
     if 1.0 / (n_perm + 1) > level:
         raise ValueError(
@@ -126,6 +118,17 @@ def plan_k(
             f"the per-test level {level:.3g} ({correction}, m={m}, alpha={alpha}); "
             f"use B >= {min_permutations(m, alpha, correction)}"
         )
+    pilot_limit = min(len(np.asarray(pilot_a)), len(np.asarray(pilot_b)))
+    grid = [c for c in candidate_ks if c <= pilot_limit]
+    if not grid:
+        raise ValueError(
+            f"candidates: none is at most the smaller pilot ({pilot_limit} outputs); arms are "
+            "drawn without replacement, so a pilot must be at least as large as the k it tests"
+        )
+    if detectable_at is not None and (
+        2 * detectable_at > len(np.asarray(pilot_a)) or detectable_at > pilot_limit
+    ):
+        detectable_at = None  # not without replacement: see SamplePlan.detectable_at
     gen = as_rng(rng)
 
     def simulate(k: int, share: float = 1.0) -> PowerResult:
