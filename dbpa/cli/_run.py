@@ -34,6 +34,7 @@ from ._common import (
     parse_overrides,
     wait_for_record,
 )
+from ._head_start import HeadStart
 from ._quiet import quiet_console
 from ._record import print_results
 from ._server import PrefectServer, TemporaryServerError
@@ -83,25 +84,38 @@ def run(
         os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
     # Start-up in parallel: Prefect's temporary server starts in its own process first, while
     # this one loads the config, reads what the record still needs and loads that.
+    # Sampling starts too, before Prefect is imported (its outputs wait in the record for
+    # the flow's tasks); Prefect then loads, and the head start stops once the server answers.
     server = PrefectServer.launch()
     cfg, plan = load_audit(config, set_)
     wait_for_record(db, wait=not no_wait)
     work = pending_work(plan, db)
-    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
-
-    from dbpa.llm import TransientModelError
-    from flows.audit import AuditIncomplete, run_audit
-
-    server.confirm()
-    err.print(
-        f"[bold]{cfg.name}[/]: {len(plan.tests)} tests, {len(plan.arms)} arms x k={cfg.k}; "
-        f"record: {db}"
-    )
     warm_up(work)
+    head_start = HeadStart(plan, db) if work.models else None
     try:
+        from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+
+        from dbpa.llm import TransientModelError
+        from flows.audit import AuditIncomplete, run_audit
+
+        server.confirm()
+        err.print(
+            f"[bold]{cfg.name}[/]: {len(plan.tests)} tests, {len(plan.arms)} arms x k={cfg.k}; "
+            f"record: {db}"
+        )
         server.ready()
     except TemporaryServerError as exc:
-        raise fail(ExitCode.INCOMPLETE, str(exc)) from None
+        kept = head_start.stop() if head_start is not None else 0
+        message = str(exc)
+        if kept:
+            message += (
+                f"\nThe {kept} outputs sampled meanwhile are kept in {db}: the next run asks "
+                "only for the others."
+            )
+        raise fail(ExitCode.INCOMPLETE, message) from None
+    finally:
+        if head_start is not None:
+            head_start.stop()
 
     def reported(error: Exception) -> bool:  # printed as this command's exit message
         return exit_code(error) is not None or isinstance(error, TransientModelError)
