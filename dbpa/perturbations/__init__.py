@@ -4,8 +4,9 @@ An audit lists perturbation specs (a pydantic union on ``kind``); ``expand(origi
 turns them into concrete, labelled perturbations with stable ids. Kinds: ``prompt``
 (explicit prompt variants), ``template`` and ``personas`` (a template over values, e.g. the
 paper's eight personas), ``system_prompt``, ``model`` and ``sampling`` (system swaps),
-``record`` (a structured prompt edited one field at a time) and ``cardiovascular`` (the
-paper's control/target patient study). Pure Python: pydantic, numpy and the standard library.
+``record`` (a structured prompt edited one field at a time), ``cardiovascular`` (the
+paper's control/target patient study) and ``noise`` (seeded typos, casing, whitespace,
+punctuation, filler words and contractions). Pure Python: pydantic, numpy and the standard library.
 """
 
 from ._cardiovascular import (
@@ -38,25 +39,43 @@ from ._kinds import (
     TextVariant,
 )
 from ._model import Label, Perturbation
+from ._noise import DEFAULT_OPERATIONS, NoiseSpec
+from ._noise_ops import (
+    CONTRACTIONS,
+    FILLERS,
+    OPERATIONS,
+    QWERTY_NEIGHBOURS,
+    TYPO_KINDS,
+    Noisy,
+    apply_noise,
+)
 from ._personas import PAPER_PERSONAS, PERSONA_TEMPLATE, PersonasSpec
 from ._records import RecordEdit, RecordSpec
 
 __all__ = [
     "AGE_BANDS",
+    "CONTRACTIONS",
+    "DEFAULT_OPERATIONS",
     "ETHNICITIES",
     "FEMALE_NAMES",
+    "FILLERS",
     "MALE_NAMES",
+    "OPERATIONS",
     "PAPER_CVD_TEMPLATE",
     "PAPER_PERSONAS",
     "PERSONA_TEMPLATE",
+    "QWERTY_NEIGHBOURS",
     "SYSTOLIC_BP_BANDS",
     "TOTAL_CHOLESTEROL_BANDS",
+    "TYPO_KINDS",
     "Band",
     "CardiovascularSpec",
     "ControlCounts",
     "Label",
     "ModelSwapSpec",
     "ModelVariant",
+    "NoiseSpec",
+    "Noisy",
     "Patient",
     "PersonasSpec",
     "Perturbation",
@@ -72,6 +91,7 @@ __all__ = [
     "TemplateSpec",
     "TemplateValue",
     "TextVariant",
+    "apply_noise",
     "base_prompt",
     "cardiovascular_edits",
     "draw_patient",

@@ -12,6 +12,7 @@ from dbpa.specs import Message
 from ._cardiovascular import CardiovascularSpec
 from ._kinds import ModelSwapSpec, PromptSpec, SamplingSpec, SystemPromptSpec, TemplateSpec
 from ._model import Perturbation
+from ._noise import NoiseSpec
 from ._personas import PersonasSpec
 from ._records import RecordSpec
 
@@ -23,7 +24,8 @@ PerturbationSpec = Annotated[
     | ModelSwapSpec
     | SamplingSpec
     | RecordSpec
-    | CardiovascularSpec,
+    | CardiovascularSpec
+    | NoiseSpec,
     Field(discriminator="kind"),
 ]
 """One entry of an audit's ``perturbations`` list, chosen by its ``kind``."""

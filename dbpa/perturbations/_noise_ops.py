@@ -1,0 +1,323 @@
+"""The edits of the ``noise`` kind, one function per operation.
+
+An operation finds its *places* in a text (words, gaps between words, punctuation marks,
+contractible phrases) and edits some of them. Every random choice is a float from a numpy
+``Generator.random`` (uniform in [0, 1)), mapped to an index as ``int(u * n)``, so an
+operation given the same draws gives the same text on every machine. Digits are never
+touched.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+Operation = Literal["typos", "casing", "whitespace", "punctuation", "filler", "contractions"]
+OPERATIONS: tuple[Operation, ...] = (
+    "typos",
+    "casing",
+    "whitespace",
+    "punctuation",
+    "filler",
+    "contractions",
+)
+"""Every operation, in the order they apply when a variant combines several."""
+
+TypoKind = Literal["substitution", "deletion", "insertion", "transposition"]
+TYPO_KINDS: tuple[TypoKind, ...] = ("substitution", "deletion", "insertion", "transposition")
+
+_ROWS = ("qwertyuiop", "asdfghjkl", "zxcvbnm")
+_OFFSETS = (0.0, 0.25, 0.75)
+"""Horizontal offset of each row on a QWERTY keyboard, in keys."""
+
+
+def _neighbours() -> dict[str, str]:
+    """The letters whose keys touch each letter's key (same row left and right, and the
+    keys of the rows above and below that overlap it), in keyboard order."""
+    where = {c: (r, i + _OFFSETS[r]) for r, row in enumerate(_ROWS) for i, c in enumerate(row)}
+    near = {}
+    for c, (r, x) in where.items():
+        near[c] = "".join(
+            o
+            for o, (ro, xo) in where.items()
+            if o != c and ((ro == r and abs(xo - x) == 1) or (abs(ro - r) == 1 and abs(xo - x) < 1))
+        )
+    return near
+
+
+QWERTY_NEIGHBOURS: dict[str, str] = _neighbours()
+"""Lowercase letter -> the letters of the adjacent keys on a QWERTY keyboard."""
+
+FILLERS: tuple[str, ...] = ("um", "uh", "like", "so", "well", "you know", "I mean", "basically")
+"""Filler words and phrases, inserted before a word."""
+
+CONTRACTIONS: dict[str, str] = {
+    "do not": "don't",
+    "does not": "doesn't",
+    "did not": "didn't",
+    "is not": "isn't",
+    "are not": "aren't",
+    "was not": "wasn't",
+    "were not": "weren't",
+    "have not": "haven't",
+    "has not": "hasn't",
+    "had not": "hadn't",
+    "will not": "won't",
+    "would not": "wouldn't",
+    "should not": "shouldn't",
+    "could not": "couldn't",
+    "must not": "mustn't",
+    "cannot": "can't",
+    "I am": "I'm",
+    "you are": "you're",
+    "we are": "we're",
+    "they are": "they're",
+    "I have": "I've",
+    "you have": "you've",
+    "we have": "we've",
+    "they have": "they've",
+    "I will": "I'll",
+    "you will": "you'll",
+    "we will": "we'll",
+    "they will": "they'll",
+    "it is": "it's",
+    "that is": "that's",
+    "what is": "what's",
+    "there is": "there's",
+    "he is": "he's",
+    "she is": "she's",
+}
+"""Phrase -> contraction. Both directions are applied, except that the contractions of
+``AMBIGUOUS_CONTRACTIONS`` are never expanded."""
+
+AMBIGUOUS_CONTRACTIONS = frozenset({"it's", "that's", "what's", "there's", "he's", "she's"})
+"""``'s`` stands for *is* or *has* ("it's been"): these are made, never undone."""
+
+_EXPANSIONS = {c: p for p, c in CONTRACTIONS.items() if c not in AMBIGUOUS_CONTRACTIONS}
+
+
+def _phrase_pattern(phrase: str) -> str:
+    words = (re.escape(w).replace("'", "['\u2019]") for w in phrase.split(" "))
+    return r"\s+".join(words)
+
+
+_CONTRACTIBLE = re.compile(
+    r"\b(?:"
+    + "|".join(
+        _phrase_pattern(p) for p in sorted([*CONTRACTIONS, *_EXPANSIONS], key=len, reverse=True)
+    )
+    + r")\b",
+    re.IGNORECASE,
+)
+
+PLACES: dict[Operation, re.Pattern[str]] = {
+    "typos": re.compile(r"\b[A-Za-z]{2,}\b"),
+    "casing": re.compile(r"\b[^\W\d_]+(?:['\u2019][^\W\d_]+)*\b"),
+    "whitespace": re.compile(r"(?<=\S) +(?=\S)"),
+    "punctuation": re.compile(r"[.,;:!?](?!\d)"),
+    "filler": re.compile(r"(?<=\S) +(?=\S)"),
+    "contractions": _CONTRACTIBLE,
+}
+"""Where each operation may edit: ASCII words of two letters or more (typos), words with
+their apostrophes (casing: ``it's`` is one word), runs of spaces between two non-space
+characters (whitespace, filler; newlines and tabs are kept), ``. , ; : ! ?`` not followed by
+a digit (so 7.5 and 1,000 stay), and the phrases and contractions of ``CONTRACTIONS`` (whole
+words, any case)."""
+
+PLACE_NAMES: dict[Operation, str] = {
+    "typos": "ASCII word of two letters or more",
+    "casing": "word",
+    "whitespace": "space between two words",
+    "punctuation": "punctuation mark (. , ; : ! ? not followed by a digit)",
+    "filler": "space between two words",
+    "contractions": "contractible phrase or contraction (e.g. 'do not', \"don't\")",
+}
+
+
+def _pick(u: float, items: Sequence[str]) -> str:
+    return items[int(u * len(items))]
+
+
+def _same_case(letter: str, like: str) -> str:
+    return letter.upper() if like.isupper() else letter
+
+
+def substitute(word: str, position: int, choice: float) -> str:
+    """``word`` with the letter at ``position`` replaced by the letter of an adjacent key
+    (``QWERTY_NEIGHBOURS``, the ``int(choice * n)``-th), in the same case."""
+    old = word[position]
+    near = QWERTY_NEIGHBOURS[old.lower()]
+    new = _same_case(near[int(choice * len(near))], old)
+    return word[:position] + new + word[position + 1 :]
+
+
+def delete(word: str, position: int) -> str:
+    """``word`` without the letter at ``position``."""
+    return word[:position] + word[position + 1 :]
+
+
+def insert(word: str, position: int, choice: float) -> str:
+    """``word`` with the letter of a key adjacent to the one at ``position`` typed right
+    after it (a slipped finger), in the same case."""
+    old = word[position]
+    near = QWERTY_NEIGHBOURS[old.lower()]
+    new = _same_case(near[int(choice * len(near))], old)
+    return word[: position + 1] + new + word[position + 1 :]
+
+
+def transpose(word: str, position: int) -> str:
+    """``word`` with the letters at ``position`` and ``position + 1`` swapped."""
+    return word[:position] + word[position + 1] + word[position] + word[position + 2 :]
+
+
+def typo(word: str, u: tuple[float, float, float], kinds: Sequence[TypoKind] = TYPO_KINDS) -> str:
+    """One typo in ``word`` from three draws: ``u[0]`` its kind, ``u[1]`` its position
+    (over the word's letters; for a transposition, over the pairs of different neighbouring
+    letters), ``u[2]`` the adjacent key of a substitution or insertion."""
+    kind = kinds[int(u[0] * len(kinds))]
+    if kind == "transposition":
+        pairs = [i for i in range(len(word) - 1) if word[i] != word[i + 1]]
+        return transpose(word, pairs[int(u[1] * len(pairs))]) if pairs else word
+    position = int(u[1] * len(word))
+    if kind == "deletion":
+        return delete(word, position)
+    if kind == "insertion":
+        return insert(word, position, u[2])
+    return substitute(word, position, u[2])
+
+
+def recase(word: str, u: float) -> str:
+    """``word`` in lowercase, in uppercase, or with its first letter's case flipped: of
+    those that differ from it (in that order), the ``int(u * n)``-th."""
+    first = word[0].lower() if word[0].isupper() else word[0].upper()
+    options = [w for w in (word.lower(), word.upper(), first + word[1:]) if w != word]
+    return _pick(u, list(dict.fromkeys(options)))
+
+
+def respace(gap: str, u: float) -> str:
+    """A gap of spaces removed, the words running together (``u < 0.5``), or given one more
+    space."""
+    return "" if u < 0.5 else gap + " "
+
+
+def repunctuate(mark: str, u: float) -> str:
+    """A punctuation mark dropped (``u < 0.5``) or doubled."""
+    return "" if u < 0.5 else mark + mark
+
+
+def add_filler(gap: str, u: float) -> str:
+    """The ``int(u * n)``-th of the n ``FILLERS`` typed in a gap between two words."""
+    return f"{gap}{_pick(u, FILLERS)} "
+
+
+def contract(phrase: str) -> str:
+    """A phrase contracted or a contraction expanded (``CONTRACTIONS``), in the case of the
+    original: all capitals stay capitals, a capital first letter stays capital."""
+    key = re.sub(r"\s+", " ", phrase.replace("\u2019", "'"))
+    table = {k.lower(): v for k, v in {**CONTRACTIONS, **_EXPANSIONS}.items()}
+    new = table[key.lower()]
+    if phrase.isupper() and len(phrase) > 1:
+        return new.upper()
+    if phrase[0].isupper():
+        return new[0].upper() + new[1:]
+    return new
+
+
+@dataclass(frozen=True)
+class Edit:
+    """One place changed: the text around it before and after (the place widened to the
+    words it touches)."""
+
+    before: str
+    after: str
+
+
+@dataclass(frozen=True)
+class Noisy:
+    """A text after one operation."""
+
+    text: str
+    changes: int
+    """Places whose text changed."""
+    edits: tuple[Edit, ...]
+    """The first ``shown`` of those changes, in context."""
+
+
+def _around(text: str, start: int, end: int) -> tuple[int, int]:
+    """``[start, end)`` widened to the non-space characters it touches on both sides (for a
+    gap of spaces: the words before and after it)."""
+    while start > 0 and not text[start - 1].isspace():
+        start -= 1
+    while end < len(text) and not text[end].isspace():
+        end += 1
+    return start, end
+
+
+def _edit(
+    operation: Operation, place: str, u: tuple[float, float, float], kinds: Sequence[TypoKind]
+) -> str:
+    if operation == "typos":
+        return typo(place, u, kinds)
+    if operation == "casing":
+        return recase(place, u[0])
+    if operation == "whitespace":
+        return respace(place, u[0])
+    if operation == "punctuation":
+        return repunctuate(place, u[0])
+    if operation == "filler":
+        return add_filler(place, u[0])
+    return contract(place)
+
+
+def places(operation: Operation, text: str) -> list[tuple[int, int]]:
+    """The ``[start, end)`` spans ``operation`` may edit in ``text``."""
+    return [m.span() for m in PLACES[operation].finditer(text)]
+
+
+def apply_noise(
+    operation: Operation,
+    text: str,
+    rate: float,
+    rng: np.random.Generator,
+    *,
+    at_least_one: bool = True,
+    typo_kinds: Sequence[TypoKind] = TYPO_KINDS,
+    spans: Sequence[tuple[int, int]] | None = None,
+    shown: int = 3,
+) -> Noisy:
+    """``text`` with each place of ``operation`` edited with probability ``rate``.
+
+    One call ``rng.random(4 * n + 1)`` over the n places: draw ``i`` chooses place ``i``
+    (edited when below ``rate``); with ``at_least_one`` and no place chosen, draw ``n``
+    chooses one (``int(u * n)``); the chosen place ``i`` is edited with draws
+    ``n + 1 + 3i`` to ``n + 3 + 3i``. ``spans`` are the places when already known
+    (``places(operation, text)``).
+    """
+    spans = places(operation, text) if spans is None else spans
+    n = len(spans)
+    u = rng.random(4 * n + 1).tolist()
+    chosen = [i for i in range(n) if u[i] < rate]
+    if at_least_one and not chosen and n:
+        chosen = [int(u[n] * n)]
+    pieces: list[str] = []
+    edits: list[Edit] = []
+    changes = 0
+    last = 0
+    for i in chosen:
+        start, end = spans[i]
+        place = text[start:end]
+        at = n + 1 + 3 * i
+        new = _edit(operation, place, (u[at], u[at + 1], u[at + 2]), typo_kinds)
+        pieces += [text[last:start], new]
+        last = end
+        if new != place:
+            changes += 1
+            if len(edits) < shown:
+                lo, hi = _around(text, start, end)
+                edits.append(Edit(text[lo:hi], text[lo:start] + new + text[end:hi]))
+    pieces.append(text[last:])
+    return Noisy("".join(pieces), changes, tuple(edits))
