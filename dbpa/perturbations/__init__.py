@@ -5,8 +5,9 @@ turns them into concrete, labelled perturbations with stable ids. Kinds: ``promp
 (explicit prompt variants), ``template`` and ``personas`` (a template over values, e.g. the
 paper's eight personas), ``system_prompt``, ``model`` and ``sampling`` (system swaps),
 ``record`` (a structured prompt edited one field at a time), ``cardiovascular`` (the
-paper's control/target patient study) and ``noise`` (seeded typos, casing, whitespace,
-punctuation, filler words and contractions). Pure Python: pydantic, numpy and the standard library.
+paper's control/target patient study), ``noise`` (seeded typos, casing, whitespace,
+punctuation, filler words and contractions) and ``swap`` (person names, gender). Pure
+Python: pydantic, numpy and the standard library.
 """
 
 from ._cardiovascular import (
@@ -39,6 +40,7 @@ from ._kinds import (
     TextVariant,
 )
 from ._model import Label, Perturbation
+from ._names import GENDER_PAIRS, PERSON_NAMES, PersonName
 from ._noise import DEFAULT_OPERATIONS, NoiseSpec
 from ._noise_ops import (
     CONTRACTIONS,
@@ -51,6 +53,7 @@ from ._noise_ops import (
 )
 from ._personas import PAPER_PERSONAS, PERSONA_TEMPLATE, PersonasSpec
 from ._records import RecordEdit, RecordSpec
+from ._swap import SwapSpec, swap_gender, swap_names
 
 __all__ = [
     "AGE_BANDS",
@@ -59,11 +62,13 @@ __all__ = [
     "ETHNICITIES",
     "FEMALE_NAMES",
     "FILLERS",
+    "GENDER_PAIRS",
     "MALE_NAMES",
     "OPERATIONS",
     "PAPER_CVD_TEMPLATE",
     "PAPER_PERSONAS",
     "PERSONA_TEMPLATE",
+    "PERSON_NAMES",
     "QWERTY_NEIGHBOURS",
     "SYSTOLIC_BP_BANDS",
     "TOTAL_CHOLESTEROL_BANDS",
@@ -77,6 +82,7 @@ __all__ = [
     "NoiseSpec",
     "Noisy",
     "Patient",
+    "PersonName",
     "PersonasSpec",
     "Perturbation",
     "PerturbationSpec",
@@ -86,6 +92,7 @@ __all__ = [
     "RiskBands",
     "SamplingSpec",
     "SamplingVariant",
+    "SwapSpec",
     "SystemPromptSpec",
     "TargetCounts",
     "TemplateSpec",
@@ -97,4 +104,6 @@ __all__ = [
     "draw_patient",
     "expand",
     "parse_specs",
+    "swap_gender",
+    "swap_names",
 ]

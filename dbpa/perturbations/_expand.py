@@ -15,6 +15,7 @@ from ._model import Perturbation
 from ._noise import NoiseSpec
 from ._personas import PersonasSpec
 from ._records import RecordSpec
+from ._swap import SwapSpec
 
 PerturbationSpec = Annotated[
     PromptSpec
@@ -25,7 +26,8 @@ PerturbationSpec = Annotated[
     | SamplingSpec
     | RecordSpec
     | CardiovascularSpec
-    | NoiseSpec,
+    | NoiseSpec
+    | SwapSpec,
     Field(discriminator="kind"),
 ]
 """One entry of an audit's ``perturbations`` list, chosen by its ``kind``."""
