@@ -49,7 +49,8 @@ def main(quick: bool = False) -> None:
     for label, text in prompts.items():
         original = (Message(role="user", content=text),)
         word = text.split()[3]
-        written = [f"{text} ({i})" for i in range(n)]
+        # given ids: 6 hex digits of derived ids collide about 3 times in 10,000 texts
+        written = [{"id": f"v{i}", "text": f"{text} ({i})"} for i in range(n)]
         cases: dict[str, Callable[[], object]] = {
             "baseline: str.replace": lambda text=text, word=word: [
                 text.replace(word, word.upper()) for _ in range(n)

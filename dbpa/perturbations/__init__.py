@@ -48,7 +48,6 @@ from ._noise_ops import (
     OPERATIONS,
     QWERTY_NEIGHBOURS,
     TYPO_KINDS,
-    Noisy,
     apply_noise,
 )
 from ._personas import PAPER_PERSONAS, PERSONA_TEMPLATE, PersonasSpec
@@ -80,7 +79,6 @@ __all__ = [
     "ModelSwapSpec",
     "ModelVariant",
     "NoiseSpec",
-    "Noisy",
     "Patient",
     "PersonName",
     "PersonasSpec",

@@ -237,14 +237,28 @@ class Edit:
 
 
 @dataclass(frozen=True)
-class Noisy:
-    """A text after one operation."""
+class Replacement:
+    """The text of ``[start, end)`` replaced by ``new``."""
 
-    text: str
-    changes: int
-    """Places whose text changed."""
-    edits: tuple[Edit, ...]
-    """The first ``shown`` of those changes, in context."""
+    start: int
+    end: int
+    new: str
+
+    def in_context(self, text: str) -> Edit:
+        """The edit with the words it touches in ``text`` (the text it was made in)."""
+        lo, hi = _around(text, self.start, self.end)
+        return Edit(text[lo:hi], text[lo : self.start] + self.new + text[self.end : hi])
+
+
+def splice(text: str, replacements: Sequence[Replacement]) -> str:
+    """``text`` with non-overlapping ``replacements`` (in order of ``start``) made."""
+    pieces: list[str] = []
+    last = 0
+    for r in replacements:
+        pieces += [text[last : r.start], r.new]
+        last = r.end
+    pieces.append(text[last:])
+    return "".join(pieces)
 
 
 def _around(text: str, start: int, end: int) -> tuple[int, int]:
@@ -278,6 +292,42 @@ def places(operation: Operation, text: str) -> list[tuple[int, int]]:
     return [m.span() for m in PLACES[operation].finditer(text)]
 
 
+def choose_edits(
+    operation: Operation,
+    text: str,
+    spans: Sequence[tuple[int, int]],
+    rate: float,
+    rng: np.random.Generator,
+    *,
+    at_least_one: bool = True,
+    typo_kinds: Sequence[TypoKind] = TYPO_KINDS,
+    taken: bytearray | None = None,
+) -> list[Replacement]:
+    """The edits of ``operation`` at its places ``spans`` of ``text`` that change something,
+    in order.
+
+    Draws, in this order: one per place, left to right (a place is chosen when its draw is
+    below ``rate`` and, with ``taken``, none of its characters is marked there); with
+    ``at_least_one`` and no place chosen, one more that chooses one (``int(u * n)`` of the n
+    places); then three per chosen place, left to right, for its edit.
+    """
+    n = len(spans)
+    chosen = [i for i, u in enumerate(rng.random(n).tolist()) if u < rate]
+    if taken is not None:
+        chosen = [i for i in chosen if taken.find(1, *spans[i]) < 0]
+    if at_least_one and not chosen and n:
+        chosen = [int(rng.random() * n)]
+    u = rng.random(3 * len(chosen)).tolist()
+    replacements = []
+    for j, i in enumerate(chosen):
+        start, end = spans[i]
+        place = text[start:end]
+        new = _edit(operation, place, (u[3 * j], u[3 * j + 1], u[3 * j + 2]), typo_kinds)
+        if new != place:
+            replacements.append(Replacement(start, end, new))
+    return replacements
+
+
 def apply_noise(
     operation: Operation,
     text: str,
@@ -286,38 +336,13 @@ def apply_noise(
     *,
     at_least_one: bool = True,
     typo_kinds: Sequence[TypoKind] = TYPO_KINDS,
-    spans: Sequence[tuple[int, int]] | None = None,
-    shown: int = 3,
-) -> Noisy:
-    """``text`` with each place of ``operation`` edited with probability ``rate``.
-
-    One call ``rng.random(4 * n + 1)`` over the n places: draw ``i`` chooses place ``i``
-    (edited when below ``rate``); with ``at_least_one`` and no place chosen, draw ``n``
-    chooses one (``int(u * n)``); the chosen place ``i`` is edited with draws
-    ``n + 1 + 3i`` to ``n + 3 + 3i``. ``spans`` are the places when already known
-    (``places(operation, text)``).
-    """
-    spans = places(operation, text) if spans is None else spans
-    n = len(spans)
-    u = rng.random(4 * n + 1).tolist()
-    chosen = [i for i in range(n) if u[i] < rate]
-    if at_least_one and not chosen and n:
-        chosen = [int(u[n] * n)]
-    pieces: list[str] = []
-    edits: list[Edit] = []
-    changes = 0
-    last = 0
-    for i in chosen:
-        start, end = spans[i]
-        place = text[start:end]
-        at = n + 1 + 3 * i
-        new = _edit(operation, place, (u[at], u[at + 1], u[at + 2]), typo_kinds)
-        pieces += [text[last:start], new]
-        last = end
-        if new != place:
-            changes += 1
-            if len(edits) < shown:
-                lo, hi = _around(text, start, end)
-                edits.append(Edit(text[lo:hi], text[lo:start] + new + text[end:hi]))
-    pieces.append(text[last:])
-    return Noisy("".join(pieces), changes, tuple(edits))
+) -> str:
+    """``text`` with each place of ``operation`` edited with probability ``rate`` (and with
+    ``at_least_one``, one place at least); the draws are those of ``choose_edits``."""
+    spans = places(operation, text)
+    return splice(
+        text,
+        choose_edits(
+            operation, text, spans, rate, rng, at_least_one=at_least_one, typo_kinds=typo_kinds
+        ),
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -24,6 +25,7 @@ from dbpa.perturbations import (
 )
 from dbpa.perturbations._noise_ops import (
     add_filler,
+    choose_edits,
     contract,
     delete,
     insert,
@@ -31,6 +33,7 @@ from dbpa.perturbations._noise_ops import (
     recase,
     repunctuate,
     respace,
+    splice,
     substitute,
     transpose,
     typo,
@@ -136,24 +139,25 @@ def test_places_are_whole_words_and_keep_numbers():
 
 
 def test_pinned_typos_worked_out_by_hand():
-    # stream typos = 1, variant 1, attempt 0: Generator(PCG64([0, 1, 1, 0])).random(13) =
-    # .849 .254 .227 | .925 | .334 .982 .606 | .522 .891 .913 | .707 .902 .580
-    # places the(.849) cat(.254) sat(.227): cat and sat are below 0.3.
-    # cat: insertion (int(.522*4)=2) after position int(.891*3)=2 't', key int(.913*4)=3 of
-    # 'ryfg' = g; sat: insertion (.707) after 't' (.902), key int(.58*4)=2 of 'ryfg' = f.
-    spec = NoiseSpec(operations=["typos"], rate=0.3, variants=1, seed=0)
-    assert texts(spec, "the cat sat") == ["the catg satf"]
+    # typos = stream 1; variant 1, attempt 0 is PCG64(SeedSequence([0, 1])) advanced by
+    # 2**64 steps, whose first draws are .604 .361 .465 .406 .882 .771 .395 .528 .884.
+    # places the(.604) cat(.361) sat(.465): cat and sat are below 0.5. Then three draws each:
+    # cat: deletion (int(.406*4)=1) at int(.882*3)=2 -> "ca"; sat: deletion (.395) at
+    # int(.528*3)=1 -> "st".
+    spec = NoiseSpec(operations=["typos"], rate=0.5, variants=1, seed=0)
+    assert texts(spec, "the cat sat") == ["the ca st"]
 
 
 def test_pinned_casing_and_contractions_worked_out_by_hand():
-    # casing = stream 2: .519 .832 .839 choose nothing, so .139 picks place int(.139*3)=0,
-    # "the", edited with .238: of [THE, The] the first.
+    # casing = stream 2: .689 .938 .109 choose "sat"; its draws .354 .073 .784: of
+    # [SAT, Sat] the int(.354*2)=0-th.
     assert texts(NoiseSpec(operations=["casing"], rate=0.3, variants=1), "the cat sat") == [
-        "THE cat sat"
+        "the cat SAT"
     ]
-    # contractions = stream 6: .839 .684 choose nothing, .677 picks int(.677*2)=1: "what is".
-    spec = NoiseSpec(operations=["contractions"], rate=0.5, variants=1)
-    assert texts(spec, "I do not know what is wrong") == ["I do not know what's wrong"]
+    # contractions = stream 6: .561 .369 choose nothing at rate 0.2, so .247 picks place
+    # int(.247*2)=0: "do not".
+    spec = NoiseSpec(operations=["contractions"], rate=0.2, variants=1)
+    assert texts(spec, "I do not know what is wrong") == ["I don't know what is wrong"]
 
 
 def test_the_same_seed_gives_the_same_texts_and_another_seed_others():
@@ -216,8 +220,8 @@ def test_ids_labels_and_descriptions():
 
 
 def test_a_description_shows_the_edits_in_context():
-    (p,) = expand(user("the cat sat"), [NoiseSpec(operations=["typos"], rate=0.3, variants=1)])
-    assert p.description == "typos noise at rate 0.3: 'cat' -> 'catg', 'sat' -> 'satf'"
+    (p,) = expand(user("the cat sat"), [NoiseSpec(operations=["typos"], rate=0.5, variants=1)])
+    assert p.description == "typos noise at rate 0.5: 'cat' -> 'ca', 'sat' -> 'st'"
 
 
 def test_every_place_at_rate_one():
@@ -227,13 +231,35 @@ def test_every_place_at_rate_one():
     assert text != "a, b. c?"
 
 
-def test_apply_noise_reports_what_changed():
-    rng = np.random.default_rng(0)
-    result = apply_noise("filler", "one two three four", 1.0, rng)
-    assert result.changes == 3
-    assert len(result.edits) == 3
-    words = result.text.split()
-    assert (words[0], words[-1]) == ("one", "four")
+def test_apply_noise_and_the_edits_it_makes():
+    text = "one two three four"
+    edits = choose_edits("filler", text, places("filler", text), 1.0, np.random.default_rng(0))
+    assert [(r.start, r.end) for r in edits] == [(3, 4), (7, 8), (13, 14)]
+    assert all(r.new.startswith(" ") and r.new.endswith(" ") for r in edits)
+    noisy = apply_noise("filler", text, 1.0, np.random.default_rng(0))
+    assert noisy == splice(text, edits)
+    assert (noisy.split()[0], noisy.split()[-1]) == ("one", "four")
+    assert edits[0].in_context(text).before == "one two"
+
+
+def test_taken_places_are_left_alone():
+    text = "the cat sat"
+    taken = bytearray(len(text))
+    taken[4:7] = b"\x01\x01\x01"  # "cat" already edited by an earlier operation
+    edits = choose_edits(
+        "casing", text, places("casing", text), 1.0, np.random.default_rng(0), taken=taken
+    )
+    assert [text[r.start : r.end] for r in edits] == ["the", "sat"]
+
+
+def test_combined_variants_name_the_operation_of_each_edit():
+    family = expand(user(QUESTION), [NoiseSpec(combine=True, variants=30, rate=0.3)])
+    for p in family:
+        assert re.match(
+            r"mixed noise at rate 0.3: (typos|casing|whitespace|punctuation|filler) ", p.description
+        )
+        assert p.messages[0].content != QUESTION
+    assert len({p.messages[0].content for p in family}) == 30
 
 
 def test_noise_applies_to_the_rendered_record():
@@ -290,3 +316,16 @@ def test_too_few_distinct_variants_is_an_error_naming_variants():
 
 def test_every_operation_is_listed_once_in_the_defaults_or_opt_in():
     assert set(NoiseSpec().operations) == set(OPERATIONS) - {"contractions"}
+
+
+def test_variant_streams_jump_ahead_of_one_seeded_stream():
+    from dbpa.perturbations._noise import VariantStreams
+
+    streams = VariantStreams(7, 3)
+    first = streams.at(2, 1).random(4).tolist()
+    bits = np.random.PCG64(np.random.SeedSequence([7, 3]))
+    bits.advance(2 * 2**64 + 1 * 2**48)
+    assert first == np.random.Generator(bits).random(4).tolist()
+    assert streams.at(2, 1).random(4).tolist() == first  # re-positioned, not continued
+    assert streams.at(2, 0).random(4).tolist() != first
+    assert streams.at(3, 1).random(4).tolist() != first
