@@ -60,13 +60,21 @@ class VariantStreams:
         self._rng = np.random.Generator(self._bits)
 
     def at(self, n: int, attempt: int) -> np.random.Generator:
-        """The generator of variant ``n``, attempt ``attempt`` (both < 2**16 and 2**64)."""
+        """The generator of variant ``n`` (< 2**64), attempt ``attempt`` (< 2**16)."""
         self._bits.state = self._start
         self._bits.advance((n << 64) | (attempt << 48))
         return self._rng
 
 
-_STREAMS: dict[str, int] = {"mixed": 0, **{op: i + 1 for i, op in enumerate(OPERATIONS)}}
+_STREAMS: dict[str, int] = {
+    "mixed": 0,
+    "typos": 1,
+    "casing": 2,
+    "whitespace": 3,
+    "punctuation": 4,
+    "filler": 5,
+    "contractions": 6,
+}
 """The generator stream of each operation (and of combined variants): fixed numbers, so a
 new operation never changes the texts of the others."""
 
