@@ -98,6 +98,7 @@ AMBIGUOUS_CONTRACTIONS = frozenset({"it's", "that's", "what's", "there's", "he's
 """``'s`` stands for *is* or *has* ("it's been"): these are made, never undone."""
 
 _EXPANSIONS = {c: p for p, c in CONTRACTIONS.items() if c not in AMBIGUOUS_CONTRACTIONS}
+_BOTH_WAYS = {k.lower(): v for k, v in {**CONTRACTIONS, **_EXPANSIONS}.items()}
 
 
 def _phrase_pattern(phrase: str) -> str:
@@ -217,9 +218,7 @@ def add_filler(gap: str, u: float) -> str:
 def contract(phrase: str) -> str:
     """A phrase contracted or a contraction expanded (``CONTRACTIONS``), in the case of the
     original: all capitals stay capitals, a capital first letter stays capital."""
-    key = re.sub(r"\s+", " ", phrase.replace("\u2019", "'"))
-    table = {k.lower(): v for k, v in {**CONTRACTIONS, **_EXPANSIONS}.items()}
-    new = table[key.lower()]
+    new = _BOTH_WAYS[re.sub(r"\s+", " ", phrase.replace("\u2019", "'")).lower()]
     if phrase.isupper() and len(phrase) > 1:
         return new.upper()
     if phrase[0].isupper():
