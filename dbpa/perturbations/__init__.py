@@ -52,7 +52,7 @@ from ._noise_ops import (
 )
 from ._personas import PAPER_PERSONAS, PERSONA_TEMPLATE, PersonasSpec
 from ._records import RecordEdit, RecordSpec
-from ._swap import SwapSpec, swap_gender, swap_names
+from ._swap import GenderSwap, SwapSpec, swap_gender, swap_names
 
 __all__ = [
     "AGE_BANDS",
@@ -75,6 +75,7 @@ __all__ = [
     "Band",
     "CardiovascularSpec",
     "ControlCounts",
+    "GenderSwap",
     "Label",
     "ModelSwapSpec",
     "ModelVariant",

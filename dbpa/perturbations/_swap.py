@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -53,9 +54,18 @@ def _reads_as_object(text: str, end: int) -> bool:
     return following is None or following.group(1).lower() in FUNCTION_WORDS
 
 
-def swap_gender(text: str) -> tuple[str, int]:
+@dataclass(frozen=True)
+class GenderSwap:
+    """A text with its gendered words swapped."""
+
+    text: str
+    swaps: tuple[tuple[str, str], ...]
+    """(old, new) for every word swapped, in order."""
+
+
+def swap_gender(text: str) -> GenderSwap:
     """``text`` with every gendered word swapped (``GENDER_PAIRS``, ``his``/``her``/``him``/
-    ``hers``), and how many were.
+    ``hers``).
 
     ``her`` is the object (-> ``him``) or the possessive (-> ``his``); ``his`` is the
     possessive (-> ``her``) or stands alone (-> ``hers``). The rule: when the next word is
@@ -66,10 +76,9 @@ def swap_gender(text: str) -> tuple[str, int]:
     choice is hers.", but "give her medicine" -> "give his medicine" (read as a possessive).
     Titles (``Mr``, ``Ms``, ``Mrs``) swap only when capitalised (``ms`` may be milliseconds).
     """
-    count = 0
+    swaps: list[tuple[str, str]] = []
 
     def swap(match: re.Match[str]) -> str:
-        nonlocal count
         word = match.group(0)
         lower = word.lower()
         if lower in _TITLES and not word[0].isupper():
@@ -80,10 +89,11 @@ def swap_gender(text: str) -> tuple[str, int]:
             new = "hers" if _reads_as_object(text, match.end()) else "her"
         else:
             new = _SWAPS[lower]
-        count += 1
-        return _in_case_of(word, new)
+        swaps.append((word, _in_case_of(word, new)))
+        return swaps[-1][1]
 
-    return _GENDERED.sub(swap, text), count
+    swapped = _GENDERED.sub(swap, text)
+    return GenderSwap(swapped, tuple(swaps))
 
 
 def _name_pattern(names: Sequence[str]) -> re.Pattern[str]:
@@ -104,6 +114,9 @@ def swap_names(text: str, mapping: Mapping[str, str]) -> str:
 
     return _name_pattern(list(mapping)).sub(swap, text)
 
+
+SHOWN_SWAPS = 4
+"""Gendered words a description lists before counting the rest."""
 
 _BUILT_IN: dict[str, Gender] = {p.name: p.gender for p in PERSON_NAMES}
 _STREAMS = {"names": 1, "gender": 2}
@@ -217,10 +230,13 @@ class SwapSpec(FamilySpec):
         swapped = swap_names(text, mapping) if mapping else text
         parts = [", ".join(f"{old} -> {new}" for old, new in mapping.items())] if mapping else []
         if self.swap == "gender":
-            swapped, count = swap_gender(swapped)
-            if not count and not mapping:
+            gender = swap_gender(swapped)
+            if not gender.swaps and not mapping:
                 raise ValueError("the user prompt has no gendered word or name to swap")
-            parts.insert(0, f"{count} gendered word{'s' if count != 1 else ''} swapped")
+            swapped = gender.text
+            listed = ", ".join(f"{old} -> {new}" for old, new in gender.swaps[:SHOWN_SWAPS])
+            more = len(gender.swaps) - SHOWN_SWAPS
+            parts.insert(0, listed + (f" (+{more} more)" if more > 0 else ""))
         return Perturbation(
             id=make_id(prefix, " ".join(mapping.values())) if mapping else prefix,
             kind=self.kind,
