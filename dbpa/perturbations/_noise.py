@@ -195,11 +195,12 @@ class NoiseSpec(FamilySpec):
             noisy = splice(text, sorted((r for _, r in edits), key=lambda r: r.start))
             if noisy not in seen:
                 return noisy, edits
+        counts = ", ".join(f"{len(spans[op])} for {op}" for op in ops)
         raise ValueError(
             f"variants: {self.variants} distinct {name} variants asked, but variant {n} "
             f"repeated the original or an earlier one in {MAX_ATTEMPTS} draws (seed "
-            f"{self.seed}); the prompt has too few places for it: ask for fewer variants "
-            f"or raise the rate"
+            f"{self.seed}); the prompt has too few places ({counts}): ask for fewer "
+            f"variants, or raise the rate (more edits per variant)"
         )
 
     def _combined(
