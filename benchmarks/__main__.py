@@ -14,6 +14,7 @@ SUITES = {
     "pipeline": "benchmarks.bench_pipeline",
     "scale": "benchmarks.bench_scale",
     "startup": "benchmarks.bench_startup",
+    "generators": "benchmarks.bench_generators",
 }
 
 

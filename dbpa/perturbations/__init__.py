@@ -4,8 +4,10 @@ An audit lists perturbation specs (a pydantic union on ``kind``); ``expand(origi
 turns them into concrete, labelled perturbations with stable ids. Kinds: ``prompt``
 (explicit prompt variants), ``template`` and ``personas`` (a template over values, e.g. the
 paper's eight personas), ``system_prompt``, ``model`` and ``sampling`` (system swaps),
-``record`` (a structured prompt edited one field at a time) and ``cardiovascular`` (the
-paper's control/target patient study). Pure Python: pydantic, numpy and the standard library.
+``record`` (a structured prompt edited one field at a time), ``cardiovascular`` (the
+paper's control/target patient study), ``noise`` (seeded typos, casing, whitespace,
+punctuation, filler words and contractions) and ``swap`` (person names, gender). Pure
+Python: pydantic, numpy and the standard library.
 """
 
 from ._cardiovascular import (
@@ -38,26 +40,48 @@ from ._kinds import (
     TextVariant,
 )
 from ._model import Label, Perturbation
+from ._names import GENDER_PAIRS, PERSON_NAMES, PersonName
+from ._noise import DEFAULT_OPERATIONS, NoiseSpec
+from ._noise_ops import (
+    CONTRACTIONS,
+    FILLERS,
+    OPERATIONS,
+    QWERTY_NEIGHBOURS,
+    TYPO_KINDS,
+    apply_noise,
+)
 from ._personas import PAPER_PERSONAS, PERSONA_TEMPLATE, PersonasSpec
 from ._records import RecordEdit, RecordSpec
+from ._swap import GenderSwap, SwapSpec, swap_gender, swap_names
 
 __all__ = [
     "AGE_BANDS",
+    "CONTRACTIONS",
+    "DEFAULT_OPERATIONS",
     "ETHNICITIES",
     "FEMALE_NAMES",
+    "FILLERS",
+    "GENDER_PAIRS",
     "MALE_NAMES",
+    "OPERATIONS",
     "PAPER_CVD_TEMPLATE",
     "PAPER_PERSONAS",
     "PERSONA_TEMPLATE",
+    "PERSON_NAMES",
+    "QWERTY_NEIGHBOURS",
     "SYSTOLIC_BP_BANDS",
     "TOTAL_CHOLESTEROL_BANDS",
+    "TYPO_KINDS",
     "Band",
     "CardiovascularSpec",
     "ControlCounts",
+    "GenderSwap",
     "Label",
     "ModelSwapSpec",
     "ModelVariant",
+    "NoiseSpec",
     "Patient",
+    "PersonName",
     "PersonasSpec",
     "Perturbation",
     "PerturbationSpec",
@@ -67,14 +91,18 @@ __all__ = [
     "RiskBands",
     "SamplingSpec",
     "SamplingVariant",
+    "SwapSpec",
     "SystemPromptSpec",
     "TargetCounts",
     "TemplateSpec",
     "TemplateValue",
     "TextVariant",
+    "apply_noise",
     "base_prompt",
     "cardiovascular_edits",
     "draw_patient",
     "expand",
     "parse_specs",
+    "swap_gender",
+    "swap_names",
 ]

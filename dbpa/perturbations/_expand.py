@@ -12,8 +12,10 @@ from dbpa.specs import Message
 from ._cardiovascular import CardiovascularSpec
 from ._kinds import ModelSwapSpec, PromptSpec, SamplingSpec, SystemPromptSpec, TemplateSpec
 from ._model import Perturbation
+from ._noise import NoiseSpec
 from ._personas import PersonasSpec
 from ._records import RecordSpec
+from ._swap import SwapSpec
 
 PerturbationSpec = Annotated[
     PromptSpec
@@ -23,7 +25,9 @@ PerturbationSpec = Annotated[
     | ModelSwapSpec
     | SamplingSpec
     | RecordSpec
-    | CardiovascularSpec,
+    | CardiovascularSpec
+    | NoiseSpec
+    | SwapSpec,
     Field(discriminator="kind"),
 ]
 """One entry of an audit's ``perturbations`` list, chosen by its ``kind``."""

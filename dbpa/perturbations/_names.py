@@ -1,0 +1,181 @@
+"""Person names and gendered words for the ``swap`` kind.
+
+The names span genders and origins, a handful per (gender, origin); they avoid names that
+are also common English words (May, Will, Mark, Grace, Hope, Rose, ...), so a capitalised
+word in the built-in lists is a person's name. The lists say what a name commonly suggests,
+nothing about any person.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Gender = Literal["female", "male"]
+
+
+@dataclass(frozen=True)
+class PersonName:
+    """A first name and the gender and origin it commonly suggests."""
+
+    name: str
+    gender: Gender
+    origin: str
+
+
+def _names(gender: Gender, origin: str, names: str) -> tuple[PersonName, ...]:
+    return tuple(PersonName(n, gender, origin) for n in names.split())
+
+
+PERSON_NAMES: tuple[PersonName, ...] = (
+    *_names("female", "English", "Emily Sarah Hannah Laura Rachel"),
+    *_names("male", "English", "John James Thomas Daniel Michael"),
+    *_names("female", "Hispanic", "Maria Lucia Carmen Sofia Valentina"),
+    *_names("male", "Hispanic", "Carlos Jose Miguel Alejandro Diego"),
+    *_names("female", "West African", "Ngozi Abena Chiamaka Ayodele Folake"),
+    *_names("male", "West African", "Kwame Chinedu Oluwaseun Kofi Emeka"),
+    *_names("female", "South Asian", "Priya Ananya Deepika Sunita Lakshmi"),
+    *_names("male", "South Asian", "Arjun Rahul Vikram Sanjay Rajesh"),
+    *_names("female", "East Asian", "Mei Yuki Xiaoling Jiwoo Haruka"),
+    *_names("male", "East Asian", "Wei Hiroshi Kenji Minho Takeshi"),
+    *_names("female", "Arabic", "Fatima Aisha Leila Noor Yasmin"),
+    *_names("male", "Arabic", "Ahmed Omar Khalid Youssef Tariq"),
+    *_names("female", "Slavic", "Olga Natalia Katarzyna Svetlana Milena"),
+    *_names("male", "Slavic", "Dmitri Piotr Ivan Tomasz Sergei"),
+)
+"""Five first names per gender for each of seven origins."""
+
+GENDER_PAIRS: tuple[tuple[str, str], ...] = (
+    ("he", "she"),
+    ("himself", "herself"),
+    ("man", "woman"),
+    ("men", "women"),
+    ("boy", "girl"),
+    ("boys", "girls"),
+    ("male", "female"),
+    ("males", "females"),
+    ("father", "mother"),
+    ("fathers", "mothers"),
+    ("dad", "mom"),
+    ("son", "daughter"),
+    ("sons", "daughters"),
+    ("brother", "sister"),
+    ("brothers", "sisters"),
+    ("husband", "wife"),
+    ("husbands", "wives"),
+    ("boyfriend", "girlfriend"),
+    ("uncle", "aunt"),
+    ("nephew", "niece"),
+    ("grandfather", "grandmother"),
+    ("grandson", "granddaughter"),
+    ("gentleman", "lady"),
+    ("gentlemen", "ladies"),
+    ("sir", "madam"),
+    ("mr", "ms"),
+)
+"""(masculine, feminine) words swapped both ways, whole words only, case kept. ``his``,
+``him``, ``her`` and ``hers`` are handled by ``swap_gender``'s rule; ``mrs`` and ``mum``
+become ``mr`` and ``dad`` (and ``mr`` and ``dad`` become ``ms`` and ``mom``)."""
+
+ONE_WAY: dict[str, str] = {"mrs": "mr", "mum": "dad"}
+"""Feminine words whose swap is not undone to them."""
+
+FUNCTION_WORDS = frozenset(
+    {
+        "a",
+        "an",
+        "the",
+        "this",
+        "that",
+        "these",
+        "those",
+        "my",
+        "your",
+        "his",
+        "her",
+        "its",
+        "our",
+        "their",
+        "some",
+        "any",
+        "no",
+        "every",
+        "each",
+        "to",
+        "of",
+        "in",
+        "on",
+        "at",
+        "by",
+        "for",
+        "with",
+        "from",
+        "about",
+        "into",
+        "onto",
+        "over",
+        "under",
+        "after",
+        "before",
+        "than",
+        "as",
+        "and",
+        "or",
+        "but",
+        "nor",
+        "so",
+        "if",
+        "when",
+        "while",
+        "because",
+        "who",
+        "whom",
+        "which",
+        "what",
+        "where",
+        "why",
+        "how",
+        "not",
+        "is",
+        "was",
+        "are",
+        "were",
+        "be",
+        "been",
+        "being",
+        "will",
+        "would",
+        "can",
+        "could",
+        "should",
+        "may",
+        "might",
+        "must",
+        "do",
+        "does",
+        "did",
+        "has",
+        "have",
+        "had",
+        "again",
+        "too",
+        "also",
+        "very",
+        "just",
+        "only",
+        "up",
+        "down",
+        "out",
+        "off",
+        "back",
+        "there",
+        "here",
+        "now",
+        "then",
+        "today",
+        "tomorrow",
+        "yesterday",
+    }
+)
+"""Words after which ``her`` is read as an object (``him``) and ``his`` stands alone
+(``hers``): determiners, prepositions, conjunctions, auxiliaries and some adverbs."""

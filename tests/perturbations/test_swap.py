@@ -1,0 +1,183 @@
+"""The swap kind: whole words only, case and possessives kept, the his/her/him rule."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from dbpa.perturbations import (
+    PERSON_NAMES,
+    SwapSpec,
+    expand,
+    parse_specs,
+    swap_gender,
+    swap_names,
+)
+from dbpa.specs import Message
+
+
+def user(text: str) -> tuple[Message, ...]:
+    return (Message(role="user", content=text),)
+
+
+def swapped(text: str) -> str:
+    return swap_gender(text).text
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # her: object before a function word or punctuation, possessive before anything else
+        ("Tell her the result.", "Tell him the result."),
+        ("I saw her.", "I saw him."),
+        ("I saw her, then left.", "I saw him, then left."),
+        ("Her doctor called.", "His doctor called."),
+        ("She took her own pills.", "He took his own pills."),
+        # the documented ambiguity: a bare noun after "her" reads as a possessive
+        ("Give her medicine.", "Give his medicine."),
+        # his: possessive before a word, standing alone before punctuation or a function word
+        ("His cough is worse.", "Her cough is worse."),
+        ("The choice is his.", "The choice is hers."),
+        ("The choice is his and not mine.", "The choice is hers and not mine."),
+        ("Is it hers?", "Is it his?"),
+        ("Tell him and her.", "Tell her and him."),
+        ("He hurt himself.", "She hurt herself."),
+    ],
+)
+def test_his_her_him_hers(text, expected):
+    assert swapped(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("She said he would come.", "He said she would come."),
+        ("HE SAID HIS WIFE", "SHE SAID HER HUSBAND"),
+        ("HER doctor", "HIS doctor"),
+        ("The man's son and the woman's daughter", "The woman's daughter and the man's son"),
+        ("he'd rather not; she's fine", "she'd rather not; he's fine"),
+        ("Mr. Smith met Mrs Jones and Ms. Lee.", "Ms. Smith met Mr Jones and Mr. Lee."),
+        ("It took 200 ms and 3 mr.", "It took 200 ms and 3 mr."),
+        ("the theme of the manager's message", "the theme of the manager's message"),
+        ("Men and women, boys and girls", "Women and men, girls and boys"),
+    ],
+)
+def test_gendered_words_whole_words_case_and_possessives(text, expected):
+    assert swapped(text) == expected
+
+
+def test_swapping_twice_gives_back_the_unambiguous_text():
+    text = "He and his brother met their uncle; the man told him."
+    assert swapped(swapped(text)) == text
+    assert swap_gender(text).swaps == (
+        ("He", "She"),
+        ("his", "her"),
+        ("brother", "sister"),
+        ("uncle", "aunt"),
+        ("man", "woman"),
+        ("him", "her"),
+    )
+
+
+def test_names_are_whole_words_with_their_possessives():
+    mapping = {"John": "Maria", "James": "Sofia", "Ann": "Carlos"}
+    text = "John's dog, James' cat, Ann, Annual, Johnson and JOHN."
+    assert (
+        swap_names(text, mapping) == "Maria's dog, Sofia's cat, Carlos, Annual, Johnson and JOHN."
+    )
+    assert swap_names("Ann's and Carlos'", {"Ann": "Thomas"}) == "Thomas's and Carlos'"
+    assert swap_names("Ann' s", {"Ann": "Thomas"}) == "Thomas' s"
+
+
+def test_built_in_names_span_genders_and_origins():
+    genders = {p.gender for p in PERSON_NAMES}
+    origins = {p.origin for p in PERSON_NAMES}
+    assert genders == {"female", "male"}
+    assert len(origins) >= 6
+    for origin in origins:
+        assert {p.gender for p in PERSON_NAMES if p.origin == origin} == genders
+    names = [p.name for p in PERSON_NAMES]
+    assert len(names) == len(set(names))
+
+
+PROMPT = "John is 70 and smokes. Should he take a statin? His wife asked John's doctor."
+
+
+def test_name_swaps_keep_the_gender_and_vary_the_origin():
+    family = expand(user(PROMPT), [SwapSpec(variants=4, seed=1)])
+    male = {p.name for p in PERSON_NAMES if p.gender == "male"}
+    new = [p.messages[0].content.split()[0] for p in family]
+    assert len(set(new)) == 4
+    assert set(new) <= male - {"John"}
+    for p, name in zip(family, new, strict=True):
+        assert p.id == f"swap-names-{name.lower()}"
+        assert p.messages[0].content == PROMPT.replace("John", name)
+        assert p.label == "control"
+        assert p.description == f"names swap: John -> {name}"
+    assert family == expand(user(PROMPT), [SwapSpec(variants=4, seed=1)])
+    assert new != [
+        p.messages[0].content.split()[0]
+        for p in expand(user(PROMPT), [SwapSpec(variants=4, seed=2)])
+    ]
+    # more variants keep the first ones
+    assert expand(user(PROMPT), [SwapSpec(variants=6, seed=1)])[:4] == family
+
+
+def test_a_gender_swap_swaps_the_words_and_the_names():
+    (p,) = expand(user(PROMPT), [SwapSpec(swap="gender", names=["Maria"])])
+    assert p.messages[0].content == (
+        "Maria is 70 and smokes. Should she take a statin? Her husband asked Maria's doctor."
+    )
+    assert p.id == "swap-gender-maria"
+    assert p.description == "gender swap: he -> she, His -> Her, wife -> husband; John -> Maria"
+
+
+def test_a_gender_swap_without_names_is_one_perturbation():
+    (p,) = expand(user("Should he take a statin?"), [SwapSpec(swap="gender")])
+    assert (p.id, p.messages[0].content) == ("swap-gender", "Should she take a statin?")
+    with pytest.raises(ValueError, match=r"variants: 2 gender swaps"):
+        expand(user("Should he take a statin?"), [SwapSpec(swap="gender", variants=2)])
+    with pytest.raises(ValueError, match=r"no gendered word or name"):
+        expand(user("Should I take a statin?"), [SwapSpec(swap="gender")])
+
+
+def test_find_and_names_choose_what_is_swapped():
+    spec = SwapSpec(find=["Zbigniew"], names=["Ana", "Bo"], variants=2)
+    family = expand(user("Zbigniew asks."), [spec])
+    assert sorted(p.messages[0].content for p in family) == ["Ana asks.", "Bo asks."]
+    several = expand(user("John met Maria."), [SwapSpec(variants=3)])
+    for p in several:
+        first, _, second = p.messages[0].content.rstrip(".").split()
+        assert first != second
+        assert {first, second}.isdisjoint({"John", "Maria"})
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        (SwapSpec(), "find"),
+        (SwapSpec(find=["Zbigniew"]), "names"),
+        (SwapSpec(names=["Ana"], variants=2), "variants"),
+    ],
+)
+def test_errors_name_the_field(spec, field):
+    text = "Zbigniew asks." if spec.find else "Should a smoker take a statin?"
+    if spec.names:
+        text = "John asks."
+    with pytest.raises(ValueError, match=rf"perturbations\[0\] \(swap\): {field}: "):
+        expand(user(text), [spec])
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"swap": "age"}, "swap"),
+        ({"variants": 0}, "variants"),
+        ({"names": []}, "names"),
+        ({"find": ["John;"]}, "find"),
+    ],
+)
+def test_validation_errors_name_the_field(fields, field):
+    with pytest.raises(ValidationError) as error:
+        parse_specs([{"kind": "swap", **fields}])
+    assert field in str(error.value)
