@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Annotated
@@ -65,6 +66,12 @@ def _progress_bars() -> Iterator[None]:
         yield
 
 
+def _terminated(signum: int, frame: object) -> None:
+    """SIGTERM ends a run as Ctrl-C does, through every ``finally`` and exit hook (the
+    record closed, Prefect's temporary server stopped), with the shell's code for it."""
+    raise SystemExit(128 + signum)
+
+
 def run(
     config: ConfigArgument,
     db: DbOption = DEFAULT_DB,
@@ -82,6 +89,7 @@ def run(
     """Run (or resume) an audit; re-running the same command resumes it."""
     if not verbose:
         os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
+    signal.signal(signal.SIGTERM, _terminated)
     # Start-up in parallel: Prefect's temporary server starts in its own process first, while
     # this one loads the config, reads what the record still needs and loads that.
     # Sampling starts too, before Prefect is imported (its outputs wait in the record for
