@@ -41,9 +41,10 @@ def drift(
     logger = get_run_logger()
     summaries, table = [], []
     with storage.Store(db) as store:
-        comparisons = plan_drift(audit, read_epochs(store, audit), epoch=epoch, baseline=baseline)
+        epochs = read_epochs(store, audit)
+        comparisons = plan_drift(audit, epochs, epoch=epoch, baseline=baseline)
         if not comparisons:
-            logger.info("drift: %s has a single epoch so far; nothing to compare", audit)
+            logger.info("drift: %s", nothing_to_compare(audit, [e.epoch for e in epochs]))
             return []
         for comparison in comparisons:
             results, skipped = _compare(store, comparison)
@@ -77,6 +78,16 @@ def drift(
         description=f"Drift of {audit} at epoch {comparisons[0].epoch} against earlier epochs",
     )
     return summaries
+
+
+def nothing_to_compare(audit: str, epochs: list[str]) -> str:
+    """Why a drift run of ``audit`` tested nothing: one epoch, or the earliest one tested."""
+    if len(epochs) == 1:
+        return f"{audit} has a single epoch so far; nothing to compare"
+    return (
+        f"epoch {epochs[0]} is the earliest of the {len(epochs)} epochs of {audit} stored; "
+        "nothing earlier to compare it with"
+    )
 
 
 def _compare(
