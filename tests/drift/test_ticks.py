@@ -168,3 +168,13 @@ def test_nothing_to_compare_says_why():
         "epoch e1 is the earliest of the 2 epochs of a stored; "
         "nothing earlier to compare it with"
     )
+
+
+def test_a_tick_rerun_by_its_epoch_is_named_after_it_and_asks_nothing(tmp_path: Path):
+    db = tmp_path / "rerun.duckdb"
+    with ScriptedServer(rules=RULES, embedding_dimension=24) as provider:
+        params = {"config_path": _write(tmp_path, make_config(provider)), "db": str(db)}
+        tick(TICKS[0], **params)
+        rerun = tick(TICKS[2], **params, overrides={"epoch": EPOCHS[0]})
+        assert provider.counts.by_endpoint[CHAT] == 5 * 8
+    assert rerun["name"] == f"flu @ {EPOCHS[0]}"  # not the time it was triggered
