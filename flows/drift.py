@@ -75,7 +75,8 @@ def drift(
     create_table_artifact(
         table=table,
         key=artifact_key(audit, "drift"),
-        description=f"Drift of {audit} at epoch {comparisons[0].epoch} against earlier epochs",
+        description=f"Drift of {audit} at epoch {comparisons[0].epoch} against "
+        + ", ".join(f"the {c.against} epoch {c.reference_epoch}" for c in comparisons),
     )
     return summaries
 
@@ -112,13 +113,15 @@ def _compare(
 
 
 def _table_row(comparison: Comparison, result: DriftResult) -> dict[str, str]:
+    """One row of the drift artifact: short cells, the decision early (the epochs are in
+    the artifact's description, not repeated on every row)."""
     r = result.record
     return {
-        "against": f"{comparison.against} ({comparison.reference_epoch})",
         "arm": result.job.label,
+        "against": comparison.against,
+        "decision": "changed" if result.decision.reject else "no change",
+        "adjusted p": f"{result.decision.adjusted_p:.4f}",
+        "p": f"{r.p_value:.4f}",
         "omega": f"{r.statistic:.3f}",
         "effect": f"{r.effect:+.3f}",
-        "p": f"{r.p_value:.4f}",
-        "adjusted p": f"{result.decision.adjusted_p:.4f}",
-        "decision": "changed" if result.decision.reject else "no change",
     }
