@@ -24,9 +24,11 @@ from ._data import (
     ALLOWED_FPR,
     Alignment,
     ArmView,
+    Exemplar,
     Family,
     KindCount,
     ModelUsage,
+    MovedAnswers,
     NullView,
     Output,
     ReportData,
@@ -43,6 +45,7 @@ from ._html import CONTENT_SECURITY_POLICY, render_html
 from ._json import render_json, report_dict
 from ._markdown import render_markdown, summary_markdown
 from ._text import results_table
+from ._views import moved_answers
 
 __all__ = [
     "ALLOWED_FPR",
@@ -54,9 +57,11 @@ __all__ = [
     "ArmView",
     "DriftHistory",
     "DriftPoint",
+    "Exemplar",
     "Family",
     "KindCount",
     "ModelUsage",
+    "MovedAnswers",
     "NullView",
     "Output",
     "ReportData",
@@ -71,6 +76,7 @@ __all__ = [
     "default_report_dir",
     "gather",
     "most_changed",
+    "moved_answers",
     "render_html",
     "render_json",
     "render_markdown",

@@ -303,8 +303,32 @@ class NullView:
 
 
 @dataclass(frozen=True)
+class Exemplar:
+    """An output that characterises a change, with its witness score."""
+
+    index: int
+    """Its index in its arm (the first of its copies)."""
+    text: str
+    score: float
+    """Mean similarity to the perturbed arm minus mean similarity to the original arm."""
+    copies: int
+    """Outputs of the arm with exactly this text."""
+
+
+@dataclass(frozen=True)
+class MovedAnswers:
+    """The answers that moved: the outputs that most characterise the difference between
+    the arms, by the witness rule (``dbpa.stats.witness_scores``), distinct texts only."""
+
+    after: tuple[Exemplar, ...]
+    """Perturbed outputs with the largest scores: more typical after the perturbation."""
+    before: tuple[Exemplar, ...]
+    """Original outputs with the smallest scores: more typical before it."""
+
+
+@dataclass(frozen=True)
 class TestView:
-    """What the per-test figure draws."""
+    """What the per-test figure draws, and the answers that moved."""
 
     __test__ = False  # not a pytest class
 
@@ -313,7 +337,9 @@ class TestView:
     null: NullView
     similarity: SimilarityView | None
     note: str | None
-    """Why the similarity histograms are missing."""
+    """Why the similarity histograms (and the answers that moved) are missing."""
+    moved: MovedAnswers | None = None
+    """None when the outputs have no stored vectors or texts."""
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from ._roc import (
     tpr_at_fpr,
 )
 from ._similarity import SIMILARITIES, SimilaritySplit, pooled_similarity, split_similarities
+from ._witness import WitnessScores, witness_scores
 
 __all__ = [
     "CORRECTIONS",
@@ -48,6 +49,7 @@ __all__ = [
     "RocResult",
     "SamplePlan",
     "SimilaritySplit",
+    "WitnessScores",
     "best_model",
     "correct",
     "histogram_edges",
@@ -62,4 +64,5 @@ __all__ = [
     "simulate_power",
     "split_similarities",
     "tpr_at_fpr",
+    "witness_scores",
 ]
