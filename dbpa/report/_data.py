@@ -327,6 +327,22 @@ class MovedAnswers:
 
 
 @dataclass(frozen=True)
+class MapView:
+    """Both arms' outputs on the family's output map: the first two principal components of
+    the embeddings of every arm of the family's drawn tests (one projection and one frame
+    per family, so the maps of a family can be compared)."""
+
+    original: tuple[tuple[float, float], ...]
+    perturbed: tuple[tuple[float, float], ...]
+    original_centroid: tuple[float, float]
+    perturbed_centroid: tuple[float, float]
+    frame: tuple[float, float, float, float]
+    """(x low, x high, y low, y high), shared by the family."""
+    explained: tuple[float, float]
+    """Share of the variance of the family's embeddings along each axis."""
+
+
+@dataclass(frozen=True)
 class TestView:
     """What the per-test figure draws, and the answers that moved."""
 
@@ -340,6 +356,8 @@ class TestView:
     """Why the similarity histograms (and the answers that moved) are missing."""
     moved: MovedAnswers | None = None
     """None when the outputs have no stored vectors or texts."""
+    map: MapView | None = None
+    """None when the outputs have no stored vectors."""
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from numpy.typing import NDArray
 from dbpa.stats import histogram_edges, pooled_similarity, split_similarities, witness_scores
 
 from ._data import Exemplar, MovedAnswers, NullView, SimilarityView, TestRow, TestView
+from ._maps import Projection, map_view
 from ._values import as_json
 
 __all__ = ["Texts", "VectorsReader", "gather_test_views", "moved_answers"]
@@ -124,16 +125,33 @@ def gather_test_views(
         for arm_id, found in store.arms_vectors(sorted(arm_ids), embedder, k).items()
     }
 
+    def arm_vectors(row: TestRow, test: Any) -> tuple[Any, Any]:
+        embedder = str(test["embedder"])
+        return (
+            vectors.get((row.original_arm, embedder, int(test["k_a"]))),
+            vectors.get((row.perturbed_arm, embedder, int(test["k_b"]))),
+        )
+
+    # One output map per family: every embedded arm of its drawn tests, once each.
+    of_family: dict[str, dict[tuple[str, int], Any]] = {}
+    for row, test in tested:
+        original, perturbed = arm_vectors(row, test)
+        if original is not None and perturbed is not None:
+            arms = of_family.setdefault(row.family, {})
+            arms[(row.original_arm, int(test["k_a"]))] = original
+            arms[(row.perturbed_arm, int(test["k_b"]))] = perturbed
+    projections = {family: Projection(list(arms.values())) for family, arms in of_family.items()}
+
     views = []
     for row, test in tested:
+        original, perturbed = arm_vectors(row, test)
         embedder = str(test["embedder"])
-        original = vectors.get((row.original_arm, embedder, int(test["k_a"])))
-        perturbed = vectors.get((row.perturbed_arm, embedder, int(test["k_b"])))
-        similarity, note, moved = None, None, None
+        similarity, note, moved, output_map = None, None, None, None
         if original is None or perturbed is None:
             note = f"no P0/P1 histogram: the outputs have no stored {embedder} embeddings"
         else:
             similarity = _similarity_view(original, perturbed, test)
+            output_map = map_view(projections[row.family], original, perturbed)
             texts_a, texts_b = texts.get(row.original_arm, {}), texts.get(row.perturbed_arm, {})
             if all(i in texts_a for i in range(len(original))) and all(
                 i in texts_b for i in range(len(perturbed))
@@ -146,5 +164,7 @@ def gather_test_views(
             float(test["statistic"]),
             float(test["null_mean"]),
         )
-        views.append(TestView(row.family, row.perturbation_id, null, similarity, note, moved))
+        views.append(
+            TestView(row.family, row.perturbation_id, null, similarity, note, moved, output_map)
+        )
     return tuple(views)
