@@ -29,7 +29,8 @@ def write_reports(
 ) -> dict[str, str]:
     """Write the HTML, Markdown and JSON reports (to ``out_dir``, default ``reports/`` next
     to the database); with ``publish``, show them in the Prefect UI: a results table, a
-    summary and a link to the HTML report (one version of each key per run: a caller that
+    summary and a link to the HTML report (served by ``dbpa view`` when one serves the
+    record, else the file) (one version of each key per run: a caller that
     rewrites the reports of a run already published passes ``publish=False``).
 
     The report package (matplotlib, jinja2) is imported here, when a run reports, so that
@@ -41,6 +42,7 @@ def write_reports(
         report_path,
         results_table,
         summary_markdown,
+        viewer_url,
     )
 
     store = storage.get(db)
@@ -54,8 +56,9 @@ def write_reports(
     store.set_report_path(data.run.run_id, paths["html"])
     if not publish:
         return paths
+    viewer = viewer_url(db)  # `dbpa view` serving this record: link to it, else to the file
     create_link_artifact(
-        link=Path(paths["html"]).as_uri(),
+        link=f"{viewer}/runs/{data.run.run_id}" if viewer else Path(paths["html"]).as_uri(),
         link_text=f"HTML report of run {data.run.run_id}",
         key=artifact_key(data.run.audit, "report"),
         description=f"The HTML report of run {data.run.run_id}",

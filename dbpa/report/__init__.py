@@ -45,6 +45,7 @@ from ._html import CONTENT_SECURITY_POLICY, render_html
 from ._json import render_json, report_dict
 from ._markdown import render_markdown, summary_markdown
 from ._text import results_table
+from ._viewer import RecordViewer, address_file, viewer_url
 from ._views import moved_answers
 
 __all__ = [
@@ -64,6 +65,7 @@ __all__ = [
     "MovedAnswers",
     "NullView",
     "Output",
+    "RecordViewer",
     "ReportData",
     "ReportReader",
     "RocView",
@@ -73,6 +75,7 @@ __all__ = [
     "TestRow",
     "TestView",
     "Usage",
+    "address_file",
     "default_report_dir",
     "gather",
     "most_changed",
@@ -84,6 +87,7 @@ __all__ = [
     "report_path",
     "results_table",
     "summary_markdown",
+    "viewer_url",
 ]
 
 RENDERERS: dict[str, Callable[[ReportData], str]] = {
