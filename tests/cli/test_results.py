@@ -77,8 +77,8 @@ def test_results_of_a_huge_family_are_summarised_and_listed_with_all(huge_record
     assert listed.exit_code == 0, listed.output
     lines = [line.split() for line in listed.output.splitlines() if "style-number-" in line]
     assert [line[0] for line in lines] == [f"style-number-{i}" for i in range(10_000)]
-    assert lines[0][1:] == ["target", "0.300***", "+0.100", "0.0001", "0.0010", "changed"]
-    assert lines[-1][1:] == ["control", "0.300", "+0.100", "1.0000", "10.0000", "no", "change"]
+    assert lines[0][1:] == ["target", "0.300***", "+0.200", "0.0001", "0.0010", "changed"]
+    assert lines[-1][1:] == ["control", "0.300", "+0.200", "0.9999", "9.9990", "no", "change"]
 
     as_json = json.loads(
         invoke("results", "huge", "--db", str(huge_record), "--format", "json").output
