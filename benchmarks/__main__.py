@@ -13,6 +13,7 @@ SUITES = {
     "embedding": "benchmarks.bench_embedding",
     "pipeline": "benchmarks.bench_pipeline",
     "scale": "benchmarks.bench_scale",
+    "cli": "benchmarks.bench_cli",
 }
 
 
