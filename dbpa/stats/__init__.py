@@ -3,9 +3,10 @@
 Pure numpy/scipy: similarities, discrepancies (omega) and their combination
 (``auto``), the permutation engine of Algorithm 1, multiplicity corrections, sample
 size, power and the planner of k, ROC for labelled families. Nothing here imports
-Prefect, DuckDB or litellm. scipy.stats (about a second to import) is imported only
-inside the functions that use it (the bh and by corrections, ``sample_size``,
-``simulate_power``).
+Prefect, DuckDB or litellm. scipy (scipy.stats about a second to import, scipy.special
+and scipy.spatial half a second together) is imported only inside the functions that use it
+(the bh and by corrections, ``sample_size``, ``simulate_power``, the jsd kernel, the L1 and
+L2 distances), so that importing this package, as a config check does, stays cheap.
 """
 
 from ._combined import ComponentResult
