@@ -7,7 +7,6 @@ import copy
 import os
 import re
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -80,10 +79,8 @@ BAD_FILES = {
 @pytest.mark.parametrize(("content", "message"), BAD_FILES.values(), ids=list(BAD_FILES))
 def test_a_bad_file_is_a_config_error_naming_it(tmp_path, validate: Validate, content, message):
     path = write(tmp_path, content)
-    started = time.perf_counter()
     with pytest.raises(ConfigError, match=message) as info:
         load_config(path)
-    assert time.perf_counter() - started < 2
     assert str(info.value).startswith(f"{path}: ")
     result = validate(path)
     assert result.exit_code == 2, result.output
