@@ -2,13 +2,24 @@
 
 Pure numpy/scipy: similarities, discrepancies (omega) and their combination
 (``auto``), the permutation engine of Algorithm 1, multiplicity corrections, sample
-size, power and the planner of k, ROC for labelled families. Nothing here imports
-Prefect, DuckDB or litellm. scipy.stats (about a second to import) is imported only
-inside the functions that use it (the bh and by corrections, ``sample_size``,
-``simulate_power``).
+size, power and the planner of k, ROC for labelled families, effect intervals and
+equivalence decisions (changed / equivalent / inconclusive) with a calibrated margin.
+Nothing here imports Prefect, DuckDB or litellm. scipy.stats (about a second to
+import) is imported only inside the functions that use it (the bh and by corrections,
+``sample_size``, ``simulate_power``).
 """
 
 from ._combined import ComponentResult
+from ._equivalence import (
+    Decision,
+    FamilyDecision,
+    MarginCalibration,
+    calibrate_margin,
+    decide,
+    decide_family,
+    equivalence_p_value,
+)
+from ._interval import INTERVAL_OMEGAS, EffectInterval, effect_interval
 from ._multiplicity import (
     CORRECTIONS,
     CorrectionResult,
@@ -34,10 +45,15 @@ from ._similarity import SIMILARITIES, SimilaritySplit, pooled_similarity, split
 
 __all__ = [
     "CORRECTIONS",
+    "INTERVAL_OMEGAS",
     "OMEGAS",
     "SIMILARITIES",
     "ComponentResult",
     "CorrectionResult",
+    "Decision",
+    "EffectInterval",
+    "FamilyDecision",
+    "MarginCalibration",
     "ModelChoice",
     "Omega",
     "OperatingPoint",
@@ -49,7 +65,12 @@ __all__ = [
     "SamplePlan",
     "SimilaritySplit",
     "best_model",
+    "calibrate_margin",
     "correct",
+    "decide",
+    "decide_family",
+    "effect_interval",
+    "equivalence_p_value",
     "histogram_edges",
     "min_permutations",
     "permutation_test",
