@@ -19,13 +19,14 @@ rows, and a repeated row paired with itself has distance 0: counted as a pair it
 shrink the within-arm means and push every replicate up. Each replicate is therefore
 the U-statistic of the resample over pairs of *distinct original* outputs (the counts
 ``c`` weight the pairs: ``c'Dc / (k^2 - sum c^2)``), whose bootstrap expectation is the
-estimate itself. Measured by simulation (tests/stats/test_interval.py): the interval
-never under-covers on the shapes and k tested, but over-covers where the estimate's
-degenerate (second-order) part dominates, as it does for high-dimensional embeddings
-(95% and more for a nominal 90%): the bootstrap overestimates that part's variance. It is
-conservative, which keeps equivalence claims valid (``_equivalence``); a bootstrap-t
-with jackknife standard errors came closer to nominal two-sided but under-covered the
-upper side (0.90 for a nominal 0.95), which would make equivalence claims anti-conservative.
+estimate itself. Measured by simulation (tests/stats/test_interval.py, 400 audits per
+cell, k = 10, 20, 40): the 90% interval covers 0.985-1.000 on the null, shift and spread
+shapes and 0.92-0.96 on the mixture shape; it over-covers where the estimate's degenerate
+(second-order) part dominates, as it does for high-dimensional embeddings: the bootstrap
+overestimates that part's variance. It is conservative, which keeps equivalence claims
+valid (``_equivalence``); a bootstrap-t with jackknife standard errors came closer to
+nominal two-sided but under-covered the upper side (0.90 for a nominal 0.95), which would
+make equivalence claims anti-conservative.
 """
 
 from __future__ import annotations

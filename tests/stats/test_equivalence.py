@@ -167,7 +167,7 @@ def test_power_at_no_effect_fast():
                                          ("mixture", 40), ("spread", 20)])  # fmt: skip
 def test_no_equivalence_at_the_margin(name, k):
     """400 audits per cell, per test and for a Holm family of 4 perturbations all at the
-    margin; about 25 s per cell."""
+    margin; 15-20 s per cell, about 75 s in all."""
     n_sims, margin = 400, true_effect(name)
     single = _equivalence_count(name, k, margin, n_sims, seed=50 + k)
     family = _equivalence_count(name, k, margin, n_sims // 4, seed=60 + k, m=4)
@@ -181,7 +181,8 @@ def test_no_equivalence_at_the_margin(name, k):
 @pytest.mark.parametrize("k", [10, 20, 40, 80])
 def test_power_at_no_effect(k):
     """No effect; margin = 0.95 quantile of the distances of 12 replicate pairs of 20
-    outputs. Prints the power (200 audits); asserts it only where it must be high."""
+    outputs. Prints the power (200 audits; 0.37, 0.79, 0.98, 1.00 measured); asserts it
+    only where it must be high. About 30 s in all."""
     rng = np.random.default_rng(16)
     s = scenario("null")
     margin = calibrate_margin([s.draw(rng, 20) for _ in range(12)]).margin
