@@ -15,6 +15,7 @@ SUITES = {
     "scale": "benchmarks.bench_scale",
     "startup": "benchmarks.bench_startup",
     "generators": "benchmarks.bench_generators",
+    "cli": "benchmarks.bench_cli",
 }
 
 

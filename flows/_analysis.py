@@ -15,7 +15,7 @@ import storage
 from dbpa.config import AuditConfig
 from dbpa.plan import AuditPlan, PlannedTest
 from dbpa.progress import Counter
-from flows._sampling import batches
+from flows._sampling import arm_labels, batches
 from tasks.correct import correct_family
 from tasks.embed import embed_texts
 from tasks.permutation import TestJob, run_tests
@@ -56,6 +56,8 @@ class ArmAnalysis:
         for i, t in enumerate(plan.tests):
             self._tests_of.setdefault(t.original.arm_id, []).append(i)
             self._tests_of.setdefault(t.perturbed.arm_id, []).append(i)
+        self._labels = arm_labels(plan)
+        self._order = {a.arm_id: i for i, a in enumerate(plan.arms)}
         self._done: set[str] | None = None
         """Ids of the stored tests (read once; this process is the only writer)."""
         self._ready: set[int] = set()
@@ -72,7 +74,11 @@ class ArmAnalysis:
         have no vector yet, in task runs of ``embed_batch`` distinct texts."""
         counter, _ = self._progress()
         new = set(arm_ids) - self._embedded
-        texts = _embed(self._plan, self._store, self._config, new, self._embed_batch) if new else 0
+        texts = 0
+        if new:
+            first = self._labels[min(new, key=self._order.__getitem__)]
+            of_arms = first if len(new) == 1 else f"{len(new)} arms from {first}"
+            texts = _embed(self._plan, self._store, self._config, new, self._embed_batch, of_arms)
         self._embedded |= new
         done = self._stored()
         for arm_id in new:  # only the tests of these arms can have become ready
@@ -151,17 +157,22 @@ class ArmAnalysis:
 
 
 def _embed(
-    plan: AuditPlan, store: storage.Store, config: AuditConfig, arms: set[str], batch: int
+    plan: AuditPlan,
+    store: storage.Store,
+    config: AuditConfig,
+    arms: set[str],
+    batch: int,
+    of_arms: str,
 ) -> int:
-    """Embed every stored output of ``arms`` that has no vector yet; returns how many
-    distinct texts were embedded."""
+    """Embed every stored output of ``arms`` (``of_arms`` names them in task run names)
+    that has no vector yet; returns how many distinct texts were embedded."""
     texts = store.arm_texts(sorted(arms), plan.k)
     missing = store.missing_embeddings(plan.embedder, texts.text_hash)
     unique = texts[texts.text_hash.isin(missing)].drop_duplicates("text_hash")
     hashes, contents = unique.text_hash.tolist(), unique.text.tolist()
     for start in range(0, len(contents), batch):
         chunk = contents[start : start + batch]
-        label = f"{start + 1}-{start + len(chunk)} of {len(contents)} texts"
+        label = f"{of_arms}: texts {start + 1}-{start + len(chunk)} of {len(contents)}"
         vectors = embed_texts.submit(chunk, config.embedder, label).result()
         store.add_embeddings(plan.embedder, hashes[start : start + len(chunk)], vectors)
     return len(contents)

@@ -53,7 +53,7 @@ class Sampling:
         self._plan, self._store, self._db, self._run_id = plan, store, db, run_id
         self._todo, self._counter = todo, counter
         self._task_runs, self._threads = task_runs, threads
-        self._labels = _arm_labels(plan)
+        self._labels = arm_labels(plan)
         self._held: Exception | None = None
         self._failures: dict[str, str] = {}
 
@@ -155,7 +155,8 @@ def sample_phase(
     return Sampling(plan, store, db, run_id, todo, counter, task_runs, threads)
 
 
-def _arm_labels(plan: AuditPlan) -> dict[str, str]:
+def arm_labels(plan: AuditPlan) -> dict[str, str]:
+    """A readable label of every arm: its perturbation (or ``original``) and family."""
     labels: dict[str, str] = {}
     for t in plan.tests:
         labels.setdefault(t.original.arm_id, f"original ({t.family})")

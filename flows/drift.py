@@ -41,9 +41,10 @@ def drift(
     logger = get_run_logger()
     summaries, table = [], []
     with storage.Store(db) as store:
-        comparisons = plan_drift(audit, read_epochs(store, audit), epoch=epoch, baseline=baseline)
+        epochs = read_epochs(store, audit)
+        comparisons = plan_drift(audit, epochs, epoch=epoch, baseline=baseline)
         if not comparisons:
-            logger.info("drift: %s has a single epoch so far; nothing to compare", audit)
+            logger.info("drift: %s", nothing_to_compare(audit, [e.epoch for e in epochs]))
             return []
         for comparison in comparisons:
             results, skipped = _compare(store, comparison)
@@ -74,9 +75,20 @@ def drift(
     create_table_artifact(
         table=table,
         key=artifact_key(audit, "drift"),
-        description=f"Drift of {audit} at epoch {comparisons[0].epoch} against earlier epochs",
+        description=f"Drift of {audit} at epoch {comparisons[0].epoch} against "
+        + ", ".join(f"the {c.against} epoch {c.reference_epoch}" for c in comparisons),
     )
     return summaries
+
+
+def nothing_to_compare(audit: str, epochs: list[str]) -> str:
+    """Why a drift run of ``audit`` tested nothing: one epoch, or the earliest one tested."""
+    if len(epochs) == 1:
+        return f"{audit} has a single epoch so far; nothing to compare"
+    return (
+        f"epoch {epochs[0]} is the earliest of the {len(epochs)} epochs of {audit} stored; "
+        "nothing earlier to compare it with"
+    )
 
 
 def _compare(
@@ -101,13 +113,15 @@ def _compare(
 
 
 def _table_row(comparison: Comparison, result: DriftResult) -> dict[str, str]:
+    """One row of the drift artifact: short cells, the decision early (the epochs are in
+    the artifact's description, not repeated on every row)."""
     r = result.record
     return {
-        "against": f"{comparison.against} ({comparison.reference_epoch})",
         "arm": result.job.label,
+        "against": comparison.against,
+        "decision": "changed" if result.decision.reject else "no change",
+        "adjusted p": f"{result.decision.adjusted_p:.4f}",
+        "p": f"{r.p_value:.4f}",
         "omega": f"{r.statistic:.3f}",
         "effect": f"{r.effect:+.3f}",
-        "p": f"{r.p_value:.4f}",
-        "adjusted p": f"{result.decision.adjusted_p:.4f}",
-        "decision": "changed" if result.decision.reject else "no change",
     }

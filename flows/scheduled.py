@@ -33,7 +33,9 @@ def tick_epoch() -> str:
 
 
 def _flow_run_name() -> str:
-    return f"{Path(flow_run.parameters['config_path']).stem} @ {tick_epoch()}"
+    """The config's name and the tick's epoch (the one given in ``overrides``, if any)."""
+    epoch = (flow_run.parameters.get("overrides") or {}).get("epoch") or tick_epoch()
+    return f"{Path(flow_run.parameters['config_path']).stem} @ {epoch}"
 
 
 @flow(
@@ -65,7 +67,8 @@ def scheduled_audit(
         with storage.Store(db) as store:
             storage.register(store)
             try:
-                reports = write_reports(db, outcome.run_id, out)  # now with the drift section
+                # Now with the drift section; the audit's artifacts already point to them.
+                reports = write_reports(db, outcome.run_id, out, publish=False)
             finally:
                 storage.unregister(store)
     return dataclasses.replace(outcome, reports=reports)

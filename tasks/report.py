@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from prefect import task
-from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.artifacts import (
+    create_link_artifact,
+    create_markdown_artifact,
+    create_table_artifact,
+)
 
 import storage
 
@@ -19,9 +24,14 @@ def artifact_key(audit: str, suffix: str) -> str:
 
 
 @task(name="report", task_run_name="report {run_id}")
-def write_reports(db: str, run_id: str, out_dir: str | None = None) -> dict[str, str]:
+def write_reports(
+    db: str, run_id: str, out_dir: str | None = None, publish: bool = True
+) -> dict[str, str]:
     """Write the HTML, Markdown and JSON reports (to ``out_dir``, default ``reports/`` next
-    to the database); publish a results table and a summary.
+    to the database); with ``publish``, show them in the Prefect UI: a results table, a
+    summary and a link to the HTML report (served by ``dbpa view`` when one serves the
+    record, else the file) (one version of each key per run: a caller that
+    rewrites the reports of a run already published passes ``publish=False``).
 
     The report package (matplotlib, jinja2) is imported here, when a run reports, so that
     importing the audit flow does not delay a run's first model request."""
@@ -32,6 +42,7 @@ def write_reports(db: str, run_id: str, out_dir: str | None = None) -> dict[str,
         report_path,
         results_table,
         summary_markdown,
+        viewer_url,
     )
 
     store = storage.get(db)
@@ -43,6 +54,15 @@ def write_reports(db: str, run_id: str, out_dir: str | None = None) -> dict[str,
         path.write_text(render(data), encoding="utf-8")
         paths[fmt] = str(path.resolve())
     store.set_report_path(data.run.run_id, paths["html"])
+    if not publish:
+        return paths
+    viewer = viewer_url(db)  # `dbpa view` serving this record: link to it, else to the file
+    create_link_artifact(
+        link=f"{viewer}/runs/{data.run.run_id}" if viewer else Path(paths["html"]).as_uri(),
+        link_text=f"HTML report of run {data.run.run_id}",
+        key=artifact_key(data.run.audit, "report"),
+        description=f"The HTML report of run {data.run.run_id}",
+    )
     create_table_artifact(
         table=results_table(data),
         key=artifact_key(data.run.audit, "results"),

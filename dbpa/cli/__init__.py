@@ -23,6 +23,7 @@ from ._plan import plan
 from ._record import export, report, results, runs
 from ._run import run, serve
 from ._validate import validate
+from ._view import view
 
 configure()
 
@@ -33,7 +34,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-for _command in (validate, plan, run, runs, results, export, report, serve, drift):
+for _command in (validate, plan, run, runs, results, export, report, view, serve, drift):
     app.command()(exits_on_error(_command))
 
 __all__ = ["app", "err", "out"]

@@ -6,11 +6,13 @@ the record, where the flow's sampling tasks find them (they only ask for what is
 texts are the ones the flow would have got: output ``i`` of an arm depends on the arm's seed
 and ``i`` alone (see ``dbpa.llm``), whoever asks.
 
-Work is handed out in *chunks*, the outputs of whole requests of one arm, round-robin over
-the arms so that every arm gets its first outputs early. :meth:`HeadStart.stop` lets the
-chunks in flight finish, hands out no more and closes the record before the flow opens it, so
-no output is asked twice. A model that fails is left alone for the rest of the head start (its
-error reaches the user once, from the flow); short retry waits keep ``stop`` prompt.
+The head start asks for one *chunk* per arm: its first missing outputs, in whole requests
+(about ``OUTPUTS_PER_CHUNK``). The rest is left to the flow's tasks, which Prefect retries
+and shows; the head start only gets the requests going while Prefect starts.
+:meth:`HeadStart.stop` lets the chunks in flight finish, hands out no more and closes the
+record before the flow opens it, so no output is asked twice. A model that fails is left
+alone for the rest of the head start (its error reaches the user once, from the flow); short
+retry waits keep ``stop`` prompt.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -47,11 +48,11 @@ class Chunk:
 
 
 def chunks(plan: AuditPlan, stored: dict[str, set[int]]) -> list[Chunk]:
-    """The missing outputs of every arm, in chunks of whole requests, round-robin over the
-    arms (every arm's first chunk, then every arm's second, ...)."""
+    """The first chunk of missing outputs of every arm short of k (whole requests), in the
+    plan's order of arms."""
     from dbpa.llm import choices_per_request
 
-    per_arm: list[list[Chunk]] = []
+    found: list[Chunk] = []
     for arm in plan.arms:
         per_request = choices_per_request(arm.model)
         size = per_request * max(1, -(-OUTPUTS_PER_CHUNK // per_request))
@@ -59,15 +60,10 @@ def chunks(plan: AuditPlan, stored: dict[str, set[int]]) -> list[Chunk]:
         groups: dict[int, list[int]] = {}
         for i in missing:
             groups.setdefault(i // size, []).append(i)
-        seed = plan.arm_seed(arm)
-        per_arm.append([Chunk(arm, seed, tuple(g)) for _, g in sorted(groups.items())])
-    return [c for round_ in _rounds(per_arm) for c in round_]
-
-
-def _rounds(per_arm: list[list[Chunk]]) -> Iterator[list[Chunk]]:
-    depth = max((len(c) for c in per_arm), default=0)
-    for r in range(depth):
-        yield [c[r] for c in per_arm if r < len(c)]
+        if groups:
+            first = groups[min(groups)]
+            found.append(Chunk(arm, plan.arm_seed(arm), tuple(first)))
+    return found
 
 
 class HeadStart:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 
 import typer
 from rich import box
@@ -22,6 +23,12 @@ from ._common import (
     open_record,
     out,
 )
+from ._validate import SUMMARY_OVER
+
+DECISIONS = ("changed", "no change", "pending", "not tested")
+"""The decisions of a result, in the order the summary counts them."""
+SHOWN_SMALLEST_P = 10
+"""Results listed under the counts of a summarised family: those of smallest p-value."""
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -35,46 +42,18 @@ def print_results(db: Path, run_id: str) -> int:
     return show_results(row, df)
 
 
-def show_results(row: dict[str, Any], df: pd.DataFrame) -> int:
-    """Print the table of a run's results; returns how many control perturbations were
-    rejected. A perturbation tested but not yet corrected (a running run) is ``pending``."""
-    from dbpa.analysis import stars
-
-    families = df.family.unique()
-    table = Table(
-        title=f"run {row['run_id']} ({row['status']})",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
-        padding=0,  # the box's blank divider alone separates columns: 30-character ids fit 80
-    )
-    if len(families) > 1:
-        table.add_column("model", overflow="fold")
-    table.add_column("perturbation", overflow="fold")
-    table.add_column("label", no_wrap=True, min_width=7)
-    for numeric in ("omega", "effect", "p", "adj. p"):
-        table.add_column(numeric, justify="right", no_wrap=True, min_width=6)
-    table.add_column("decision", no_wrap=True, min_width=9)
-    pending = 0
-    for r in df.itertuples():
-        first = [r.family] if len(families) > 1 else []
-        if not r.tested:
-            table.add_row(*first, r.perturbation_id, cell(r.label), *"----", "not tested")
-            continue
-        tested = [f"{r.statistic:.3f}{stars(r.p_value)}", f"{r.effect:+.3f}", f"{r.p_value:.4f}"]
-        if cell(r.adjusted_p) == "":
-            pending += 1
-            table.add_row(*first, r.perturbation_id, cell(r.label), *tested, "-", "pending")
-            continue
-        table.add_row(
-            *first,
-            r.perturbation_id,
-            cell(r.label),
-            *tested,
-            f"{r.adjusted_p:.4f}",
-            "[red]changed[/]" if r.reject else "no change",
-        )
-    out.print(table)
+def show_results(row: dict[str, Any], df: pd.DataFrame, all_rows: bool = False) -> int:
+    """Print the table of a run's results (a family of more than ``SUMMARY_OVER`` as counts
+    and its smallest p-values, unless ``all_rows``); returns how many control perturbations
+    were rejected. A perturbation tested but not yet corrected (a running run) is ``pending``."""
+    rows = _result_rows(df)
+    if len(df) <= SUMMARY_OVER:
+        out.print(_results_table(row, df, rows))
+    elif all_rows:
+        _print_result_columns(row, df, rows)
+    else:
+        _print_results_summary(row, df, rows)
+    pending = sum(r[-1] == "pending" for r in rows)
     if pending:
         out.print(
             f"{int(df.tested.sum())} of {len(df)} perturbations tested so far; {pending} pending: "
@@ -82,6 +61,119 @@ def show_results(row: dict[str, Any], df: pd.DataFrame) -> int:
             highlight=False,
         )
     return int(((df.label == "control") & (df.reject == True)).sum())  # noqa: E712
+
+
+def _result_rows(df: pd.DataFrame) -> list[list[str]]:
+    """The cells of each result, the model first when there are several; the decision last,
+    plain (``changed``, ``no change``, ``pending``, ``not tested``)."""
+    from dbpa.analysis import stars
+
+    several = df.family.nunique() > 1
+    columns = ("family", "perturbation_id", "label", "tested", "statistic", "effect", "p_value")
+    columns += ("adjusted_p", "reject")
+    rows = []
+    # Column lists, not itertuples: iterating Arrow-backed rows costs 60 us a row.
+    for r in map(_Result._make, zip(*(df[c].tolist() for c in columns), strict=True)):
+        first = [r.family] if several else []
+        if not r.tested:
+            rows.append([*first, r.perturbation_id, cell(r.label), *"----", "not tested"])
+            continue
+        tested = [f"{r.statistic:.3f}{stars(r.p_value)}", f"{r.effect:+.3f}", f"{r.p_value:.4f}"]
+        if cell(r.adjusted_p) == "":
+            rows.append([*first, r.perturbation_id, cell(r.label), *tested, "-", "pending"])
+            continue
+        decided = [f"{r.adjusted_p:.4f}", "changed" if r.reject else "no change"]
+        rows.append([*first, r.perturbation_id, cell(r.label), *tested, *decided])
+    return rows
+
+
+class _Result(NamedTuple):
+    """The fields of a result that its row shows."""
+
+    family: str
+    perturbation_id: str
+    label: str | None
+    tested: bool
+    statistic: float
+    effect: float
+    p_value: float
+    adjusted_p: float | None
+    reject: bool | None
+
+
+def _results_table(row: dict[str, Any], df: pd.DataFrame, rows: list[list[str]]) -> Table:
+    table = Table(
+        title=f"run {row['run_id']} ({row['status']})",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        padding=0,  # the box's blank divider alone separates columns: 30-character ids fit 80
+    )
+    if df.family.nunique() > 1:
+        table.add_column("model", overflow="fold")
+    table.add_column("perturbation", overflow="fold")
+    table.add_column("label", no_wrap=True, min_width=7)
+    for numeric in ("omega", "effect", "p", "adj. p"):
+        table.add_column(numeric, justify="right", no_wrap=True, min_width=6)
+    table.add_column("decision", no_wrap=True, min_width=9)
+    for cells in rows:
+        decision = "[red]changed[/]" if cells[-1] == "changed" else cells[-1]
+        table.add_row(*cells[:-1], decision)
+    return table
+
+
+def _print_results_summary(row: dict[str, Any], df: pd.DataFrame, rows: list[list[str]]) -> None:
+    """Decisions counted per model and label, then the results of smallest p-value."""
+    import numpy as np
+
+    several = df.family.nunique() > 1
+    decisions = [cells[-1] for cells in rows]
+    counts = Counter(
+        (family if several else "", cell(label), decision)
+        for family, label, decision in zip(df.family, df.label, decisions, strict=True)
+    )
+    groups = dict.fromkeys((family, label) for family, label, _ in counts)  # in family order
+    shown = [name for name in DECISIONS if any(d == name for *_, d in counts)]
+    table = Table(
+        *(["model"] if several else []),
+        "label",
+        "perturbations",
+        *shown,
+        title=f"run {row['run_id']} ({row['status']}): {len(df):,} perturbations",
+        title_justify="left",
+    )
+    for family, label in groups:
+        n = [counts[(family, label, name)] for name in shown]
+        table.add_row(*([family] if several else []), label, f"{sum(n):,}", *(f"{c:,}" for c in n))
+    out.print(table)
+    adjusted, p = (df[c].astype(float).fillna(2.0).to_numpy() for c in ("adjusted_p", "p_value"))
+    by_p = np.lexsort((p, adjusted))[:SHOWN_SMALLEST_P]
+    out.print(
+        f"the {len(by_p)} of smallest adjusted p, then p (--all lists every one; --format csv "
+        "or json gives every field):",
+        highlight=False,
+    )
+    out.print(_results_table(row, df.iloc[by_p], [rows[i] for i in by_p]))
+
+
+def _print_result_columns(row: dict[str, Any], df: pd.DataFrame, rows: list[list[str]]) -> None:
+    """Every result on one line, in aligned columns (a table of thousands of rows takes the
+    terminal library seconds to lay out)."""
+    several = df.family.nunique() > 1
+    header = [*(["model"] if several else []), "perturbation", "label"]
+    header += ["omega", "effect", "p", "adj. p", "decision"]
+    lines = [header, *rows]
+    widths = [max(len(cells[c]) for cells in lines) for c in range(len(header))]
+    numeric = range(len(header) - 5, len(header) - 1)
+    text = "\n".join(
+        "  ".join(
+            cells[c].rjust(widths[c]) if c in numeric else cells[c].ljust(widths[c])
+            for c in range(len(header))
+        ).rstrip()
+        for cells in lines
+    )
+    out.print(f"run {row['run_id']} ({row['status']})", highlight=False, markup=False)
+    out.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
 def runs(db: DbOption = DEFAULT_DB) -> None:
@@ -120,15 +212,20 @@ def results(
     run_id: RunArgument,
     db: DbOption = DEFAULT_DB,
     fmt: Annotated[str, typer.Option("--format", help="table, csv or json.")] = "table",
+    all_: Annotated[
+        bool, typer.Option("--all", help="List every perturbation in the table, however many.")
+    ] = False,
 ) -> None:
-    """Show a run's per-perturbation results."""
+    """Show a run's per-perturbation results (a family of more than 300 perturbations as
+    counts per label and decision and its smallest p-values; ``--all`` lists every one;
+    csv and json always hold every result)."""
     if fmt not in ("table", "csv", "json"):
         raise fail(ExitCode.BAD_INPUT, f"--format: unknown {fmt!r}; choose table, csv or json")
     with open_record(db) as store:
         row = store.run(run_id)
         df = store.results(row["run_id"])
     if fmt == "table":
-        show_results(row, df)
+        show_results(row, df, all_)
     elif fmt == "csv":
         sys.stdout.write(df.to_csv(index=False))
     else:

@@ -24,9 +24,11 @@ from ._data import (
     ALLOWED_FPR,
     Alignment,
     ArmView,
+    Exemplar,
     Family,
     KindCount,
     ModelUsage,
+    MovedAnswers,
     NullView,
     Output,
     ReportData,
@@ -43,6 +45,8 @@ from ._html import CONTENT_SECURITY_POLICY, render_html
 from ._json import render_json, report_dict
 from ._markdown import render_markdown, summary_markdown
 from ._text import results_table
+from ._viewer import RecordViewer, address_file, viewer_url
+from ._views import moved_answers
 
 __all__ = [
     "ALLOWED_FPR",
@@ -54,11 +58,14 @@ __all__ = [
     "ArmView",
     "DriftHistory",
     "DriftPoint",
+    "Exemplar",
     "Family",
     "KindCount",
     "ModelUsage",
+    "MovedAnswers",
     "NullView",
     "Output",
+    "RecordViewer",
     "ReportData",
     "ReportReader",
     "RocView",
@@ -68,9 +75,11 @@ __all__ = [
     "TestRow",
     "TestView",
     "Usage",
+    "address_file",
     "default_report_dir",
     "gather",
     "most_changed",
+    "moved_answers",
     "render_html",
     "render_json",
     "render_markdown",
@@ -78,6 +87,7 @@ __all__ = [
     "report_path",
     "results_table",
     "summary_markdown",
+    "viewer_url",
 ]
 
 RENDERERS: dict[str, Callable[[ReportData], str]] = {

@@ -303,8 +303,48 @@ class NullView:
 
 
 @dataclass(frozen=True)
+class Exemplar:
+    """An output that characterises a change, with its witness score."""
+
+    index: int
+    """Its index in its arm (the first of its copies)."""
+    text: str
+    score: float
+    """Mean similarity to the perturbed arm minus mean similarity to the original arm."""
+    copies: int
+    """Outputs of the arm with exactly this text."""
+
+
+@dataclass(frozen=True)
+class MovedAnswers:
+    """The answers that moved: the outputs that most characterise the difference between
+    the arms, by the witness rule (``dbpa.stats.witness_scores``), distinct texts only."""
+
+    after: tuple[Exemplar, ...]
+    """Perturbed outputs with the largest scores: more typical after the perturbation."""
+    before: tuple[Exemplar, ...]
+    """Original outputs with the smallest scores: more typical before it."""
+
+
+@dataclass(frozen=True)
+class MapView:
+    """Both arms' outputs on the family's output map: the first two principal components of
+    the embeddings of every arm of the family's drawn tests (one projection and one frame
+    per family, so the maps of a family can be compared)."""
+
+    original: tuple[tuple[float, float], ...]
+    perturbed: tuple[tuple[float, float], ...]
+    original_centroid: tuple[float, float]
+    perturbed_centroid: tuple[float, float]
+    frame: tuple[float, float, float, float]
+    """(x low, x high, y low, y high), shared by the family."""
+    explained: tuple[float, float]
+    """Share of the variance of the family's embeddings along each axis."""
+
+
+@dataclass(frozen=True)
 class TestView:
-    """What the per-test figure draws."""
+    """What the per-test figure draws, and the answers that moved."""
 
     __test__ = False  # not a pytest class
 
@@ -313,7 +353,11 @@ class TestView:
     null: NullView
     similarity: SimilarityView | None
     note: str | None
-    """Why the similarity histograms are missing."""
+    """Why the similarity histograms (and the answers that moved) are missing."""
+    moved: MovedAnswers | None = None
+    """None when the outputs have no stored vectors or texts."""
+    map: MapView | None = None
+    """None when the outputs have no stored vectors."""
 
 
 @dataclass(frozen=True)

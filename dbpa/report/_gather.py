@@ -19,7 +19,7 @@ from dbpa.stats import ModelChoice, best_model, roc_curve, tpr_at_fpr
 from ._arms import ArmReader, gather_arms, usage_by_model
 from ._data import ALLOWED_FPR, Alignment, Family, ReportData, RocView, RunInfo, Settings, TestRow
 from ._values import as_bool, as_float, as_int, as_iso, as_json, as_str
-from ._views import VectorsReader, gather_test_views
+from ._views import Texts, VectorsReader, gather_test_views
 
 __all__ = ["SUMMARISE_OVER", "TOP_CHANGES", "ReportReader", "gather", "most_changed"]
 
@@ -106,7 +106,7 @@ def gather(
     tested = sum(has_test(r) for f in families for r in f.rows)
     drawn = [r for f in families for r in (f.top or f.rows) if has_test(r)][:max_test_figures]
     stored = store.tests(sorted({r.test_id for r in drawn})).set_index("test_id", drop=False)
-    views = gather_test_views(store, drawn, stored)
+    views = gather_test_views(store, drawn, stored, _texts(store, drawn, stored))
     return ReportData(
         run=run,
         settings=settings,
@@ -122,6 +122,18 @@ def gather(
         generator=f"dbpa {_dbpa_version()}",
         drift=read_history(store, run.audit, run.epoch),
     )
+
+
+def _texts(store: ReportReader, rows: Sequence[TestRow], tests: pd.DataFrame) -> Texts:
+    """The first k output texts of the arms of ``rows`` (k: the largest the tests used)."""
+    if not rows:
+        return {}
+    k = int(max(tests.k_a.max(), tests.k_b.max()))
+    arm_ids = sorted({a for r in rows for a in (r.original_arm, r.perturbed_arm)})
+    texts: dict[str, dict[int, str]] = {}
+    for s in store.samples(arm_ids, first=k).itertuples():
+        texts.setdefault(str(s.arm_id), {})[int(s.idx)] = str(s.text)
+    return texts
 
 
 def most_changed(rows: Iterable[TestRow], n: int) -> tuple[TestRow, ...]:

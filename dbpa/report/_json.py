@@ -70,6 +70,16 @@ def report_dict(data: ReportData) -> dict[str, Any]:
             }
             for f in data.families
         ],
+        "moved": [
+            {
+                "family": v.family,
+                "perturbation_id": v.perturbation_id,
+                "after": _jsonable(v.moved.after),
+                "before": _jsonable(v.moved.before),
+            }
+            for v in data.test_views
+            if v.moved is not None
+        ],
         "roc": _jsonable(data.roc),
         "best_models": _jsonable(data.best_models),
         "alignment": [

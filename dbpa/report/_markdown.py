@@ -7,7 +7,7 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 
-from ._data import Family, ReportData, TestRow
+from ._data import Exemplar, Family, ReportData, TestRow, TestView
 from ._format import (
     MISSING,
     fmt_cost,
@@ -96,6 +96,12 @@ def summary_markdown(data: ReportData) -> str:
     untested = [r for r in data.rows if not r.tested]
     if untested:
         lines.append(f"- {len(untested)} perturbation(s) not tested (see the table)")
+    for view, row in _changed_views(data)[:MAX_NAMED]:
+        assert view.moved is not None
+        lines.append(
+            f"- What moved in **{_md(row.perturbation_id)}** ({_md(row.family)}): more typical "
+            f"after: {_quote(view.moved.after[0])}; before: {_quote(view.moved.before[0])}"
+        )
     if data.drift is not None:
         for against, points in data.drift.at(data.drift.current).items():
             changed = [_md(p.label) for p in points if p.reject]
@@ -105,6 +111,52 @@ def summary_markdown(data: ReportData) -> str:
                 + (f" ({', '.join(changed)})" if changed else "")
             )
     return "\n".join(lines)
+
+
+QUOTED_CHARS = 160
+"""Characters of an output quoted in the summary and the answers that moved."""
+
+
+def _quote(e: Exemplar) -> str:
+    """An output as a one-line quote (shortened), its witness score and copies."""
+    text = " ".join(e.text.split())
+    if len(text) > QUOTED_CHARS:
+        text = text[: QUOTED_CHARS - 1] + "…"
+    copies = f", {e.copies} copies" if e.copies > 1 else ""
+    return f"“{_md(text)}” ({e.score:+.3f}{copies})"
+
+
+def _changed_views(data: ReportData) -> list[tuple[TestView, TestRow]]:
+    """The per-test views with answers that moved of the perturbations that changed, most
+    changed first (the order of the figures)."""
+    rows = {(r.family, r.perturbation_id): r for r in data.rows}
+    found = [(v, rows[(v.family, v.perturbation_id)]) for v in data.test_views if v.moved]
+    changed = [(v, r) for v, r in found if r.reject]
+    return sorted(changed, key=lambda vr: vr[1].adjusted_p or vr[1].p_value or 1.0)
+
+
+def _moved(data: ReportData) -> list[str]:
+    """The answers that moved, for every perturbation that changed."""
+    changed = _changed_views(data)
+    if not changed:
+        return []
+    lines = [
+        "",
+        "## The answers that moved",
+        "",
+        "For each perturbation that changed: the outputs whose mean similarity to the "
+        "perturbed arm minus their mean similarity to the original arm (the witness of the "
+        "comparison, in brackets) is largest (more typical after the perturbation) or "
+        "smallest (more typical before). They describe the change; the test is above.",
+    ]
+    for view, row in changed:
+        assert view.moved is not None
+        lines += ["", f"### {_md(row.perturbation_id)} ({_md(row.family)})", ""]
+        lines += ["More typical after the perturbation:", ""]
+        lines += [f"- {_quote(e)}" for e in view.moved.after]
+        lines += ["", "More typical before:", ""]
+        lines += [f"- {_quote(e)}" for e in view.moved.before]
+    return lines
 
 
 def _results(data: ReportData) -> list[str]:
@@ -327,6 +379,7 @@ def render_markdown(data: ReportData) -> str:
         summary_markdown(data),
         "",
         *_results(data),
+        *_moved(data),
         *_roc(data),
         *_alignment(data),
         *_drift(data),

@@ -11,7 +11,7 @@ import base64
 from collections.abc import Sequence
 from xml.sax.saxutils import escape
 
-from ._data import NullView, SimilarityView, TestView
+from ._data import MapView, NullView, SimilarityView, TestView
 from ._figures import BLUE, GREY, INK, ORANGE, RED, Chart
 from ._format import fmt_omega
 
@@ -119,11 +119,56 @@ def _null_panel(n: NullView, x0: float) -> str:
     )
 
 
+def _map_panel(m: MapView, x0: float) -> str:
+    """Both arms on the family's output map (its first two principal components), with
+    their centroids as rings."""
+    x_lo, x_hi, y_lo, y_hi = m.frame
+    left, width = x0 + LEFT, PANEL_W - LEFT - RIGHT
+    height = PANEL_H - TOP - BOTTOM
+
+    def at(x: float, y: float) -> tuple[float, float]:
+        return (
+            left + (x - x_lo) / (x_hi - x_lo or 1.0) * width,
+            TOP + height - (y - y_lo) / (y_hi - y_lo or 1.0) * height,
+        )
+
+    def dots(points: Sequence[tuple[float, float]], color: str) -> str:
+        circles = "".join(
+            f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="2.4"/>' for cx, cy in (at(*p) for p in points)
+        )
+        return f'<g fill="{color}" fill-opacity="0.6">{circles}</g>'
+
+    def ring(point: tuple[float, float], color: str) -> str:
+        cx, cy = at(*point)
+        return (
+            f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="5" fill="none" stroke="{color}" '
+            'stroke-width="2"/>'
+        )
+
+    bottom = TOP + height
+    first, second = (f"{100 * share:.0f}%" for share in m.explained)
+    return (
+        dots(m.original, BLUE)
+        + dots(m.perturbed, ORANGE)
+        + ring(m.original_centroid, BLUE)
+        + ring(m.perturbed_centroid, ORANGE)
+        + f'<path d="M{left} {TOP}V{bottom}H{left + width}" fill="none" stroke="#666"/>'
+        + f'<text x="{left + width / 2:.1f}" y="{bottom + 24}" text-anchor="middle">'
+        + f"first principal component ({first})</text>"
+        + f'<text transform="translate({x0 + 10} {TOP + height / 2:.1f}) rotate(-90)" '
+        + f'text-anchor="middle">second ({second})</text>'
+        + _legend(x0, [(BLUE, "original outputs"), (ORANGE, "perturbed (rings: centroids)")])
+    )
+
+
 def test_figure(view: TestView) -> Chart:
-    """P0 vs P1 histograms (when the outputs are embedded) and the permutation null."""
+    """P0 vs P1 histograms and the output map (when the outputs are embedded), and the
+    permutation null."""
     panels = []
     if view.similarity is not None:
         panels.append(_similarity_panel(view.similarity, 0))
+    if view.map is not None:
+        panels.append(_map_panel(view.map, PANEL_W * len(panels)))
     panels.append(_null_panel(view.null, PANEL_W * len(panels)))
     width = PANEL_W * len(panels)
     svg = (

@@ -4,9 +4,11 @@ Pure numpy/scipy: similarities, discrepancies (omega) and their combination
 (``auto``), the permutation engine of Algorithm 1, multiplicity corrections, sample
 size, power and the planner of k, ROC for labelled families, effect intervals and
 equivalence decisions (changed / equivalent / inconclusive) with a calibrated margin.
-Nothing here imports Prefect, DuckDB or litellm. scipy.stats (about a second to
-import) is imported only inside the functions that use it (the bh and by corrections,
-``sample_size``, ``simulate_power``).
+Nothing here imports Prefect, DuckDB or litellm. scipy (scipy.stats about a second to
+import, scipy.special and scipy.spatial half a second together) is imported only inside
+the functions that use it (the bh and by corrections, ``sample_size``, ``simulate_power``,
+the jsd kernel, the L1 and L2 distances), so that importing this package, as a config
+check does, stays cheap.
 """
 
 from ._combined import ComponentResult
@@ -42,6 +44,7 @@ from ._roc import (
     tpr_at_fpr,
 )
 from ._similarity import SIMILARITIES, SimilaritySplit, pooled_similarity, split_similarities
+from ._witness import WitnessScores, witness_scores
 
 __all__ = [
     "CORRECTIONS",
@@ -64,6 +67,7 @@ __all__ = [
     "RocResult",
     "SamplePlan",
     "SimilaritySplit",
+    "WitnessScores",
     "best_model",
     "calibrate_margin",
     "correct",
@@ -83,4 +87,5 @@ __all__ = [
     "simulate_power",
     "split_similarities",
     "tpr_at_fpr",
+    "witness_scores",
 ]

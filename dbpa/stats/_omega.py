@@ -27,7 +27,6 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.special import xlogy
 
 from ._similarity import centered_gram, cosine_distance, l1_distance, l2_distance
 from ._validation import as_positive_int
@@ -75,6 +74,8 @@ def bin_index(values: NDArray[np.float64], edges: Vector) -> NDArray[np.intp]:
 
 def _xlogx_table(size: int) -> Vector:
     """c * log(c) for the integer counts c = 0..size (0 log 0 = 0)."""
+    from scipy.special import xlogy  # here: importing scipy.special takes a quarter second
+
     c = np.arange(size + 1, dtype=np.float64)
     table: Vector = xlogy(c, c)
     return table
@@ -88,6 +89,8 @@ def _jsd_from_counts(
     JSD = H(M) - H(P)/2 - H(Q)/2, and sum p log p = (sum h log h)/n0 - log n0: the integer
     parts come from a table, so only the mixture M needs logarithms.
     """
+    from scipy.special import xlogy
+
     neg_h_p = xlogx[h0].sum(axis=1) / n0 - math.log(n0)
     neg_h_q = xlogx[h1].sum(axis=1) / n1 - math.log(n1)
     m = 0.5 * (h0 / n0 + h1 / n1)

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.spatial.distance import cdist
 
 from ._validation import as_embeddings, as_pooled_matrix, choose
 
@@ -83,12 +82,16 @@ def cosine_distance(z: Matrix) -> Matrix:
 
 def l1_distance(z: Matrix) -> Matrix:
     """Pairwise L1 (city-block) distances."""
+    from scipy.spatial.distance import cdist  # here: scipy.spatial takes a tenth of a second
+
     d: Matrix = cdist(z, z, metric="cityblock")
     return d
 
 
 def l2_distance(z: Matrix) -> Matrix:
     """Pairwise Euclidean distances."""
+    from scipy.spatial.distance import cdist  # here: scipy.spatial takes a tenth of a second
+
     d: Matrix = cdist(z, z, metric="euclidean")
     return d
 

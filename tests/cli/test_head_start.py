@@ -21,7 +21,7 @@ def _plan(server: ScriptedServer, k: int = 10):
     return plan_audit(AuditConfig.model_validate(make_config(server, k=k)))
 
 
-def test_chunks_are_whole_requests_round_robin_and_skip_stored(provider):
+def test_one_chunk_per_arm_of_whole_requests_skipping_stored_outputs(provider):
     plan = _plan(provider, k=10)  # one choice per request: chunks of 4 outputs
     first, second = plan.arms[0].arm_id, plan.arms[1].arm_id
     work = chunks(plan, {first: {0, 1, 2, 3, 5}})
@@ -29,10 +29,10 @@ def test_chunks_are_whole_requests_round_robin_and_skip_stored(provider):
     by_arm: dict[str, list[tuple[int, ...]]] = {}
     for chunk in work:
         by_arm.setdefault(chunk.arm.arm_id, []).append(chunk.indices)
-    assert by_arm[first] == [(4, 6, 7), (8, 9)]
-    assert by_arm[second] == [(0, 1, 2, 3), (4, 5, 6, 7), (8, 9)]
-    # Round-robin: every arm's first chunk before any arm's second.
-    assert len({c.arm.arm_id for c in work[: len(plan.arms)]}) == len(plan.arms)
+    # One chunk per arm, its first missing outputs in whole requests; the rest is the flow's.
+    assert by_arm[first] == [(4, 6, 7)]
+    assert by_arm[second] == [(0, 1, 2, 3)]
+    assert [c.arm for c in work] == list(plan.arms)
     assert all(c.seed == plan.arm_seed(c.arm) for c in work)
 
 

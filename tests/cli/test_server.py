@@ -8,7 +8,6 @@ import sys
 import pytest
 
 import storage
-
 from dbpa.cli._server import DEFAULT_STARTUP_TIMEOUT_S, TIMEOUT_SETTING
 from tests.pipeline.conftest import KEY_ENV, make_config
 from tests.support.cli_process import ROOT, run_dbpa

@@ -92,4 +92,14 @@ def test_triggered_ticks_run_on_a_worker_and_publish_reports_and_drift(
     assert html.parent == out
     assert 'id="drift"' in html.read_text()
     drift_table = api.artifacts("persona-test-drift")[0]
-    assert len(json.loads(drift_table["data"])) == 2 * 5
+    drift_rows = json.loads(drift_table["data"])
+    assert len(drift_rows) == 2 * 5
+    assert {r["against"] for r in drift_rows} == {"previous", "baseline"}  # epochs: description
+    assert list(drift_rows[0])[:3] == ["arm", "against", "decision"]
+    assert _epoch(first) in drift_table["description"]
+    link = api.artifacts("persona-test-report")[0]  # a link, which Prefect stores as Markdown
+    assert f"]({html.as_uri()})" in link["data"]
+    # One version of each key per tick (the tick's rewrite of its reports publishes none;
+    # the first tick had nothing to compare for drift).
+    for key, versions in {"results": 2, "summary": 2, "report": 2, "drift": 1}.items():
+        assert len(api.artifacts(f"persona-test-{key}")) == versions, key

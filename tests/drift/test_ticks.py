@@ -17,6 +17,7 @@ from prefect.client.orchestration import get_client
 from prefect.flow_engine import run_flow
 from prefect.states import Scheduled
 
+from flows.drift import nothing_to_compare
 from flows.scheduled import scheduled_audit
 from storage import Store
 from tests.pipeline.conftest import KEY_ENV, RULES, make_config
@@ -155,3 +156,25 @@ def test_drift_is_found_when_the_outputs_change_and_not_otherwise(tmp_path: Path
     assert len(moved) == 2 * 11
     assert moved.reject.all(), moved[["against", "role", "p_value", "adjusted_p"]]
     assert pd.Series(moved.reference_epoch).tolist().count(EPOCHS[0]) == 11
+
+
+def test_nothing_to_compare_says_why():
+    assert nothing_to_compare("a", ["2026-01-01T00:00:00+00:00"]) == (
+        "a has a single epoch so far; nothing to compare"
+    )
+    message = nothing_to_compare("a", ["e1", "e2"])
+    assert "single epoch" not in message
+    assert message == (
+        "epoch e1 is the earliest of the 2 epochs of a stored; "
+        "nothing earlier to compare it with"
+    )
+
+
+def test_a_tick_rerun_by_its_epoch_is_named_after_it_and_asks_nothing(tmp_path: Path):
+    db = tmp_path / "rerun.duckdb"
+    with ScriptedServer(rules=RULES, embedding_dimension=24) as provider:
+        params = {"config_path": _write(tmp_path, make_config(provider)), "db": str(db)}
+        tick(TICKS[0], **params)
+        rerun = tick(TICKS[2], **params, overrides={"epoch": EPOCHS[0]})
+        assert provider.counts.by_endpoint[CHAT] == 5 * 8
+    assert rerun["name"] == f"flu @ {EPOCHS[0]}"  # not the time it was triggered

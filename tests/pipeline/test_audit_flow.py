@@ -244,6 +244,12 @@ def test_run_audit_tags_the_flow_run_and_not_its_task_runs(provider, tmp_path):
     names = {t.name.split()[0] for t in task_runs}
     assert {"sample", "embed", "test", "correct", "report"} <= names
     assert all(t.tags == [] for t in task_runs)
+    # Embedding task runs say which arms they embed, so no two share a name.
+    embeds = [t.name for t in task_runs if t.name.startswith("embed ")]
+    assert len(set(embeds)) == len(embeds)
+    assert all("original (openai/scripted)" in name or "persona-" in name for name in embeds), (
+        embeds
+    )
 
 
 def test_progress_reports_sampling_then_embedding_and_testing_to_the_end(provider, tmp_path):

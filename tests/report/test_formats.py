@@ -417,13 +417,16 @@ def test_per_test_svg_draws_every_bin_and_the_observed_statistic(labelled_run):
     svg = ET.fromstring(base64.b64decode(chart.uri.split(",", 1)[1]))
     ns = "{http://www.w3.org/2000/svg}"
     groups = svg.findall(f"{ns}g")
-    bar_counts = [len(g.findall(f"{ns}rect")) for g in groups]
+    bar_counts = [len(g.findall(f"{ns}rect")) for g in groups if g.find(f"{ns}rect") is not None]
     s = view.similarity
     assert bar_counts == [
         sum(h > 0 for h in s.p0),
         sum(h > 0 for h in s.p1),
         sum(c > 0 for c in view.null.counts),
     ]
+    # The output map: one dot per output of each arm (k = 10), between the two histograms.
+    dots = [len(g.findall(f"{ns}circle")) for g in groups if g.find(f"{ns}circle") is not None]
+    assert dots == [10, 10]
     red_lines = [e for e in svg.iter(f"{ns}line") if e.get("stroke") == "#c0392b"]
     assert len(red_lines) == 1
     assert chart.width == int(svg.get("width"))

@@ -9,6 +9,7 @@ import pytest
 from prefect import flow
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+from prefect.client.schemas.sorting import ArtifactSort
 from prefect.testing.utilities import prefect_test_harness
 
 import storage
@@ -69,3 +70,34 @@ def test_write_reports_inside_a_flow(prefect_api, tmp_path):
     assert {(r["model"], r["perturbation"]) for r in rows} == set(labelled_run.records)
     assert "changed the output distribution" in summary[0].data
     assert paths["html"] in summary[0].data
+
+
+def _link(key: str) -> str:
+    with get_client(sync_client=True) as client:
+        found = client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])),
+            sort=ArtifactSort.CREATED_DESC,
+        )
+    return found[0].data  # the newest version
+
+
+def test_the_link_artifact_points_to_the_viewer_while_one_serves_the_record(prefect_api, tmp_path):
+    from dbpa.report import RecordViewer
+
+    built = build_run(tmp_path / "audit.duckdb", audit="linked", cases=PERSONAS)
+
+    @flow
+    def report_flow(publish: bool = True) -> dict[str, str]:
+        with storage.Store(built.db) as store:
+            storage.register(store)
+            try:
+                return write_reports(str(built.db), built.run_id, str(tmp_path / "out"), publish)
+            finally:
+                storage.unregister(store)
+
+    paths = report_flow()
+    assert f"]({Path(paths['html']).as_uri()})" in _link("linked-report")
+    viewer = RecordViewer(built.db, lambda: storage.Store(built.db, read_only=True))
+    with viewer.running():
+        report_flow()
+        assert f"]({viewer.url}/runs/{built.run_id})" in _link("linked-report")

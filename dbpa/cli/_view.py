@@ -1,0 +1,35 @@
+"""``dbpa view``: the runs of a record and their reports in the browser, on 127.0.0.1."""
+
+from __future__ import annotations
+
+import threading
+from typing import Annotated
+
+import typer
+
+from ._common import DEFAULT_DB, DbOption, ExitCode, fail, open_record, out
+
+
+def view(
+    db: DbOption = DEFAULT_DB,
+    port: Annotated[
+        int, typer.Option(help="Port on 127.0.0.1 (0: any free one).", min=0, max=65535)
+    ] = 0,
+) -> None:
+    """Serve the record's runs and their reports on 127.0.0.1 until Ctrl-C (pages are
+    rendered from the record when asked, also while an audit runs)."""
+    from dbpa.report import RecordViewer
+
+    if not db.exists():
+        raise fail(ExitCode.BAD_INPUT, f"--db: {db} does not exist")
+    try:
+        viewer = RecordViewer(db, lambda: open_record(db), port)
+    except OSError as exc:
+        message = f"--port: cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}"
+        raise fail(ExitCode.BAD_INPUT, message) from None
+    with viewer.running():
+        out.print(f"Serving the runs of {db} at {viewer.url}/ (Ctrl-C to stop)", highlight=False)
+        try:
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            out.print("stopped")

@@ -1,0 +1,178 @@
+"""``dbpa view``: a record's runs and their reports, served on 127.0.0.1.
+
+Every page is rendered from the record when it is asked for (``gather`` and a renderer), so
+it shows what the record holds now, also while an audit writes it (the reader the caller
+opens handles that). Pages: ``/`` lists the runs; ``/runs/RUN`` is the HTML report of a run,
+``/runs/RUN.md`` and ``/runs/RUN.json`` its other formats. Nothing else is served, and no
+file is read: a path names a run of the record or is a 404.
+
+While a viewer runs, its address is in a small file next to the record (``RECORD.view``), so
+that a run writing its reports can link to the viewer instead of to a file path
+(:func:`viewer_url`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import html
+import json
+import os
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+from ._gather import gather
+from ._html import CONTENT_SECURITY_POLICY, render_html
+from ._json import render_json
+from ._markdown import render_markdown
+
+__all__ = ["RecordViewer", "address_file", "viewer_url"]
+
+OpenReader = Callable[[], AbstractContextManager[Any]]
+"""Opens the record for reading (a context manager yielding a ``ReportReader`` with
+``runs()``)."""
+
+_FORMATS: dict[str, tuple[Callable[[Any], str], str]] = {
+    "": (render_html, "text/html; charset=utf-8"),
+    ".md": (render_markdown, "text/markdown; charset=utf-8"),
+    ".json": (render_json, "application/json"),
+}
+_INDEX_CSP = "default-src 'none'; style-src 'unsafe-inline'"
+
+
+def address_file(db: Path) -> Path:
+    """Where a viewer of ``db`` writes its address while it runs."""
+    return db.with_name(db.name + ".view")
+
+
+def viewer_url(db: str | Path) -> str | None:
+    """The address of the viewer serving ``db`` now, or None (no viewer, or it died)."""
+    try:
+        found = json.loads(address_file(Path(db)).read_text())
+        os.kill(int(found["pid"]), 0)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return str(found["url"])
+
+
+class RecordViewer:
+    """A threaded HTTP server on 127.0.0.1 answering from the record ``db``."""
+
+    def __init__(self, db: Path, open_reader: OpenReader, port: int = 0) -> None:
+        self.db = db
+        handler = _handler(open_reader)
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), handler)
+        self._httpd.daemon_threads = True
+
+    @property
+    def url(self) -> str:
+        """Where it answers, e.g. ``http://127.0.0.1:8765``."""
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    @contextmanager
+    def running(self) -> Iterator[RecordViewer]:
+        """Serve in a background thread, with the address file next to the record."""
+        thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        thread.start()
+        where = address_file(self.db)
+        where.write_text(json.dumps({"url": self.url, "pid": os.getpid()}))
+        try:
+            yield self
+        finally:
+            with contextlib.suppress(OSError):
+                where.unlink()
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            thread.join()
+
+
+def _handler(open_reader: OpenReader) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:  # no access log
+            pass
+
+        def do_GET(self) -> None:
+            path = unquote(self.path.split("?", 1)[0])
+            if path == "/":
+                self._send(HTTPStatus.OK, _index(open_reader), "text/html; charset=utf-8")
+                return
+            if path.startswith("/runs/"):
+                name = path.removeprefix("/runs/")
+                run_id, suffix = _split_format(name)
+                if run_id and "/" not in run_id:
+                    self._report(run_id, suffix)
+                    return
+            self._send(HTTPStatus.NOT_FOUND, _page("Not found", "<p>No such page.</p>"))
+
+        def _report(self, run_id: str, suffix: str) -> None:
+            render, content_type = _FORMATS[suffix]
+            try:
+                with open_reader() as store:
+                    data = gather(store, run_id)
+            except LookupError:
+                body = f"<p>Run {html.escape(run_id)} is not in this record.</p>"
+                self._send(HTTPStatus.NOT_FOUND, _page("Unknown run", body))
+                return
+            self._send(HTTPStatus.OK, render(data), content_type, CONTENT_SECURITY_POLICY)
+
+        def _send(
+            self,
+            status: HTTPStatus,
+            body: str,
+            content_type: str = "text/html; charset=utf-8",
+            csp: str = _INDEX_CSP,
+        ) -> None:
+            encoded = body.encode("utf-8")
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(encoded)))
+            self.send_header("Content-Security-Policy", csp)
+            self.send_header("X-Content-Type-Options", "nosniff")
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            self.wfile.write(encoded)
+
+    return Handler
+
+
+def _split_format(name: str) -> tuple[str, str]:
+    for suffix in (".md", ".json"):
+        if name.endswith(suffix):
+            return name.removesuffix(suffix), suffix
+    return name, ""
+
+
+def _index(open_reader: OpenReader) -> str:
+    """The runs of the record, newest first, each linking to its reports."""
+    with open_reader() as store:
+        runs = store.runs()
+    rows = []
+    for r in runs.itertuples():
+        run_id = html.escape(str(r.run_id))
+        link = f'<a href="/runs/{run_id}">{run_id}</a>'
+        others = f'<a href="/runs/{run_id}.md">md</a> · <a href="/runs/{run_id}.json">json</a>'
+        cells = [link, html.escape(str(r.audit)), html.escape(str(r.status))]
+        cells += [html.escape(str(r.started_at)), others]
+        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    table = (
+        "<table><thead><tr><th>run</th><th>audit</th><th>status</th><th>started</th>"
+        "<th>other formats</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
+        if rows
+        else "<p>No run is recorded yet.</p>"
+    )
+    return _page("dbpa: runs of the record", table)
+
+
+def _page(title: str, body: str) -> str:
+    return (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>{html.escape(title)}</title><style>body{{font-family:sans-serif;margin:2em}}"
+        "td,th{padding:4px 10px;text-align:left}</style></head>"
+        f"<body><h1>{html.escape(title)}</h1>{body}</body></html>"
+    )

@@ -1,0 +1,86 @@
+"""``dbpa results``: a run's results as a table (a huge family summarised), csv or json."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.cli.conftest import invoke, text
+
+
+def _huge_record(path: Path, m: int) -> Path:
+    """A completed run of ``m`` perturbations (odd ones labelled control): every test at
+    p = (i + 1) / (m + 1), and the first 20 changed."""
+    from dbpa.analysis import Decision
+    from storage import Store
+    from tests.storage.conftest import make_record
+
+    with Store(path, serve_readers=False) as store:
+        store.add_tests([make_record(f"t{i}", "o", f"a{i}", (i + 1) / (m + 1)) for i in range(m)])
+        store.start_run(
+            "huge",
+            audit="a",
+            config={"k": 4},
+            config_hash="h",
+            epoch="0",
+            flow_run_id=None,
+            versions={},
+        )
+        family = [
+            dict(
+                family="m",
+                perturbation_id=f"style-number-{i}",
+                position=i,
+                kind="template",
+                label="control" if i % 2 else "target",
+                description=f"value {i}",
+                original_arm="o",
+                perturbed_arm=f"a{i}",
+                test_id=f"t{i}",
+            )
+            for i in range(m)
+        ]
+        store.add_family("huge", family)
+        decisions = [
+            Decision(f"style-number-{i}", (i + 1) / (m + 1), (i + 1) / (m + 1) * 10, i < 20, True)
+            for i in range(m)
+        ]
+        store.add_corrections("huge", "m", "holm", 0.05, decisions)
+        store.finish_run("huge", "completed")
+    return path
+
+
+@pytest.fixture(scope="module")
+def huge_record(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _huge_record(tmp_path_factory.mktemp("huge") / "huge.duckdb", 10_000)
+
+
+@pytest.mark.usefixtures("wide_console")
+def test_results_of_a_huge_family_are_summarised_and_listed_with_all(huge_record):
+    started = time.perf_counter()
+    result = invoke("results", "huge", "--db", str(huge_record))
+    assert time.perf_counter() - started < 5  # a 10,000-row table took the terminal a minute
+    assert result.exit_code == 0, result.output
+    assert "run huge (completed): 10,000 perturbations" in result.output
+    assert re.search(r"│ target\s*│ 5,000\s*│ 10\s*│ 4,990\s*│", result.output)
+    assert re.search(r"│ control\s*│ 5,000\s*│ 10\s*│ 4,990\s*│", result.output)
+    assert "the 10 of smallest adjusted p, then p (--all lists every one;" in text(result)
+    shown = re.findall(r"style-number-\d+", result.output)
+    assert shown == [f"style-number-{i}" for i in range(10)]
+    assert len(result.output.splitlines()) < 40
+
+    listed = invoke("results", "huge", "--db", str(huge_record), "--all")
+    assert listed.exit_code == 0, listed.output
+    lines = [line.split() for line in listed.output.splitlines() if "style-number-" in line]
+    assert [line[0] for line in lines] == [f"style-number-{i}" for i in range(10_000)]
+    assert lines[0][1:] == ["target", "0.300***", "+0.200", "0.0001", "0.0010", "changed"]
+    assert lines[-1][1:] == ["control", "0.300", "+0.200", "0.9999", "9.9990", "no", "change"]
+
+    as_json = json.loads(
+        invoke("results", "huge", "--db", str(huge_record), "--format", "json").output
+    )
+    assert len(as_json) == 10_000
