@@ -2,14 +2,26 @@
 
 Pure numpy/scipy: similarities, discrepancies (omega) and their combination
 (``auto``), the permutation engine of Algorithm 1, multiplicity corrections, sample
-size, power and the planner of k, ROC for labelled families. Nothing here imports
-Prefect, DuckDB or litellm. scipy (scipy.stats about a second to import, scipy.special
-and scipy.spatial half a second together) is imported only inside the functions that use it
-(the bh and by corrections, ``sample_size``, ``simulate_power``, the jsd kernel, the L1 and
-L2 distances), so that importing this package, as a config check does, stays cheap.
+size, power and the planner of k, ROC for labelled families, effect intervals and
+equivalence decisions (changed / equivalent / inconclusive) with a calibrated margin.
+Nothing here imports Prefect, DuckDB or litellm. scipy (scipy.stats about a second to
+import, scipy.special and scipy.spatial half a second together) is imported only inside
+the functions that use it (the bh and by corrections, ``sample_size``, ``simulate_power``,
+the jsd kernel, the L1 and L2 distances), so that importing this package, as a config
+check does, stays cheap.
 """
 
 from ._combined import ComponentResult
+from ._equivalence import (
+    Decision,
+    FamilyDecision,
+    MarginCalibration,
+    calibrate_margin,
+    decide,
+    decide_family,
+    equivalence_p_value,
+)
+from ._interval import INTERVAL_OMEGAS, EffectInterval, effect_interval
 from ._multiplicity import (
     CORRECTIONS,
     CorrectionResult,
@@ -36,10 +48,15 @@ from ._witness import WitnessScores, witness_scores
 
 __all__ = [
     "CORRECTIONS",
+    "INTERVAL_OMEGAS",
     "OMEGAS",
     "SIMILARITIES",
     "ComponentResult",
     "CorrectionResult",
+    "Decision",
+    "EffectInterval",
+    "FamilyDecision",
+    "MarginCalibration",
     "ModelChoice",
     "Omega",
     "OperatingPoint",
@@ -52,7 +69,12 @@ __all__ = [
     "SimilaritySplit",
     "WitnessScores",
     "best_model",
+    "calibrate_margin",
     "correct",
+    "decide",
+    "decide_family",
+    "effect_interval",
+    "equivalence_p_value",
     "histogram_edges",
     "min_permutations",
     "permutation_test",

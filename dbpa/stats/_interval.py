@@ -1,0 +1,208 @@
+"""A confidence interval for the effect of a perturbation, from the two arms' embeddings.
+
+The scale is the population energy distance between the arms' output distributions,
+``theta = 2 E d(X, Y) - E d(X, X') - E d(Y, Y')`` (Szekely & Rizzo), with the distance
+``d`` of an embedding-level omega: Euclidean (``energy_l2``, the default: zero exactly
+when the two distributions are equal, so it sees location and spread), L1
+(``energy_l1``), cosine (``energy_cosine``, equal to the squared distance between the
+mean unit embeddings) or half the squared Euclidean distance (``centroid``: the squared
+distance between the arm centroids). theta is 0 when nothing changed and is in the
+units of the distance.
+
+The estimate is the two-sample U-statistic (within-arm means over distinct pairs), which
+is *exactly* unbiased at every k, so it needs no permutation-null correction: it is the
+unbiased version of the test's bias-corrected ``effect`` for these omegas.
+
+The interval is a percentile bootstrap (Efron & Tibshirani, *An Introduction to the
+Bootstrap*, 1993, ch. 13) that resamples the outputs within each arm. A resample repeats
+rows, and a repeated row paired with itself has distance 0: counted as a pair it would
+shrink the within-arm means and push every replicate up. Each replicate is therefore
+the U-statistic of the resample over pairs of *distinct original* outputs (the counts
+``c`` weight the pairs: ``c'Dc / (k^2 - sum c^2)``), whose bootstrap expectation is the
+estimate itself. Measured by simulation (tests/stats/test_interval.py, 400 audits per
+cell, k = 10, 20, 40): the 90% interval covers 0.985-1.000 on the null, shift and spread
+shapes and 0.92-0.96 on the mixture shape; it over-covers where the estimate's degenerate
+(second-order) part dominates, as it does for high-dimensional embeddings: the bootstrap
+overestimates that part's variance. It is conservative, which keeps equivalence claims
+valid (``_equivalence``); a bootstrap-t with jackknife standard errors came closer to
+nominal two-sided but under-covered the upper side (0.90 for a nominal 0.95), which would
+make equivalence claims anti-conservative.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from ._similarity import cosine_distance, l1_distance, l2_distance, pool_arms
+from ._validation import RngLike, as_positive_int, as_probability, as_rng, choose
+
+Matrix = NDArray[np.float64]
+Vector = NDArray[np.float64]
+
+MIN_ROWS = 5
+"""Outputs per arm the bootstrap needs (a resample of one repeated row has no pair)."""
+CHUNK = 256
+"""Bootstrap replicates evaluated per vectorized step."""
+
+
+def _half_squared_l2(z: Matrix) -> Matrix:
+    d: Matrix = 0.5 * l2_distance(z) ** 2
+    return d
+
+
+INTERVAL_OMEGAS: dict[str, Callable[[Matrix], Matrix]] = {
+    "energy_l2": l2_distance,
+    "energy_l1": l1_distance,
+    "energy_cosine": cosine_distance,
+    "centroid": _half_squared_l2,
+}
+"""Omegas with an effect interval -> the distance d of their energy distance."""
+
+
+@dataclass(frozen=True, repr=False)
+class EffectInterval:
+    """A confidence interval for the energy distance theta between two arms."""
+
+    estimate: float
+    """Unbiased U-statistic estimate of theta (can be slightly negative when theta ~ 0)."""
+    low: float
+    """Lower bound (percentile bootstrap), clipped at 0 since theta >= 0."""
+    high: float
+    """Upper bound (percentile bootstrap), clipped at 0."""
+    confidence: float
+    """Two-sided confidence level of ``[low, high]``."""
+    omega: str
+    """The omega whose distance defines theta (a key of ``INTERVAL_OMEGAS``)."""
+    method: str
+    """How the interval was computed."""
+    n_bootstrap: int
+    """Bootstrap replicates used (draws with a single distinct row per arm are dropped)."""
+    bootstrap: Vector
+    """The bootstrap replicates of the estimate (read-only), e.g. for an equivalence p-value."""
+    k_a: int
+    """Outputs in the original arm."""
+    k_b: int
+    """Outputs in the perturbed arm."""
+
+    def __repr__(self) -> str:
+        return (
+            f"EffectInterval(omega={self.omega!r}, estimate={self.estimate:.6g}, "
+            f"low={self.low:.6g}, high={self.high:.6g}, confidence={self.confidence}, "
+            f"n_bootstrap={self.n_bootstrap}, k_a={self.k_a}, k_b={self.k_b})"
+        )
+
+
+def _effect_interval_iv(
+    a: ArrayLike, b: ArrayLike, omega: str, confidence: float, n_bootstrap: int
+) -> tuple[Matrix, int, Callable[[Matrix], Matrix], float, int]:
+    name = choose(omega, "omega", INTERVAL_OMEGAS)
+    z = pool_arms(a, b, nonzero=name == "energy_cosine")
+    k_a = len(np.asarray(a))
+    for arg, k in (("a", k_a), ("b", z.shape[0] - k_a)):
+        if k < MIN_ROWS:
+            raise ValueError(f"{arg}: the bootstrap needs at least {MIN_ROWS} outputs, got {k}")
+    level = as_probability(confidence, "confidence")
+    n_boot = as_positive_int(n_bootstrap, "n_bootstrap", minimum=100)
+    return z, k_a, INTERVAL_OMEGAS[name], level, n_boot
+
+
+def energy_u_statistic(distances: Matrix, k_a: int) -> float:
+    """Unbiased two-sample energy distance on a pooled distance matrix (``a`` first)."""
+    ones = np.ones((1, distances.shape[0]))
+    return float(_weighted_u(distances, k_a, ones)[0])
+
+
+def energy_v_statistic(distances: Matrix, k_a: int) -> float:
+    """The plug-in energy distance between the two empirical distributions (self-pairs
+    included, as the test's ``energy_*`` statistics); always >= 0."""
+    k_b = distances.shape[0] - k_a
+    s_aa = distances[:k_a, :k_a].sum()
+    s_bb = distances[k_a:, k_a:].sum()
+    s_ab = distances[:k_a, k_a:].sum()
+    return float(max(2.0 * s_ab / (k_a * k_b) - s_aa / k_a**2 - s_bb / k_b**2, 0.0))
+
+
+def _weighted_u(distances: Matrix, k_a: int, counts: Matrix) -> Vector:
+    """The U-statistic of each resample given by a row of ``counts`` (multiplicity of every
+    pooled row), over pairs of distinct original rows; NaN where an arm has a single one."""
+    k_b = distances.shape[0] - k_a
+    c_a, c_b = counts[:, :k_a], counts[:, k_a:]
+    s_aa = np.einsum("ij,ij->i", c_a @ distances[:k_a, :k_a], c_a)
+    s_bb = np.einsum("ij,ij->i", c_b @ distances[k_a:, k_a:], c_b)
+    s_ab = np.einsum("ij,ij->i", c_a @ distances[:k_a, k_a:], c_b)
+    pairs_a = k_a**2 - np.einsum("ij,ij->i", c_a, c_a)
+    pairs_b = k_b**2 - np.einsum("ij,ij->i", c_b, c_b)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        u: Vector = 2.0 * s_ab / (k_a * k_b) - s_aa / pairs_a - s_bb / pairs_b
+    u[(pairs_a == 0) | (pairs_b == 0)] = np.nan
+    return u
+
+
+def _bootstrap(distances: Matrix, k_a: int, n_bootstrap: int, rng: np.random.Generator) -> Vector:
+    k_b = distances.shape[0] - k_a
+    out = np.empty(n_bootstrap)
+    for start in range(0, n_bootstrap, CHUNK):
+        size = min(CHUNK, n_bootstrap - start)
+        counts = np.hstack(
+            [
+                rng.multinomial(k_a, np.full(k_a, 1.0 / k_a), size=size),
+                rng.multinomial(k_b, np.full(k_b, 1.0 / k_b), size=size),
+            ]
+        ).astype(np.float64)
+        out[start : start + size] = _weighted_u(distances, k_a, counts)
+    kept: Vector = out[np.isfinite(out)]
+    return kept
+
+
+def effect_interval(
+    a: ArrayLike,
+    b: ArrayLike,
+    *,
+    omega: str = "energy_l2",
+    confidence: float = 0.95,
+    n_bootstrap: int = 2000,
+    rng: RngLike = None,
+) -> EffectInterval:
+    """Estimate and percentile-bootstrap interval of the energy distance between two arms.
+
+    Parameters
+    ----------
+    a, b
+        (k_a, d) and (k_b, d) embeddings of the original and perturbed outputs (at least
+        5 each).
+    omega
+        Which distance defines the effect: ``"energy_l2"`` (default), ``"energy_l1"``,
+        ``"energy_cosine"`` or ``"centroid"`` (see ``INTERVAL_OMEGAS``). Any test's omega
+        (``jsd``, ``auto``, ...) can be paired with it: the interval is about the
+        distributions, not about the test statistic.
+    confidence
+        Two-sided level; an equivalence test at alpha reads the ``1 - 2 alpha`` interval.
+    n_bootstrap
+        Resamples of each arm (>= 100).
+    rng
+        Seed or ``numpy.random.Generator``.
+    """
+    z, k_a, distance, level, n_boot = _effect_interval_iv(a, b, omega, confidence, n_bootstrap)
+    gen = as_rng(rng)
+    distances = distance(z)
+    estimate = energy_u_statistic(distances, k_a)
+    replicates = _bootstrap(distances, k_a, n_boot, gen)
+    tail = (1.0 - level) / 2.0
+    low, high = np.quantile(replicates, [tail, 1.0 - tail])
+    replicates.setflags(write=False)
+    return EffectInterval(
+        estimate=estimate,
+        low=max(float(low), 0.0),
+        high=max(float(high), 0.0),
+        confidence=level,
+        omega=omega,
+        method="percentile bootstrap within arms of the U-statistic over distinct-row pairs",
+        n_bootstrap=int(replicates.size),
+        bootstrap=replicates,
+        k_a=k_a,
+        k_b=z.shape[0] - k_a,
+    )

@@ -1,0 +1,74 @@
+"""Answer-space scenarios for the interval and equivalence simulations, with their true effect.
+
+The shapes are those of benchmarks/_synthetic.py (the power benchmark's arms); the true
+energy distance of a scenario comes from large independent samples stratified by answer
+type (exactly n * w_j answers of type j, so the type shares add no noise).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import cache
+
+import numpy as np
+
+from benchmarks._synthetic import AnswerSpace, Arm, answer_space, sample
+
+TYPICAL = Arm(weights=(0.4, 0.3, 0.2, 0.1))
+COMPACT = Arm(weights=(0.6, 0.4), detail=0.3, noise=0.15)
+SCENARIOS: dict[str, tuple[Arm, Arm]] = {
+    "null": (TYPICAL, TYPICAL),
+    "shift": (COMPACT, replace(COMPACT, drift=0.2)),
+    "spread": (TYPICAL, replace(TYPICAL, detail=0.3)),
+    "mixture": (TYPICAL, replace(TYPICAL, weights=(0.1, 0.3, 0.2, 0.4))),
+}
+TRUTH_N = 4000
+"""Outputs per arm behind a true effect."""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """Two arms in one answer space."""
+
+    space: AnswerSpace
+    original: Arm
+    perturbed: Arm
+
+    def draw(self, rng: np.random.Generator, k: int) -> tuple[np.ndarray, np.ndarray]:
+        return sample(rng, self.space, self.original, k), sample(rng, self.space, self.perturbed, k)
+
+
+def scenario(name: str) -> Scenario:
+    return Scenario(answer_space(np.random.default_rng(7)), *SCENARIOS[name])
+
+
+def _stratified(rng: np.random.Generator, space: AnswerSpace, arm: Arm, n: int) -> np.ndarray:
+    weights = np.asarray(arm.weights) / np.sum(arm.weights)
+    parts = []
+    for j, w in enumerate(weights):
+        one_type = replace(arm, weights=tuple(float(i == j) for i in range(weights.size)))
+        parts.append(sample(rng, space, one_type, round(n * w)))
+    return np.vstack(parts)
+
+
+def _mean_distance(x: np.ndarray, y: np.ndarray, same: bool, block: int = 1000) -> float:
+    """Mean Euclidean distance between unit rows (|x - y| = sqrt(2 - 2 x.y)), self-pairs out."""
+    total = 0.0
+    for i in range(0, len(x), block):
+        total += float(np.sqrt(np.clip(2.0 - 2.0 * (x[i : i + block] @ y.T), 0.0, None)).sum())
+    pairs = len(x) * (len(y) - 1) if same else len(x) * len(y)
+    return total / pairs
+
+
+@cache
+def true_effect(name: str) -> float:
+    """Energy distance (Euclidean) between the scenario's arms, from TRUTH_N outputs each."""
+    rng = np.random.default_rng(99)
+    s = scenario(name)
+    a = _stratified(rng, s.space, s.original, TRUTH_N)
+    b = _stratified(rng, s.space, s.perturbed, TRUTH_N)
+    return (
+        2.0 * _mean_distance(a, b, same=False)
+        - _mean_distance(a, a, same=True)
+        - _mean_distance(b, b, same=True)
+    )

@@ -1,0 +1,171 @@
+"""The effect interval: its estimator, its bootstrap, its validation and its coverage."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+from scipy.spatial.distance import cdist
+
+from dbpa.stats import INTERVAL_OMEGAS, OMEGAS, EffectInterval, effect_interval, permutation_test
+from tests.stats.conftest import clustered
+from tests.stats.synthetic_effects import scenario, true_effect
+
+
+def _brute_u(a, b, metric="euclidean"):
+    daa, dbb, dab = cdist(a, a, metric), cdist(b, b, metric), cdist(a, b, metric)
+    ka, kb = len(a), len(b)
+    return 2 * dab.mean() - daa.sum() / (ka * (ka - 1)) - dbb.sum() / (kb * (kb - 1))
+
+
+def test_estimate_is_the_two_sample_u_statistic(rng):
+    a, b = clustered(rng, 9, 6), clustered(rng, 13, 6, weights=(0.2, 0.8))
+    assert effect_interval(a, b, rng=0).estimate == pytest.approx(_brute_u(a, b), rel=1e-12)
+    l1 = effect_interval(a, b, omega="energy_l1", rng=0).estimate
+    assert l1 == pytest.approx(_brute_u(a, b, "cityblock"), rel=1e-12)
+
+
+def test_centroid_and_cosine_scales_are_squared_centroid_distances(rng):
+    a, b = clustered(rng, 12, 5), clustered(rng, 15, 5, weights=(0.3, 0.7))
+    centroid = effect_interval(a, b, omega="centroid", rng=0).estimate
+    # unbiased |mu_a - mu_b|^2: the plug-in minus each arm's variance of its mean
+    plug_in = np.sum((a.mean(0) - b.mean(0)) ** 2)
+    var_means = a.var(0, ddof=1).sum() / len(a) + b.var(0, ddof=1).sum() / len(b)
+    assert centroid == pytest.approx(plug_in - var_means, rel=1e-10)
+    ua = a / np.linalg.norm(a, axis=1, keepdims=True)
+    ub = b / np.linalg.norm(b, axis=1, keepdims=True)
+    cosine = effect_interval(a, b, omega="energy_cosine", rng=0).estimate
+    assert cosine == pytest.approx(effect_interval(ua, ub, omega="centroid", rng=0).estimate)
+
+
+def test_estimate_is_unbiased_where_the_test_statistic_is_not():
+    """Same distribution: the U-statistic averages 0, the test's energy_l2 statistic does not."""
+    rng = np.random.default_rng(4)
+    s = scenario("null")
+    estimates, statistics = [], []
+    for _ in range(300):
+        a, b = s.draw(rng, 8)
+        estimates.append(effect_interval(a, b, n_bootstrap=100, rng=rng).estimate)
+        statistics.append(permutation_test(a, b, omega="energy_l2", n_permutations=1).statistic)
+    se = np.std(estimates) / math.sqrt(len(estimates))
+    assert abs(np.mean(estimates)) < 3 * se
+    assert np.mean(statistics) > 10 * se
+
+
+def test_bootstrap_is_centred_on_the_estimate_despite_repeated_rows(rng):
+    """Counting a repeated row as a pair (distance 0) would shift every replicate by about
+    the within-arm mean distance / k; the distinct-row U-statistic stays centred."""
+    a, b = clustered(rng, 20, 8), clustered(rng, 20, 8, weights=(0.3, 0.7))
+    r = effect_interval(a, b, n_bootstrap=4000, rng=1)
+    within = cdist(a, a).sum() / (20 * 19)
+    assert abs(r.bootstrap.mean() - r.estimate) < 0.05 * within / 20
+    assert abs(r.bootstrap.mean() - r.estimate) < 0.1 * r.bootstrap.std()
+
+
+def test_result_is_frozen_documented_and_reproducible(rng):
+    a, b = clustered(rng, 10, 4), clustered(rng, 10, 4)
+    r = effect_interval(a, b, confidence=0.9, n_bootstrap=500, rng=3)
+    assert isinstance(r, EffectInterval)
+    assert r.n_bootstrap <= 500
+    assert r.confidence == 0.9
+    assert 0.0 <= r.low <= r.high
+    assert (r.k_a, r.k_b) == (10, 10)
+    assert "percentile" in r.method
+    assert not r.bootstrap.flags.writeable
+    with pytest.raises(AttributeError):
+        r.estimate = 1.0  # type: ignore[misc]
+    again = effect_interval(a, b, confidence=0.9, n_bootstrap=500, rng=3)
+    assert (again.low, again.high) == (r.low, r.high)
+    assert "EffectInterval(omega='energy_l2'" in repr(r)
+
+
+def test_interval_omegas_are_embedding_level_omegas():
+    assert set(INTERVAL_OMEGAS) <= set(OMEGAS)
+    assert all(OMEGAS[name].level == "embedding" for name in INTERVAL_OMEGAS)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"a": np.ones((4, 3))}, "a: the bootstrap needs at least 5"),
+        ({"b": np.ones((4, 3))}, "b: the bootstrap needs at least 5"),
+        ({"b": np.ones((6, 2))}, "b: embedding dimension"),
+        ({"a": np.ones(6)}, "a: must be a 2-D"),
+        ({"omega": "jsd"}, "omega: unknown 'jsd'"),
+        ({"confidence": 1.0}, "confidence: must be in (0, 1)"),
+        ({"n_bootstrap": 50}, "n_bootstrap: must be >= 100"),
+        ({"n_bootstrap": 2.5}, "n_bootstrap: must be an integer"),
+        ({"rng": "seed"}, "rng: expected an int seed"),
+        ({"a": np.zeros((6, 3)), "omega": "energy_cosine"}, "a: row 0 is a zero vector"),
+    ],
+)
+def test_validation_names_the_argument(kwargs, message):
+    args = {"a": np.arange(18.0).reshape(6, 3) + 1, "b": np.arange(18.0).reshape(6, 3) ** 0.5 + 1}
+    args.update(kwargs)
+    with pytest.raises(ValueError, match="^" + re.escape(message)):
+        effect_interval(args.pop("a"), args.pop("b"), **args)
+
+
+CONFIDENCE = 0.90
+"""The interval an equivalence test at alpha = 0.05 reads."""
+
+
+def _coverage(name, k, n_sims, seed, n_bootstrap):
+    """(two-sided, upper-side, lower-side) coverage counts of the true effect."""
+    truth = max(true_effect(name), 0.0)  # theta >= 0; the null's estimate is ~ -1e-4
+    rng = np.random.default_rng(seed)
+    s = scenario(name)
+    both = upper = lower = 0
+    for _ in range(n_sims):
+        a, b = s.draw(rng, k)
+        r = effect_interval(a, b, confidence=CONFIDENCE, n_bootstrap=n_bootstrap, rng=rng)
+        upper += truth <= r.high
+        lower += r.low <= truth
+        both += r.low <= truth <= r.high
+    return both, upper, lower
+
+
+def _assert_covers(name, k, n_sims, counts):
+    both, upper, lower = counts
+    se = math.sqrt(CONFIDENCE * (1 - CONFIDENCE) / n_sims)
+    one_side = 1 - (1 - CONFIDENCE) / 2
+    se_side = math.sqrt(one_side * (1 - one_side) / n_sims)
+    report = (
+        f"{name} k={k}: coverage {both / n_sims:.3f} "
+        f"(upper side {upper / n_sims:.3f}, lower side {lower / n_sims:.3f})"
+    )
+    print(report)
+    assert both / n_sims >= CONFIDENCE - 2.5 * se, report
+    assert upper / n_sims >= one_side - 2.5 * se_side, report
+
+
+def test_coverage_fast():
+    n_sims = 150
+    _assert_covers("shift", 20, n_sims, _coverage("shift", 20, n_sims, 31, 500))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("k", [10, 20, 40])
+@pytest.mark.parametrize("name", ["null", "shift", "spread", "mixture"])
+def test_coverage(name, k):
+    """400 intervals (B=1000) per shape and k; about 115 s for the 12 cells (shared machine).
+
+    Checks coverage >= nominal - 2.5 SE, two-sided at 0.90 and on the upper side at 0.95
+    (the side an equivalence claim rests on). The interval is conservative: it often
+    covers more than nominal (see dbpa/stats/_interval.py and the README).
+    """
+    n_sims = 400
+    seed = 1000 + 10 * k + ["null", "shift", "spread", "mixture"].index(name)
+    _assert_covers(name, k, n_sims, _coverage(name, k, n_sims, seed, 1000))
+
+
+@pytest.mark.xfail(strict=True, reason="conservative: the bootstrap overestimates the variance "
+                   "of the degenerate part; about 0.99 coverage for a nominal 0.90")  # fmt: skip
+def test_coverage_is_not_yet_nominal():
+    """Marks the known over-coverage: passes (and so fails as xfail) once the interval is
+    within 2.5 SE of nominal from above too."""
+    n_sims = 100
+    both, _, _ = _coverage("shift", 20, n_sims, 41, 500)
+    assert both / n_sims <= CONFIDENCE + 2.5 * math.sqrt(CONFIDENCE * (1 - CONFIDENCE) / n_sims)
