@@ -47,7 +47,7 @@ def test_the_new_answers_score_highest_and_the_lost_ones_lowest():
 
 
 def test_bad_arms_are_named():
-    with pytest.raises(ValueError, match="^b"):
+    with pytest.raises(ValueError, match=r"^b"):
         witness_scores(np.ones((3, 2)), np.ones((1, 2)))
     with pytest.raises(ValueError, match="similarity"):
         witness_scores(np.eye(3), np.eye(3), similarity="dot")
