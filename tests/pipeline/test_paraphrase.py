@@ -1,0 +1,121 @@
+"""Generated paraphrases in the audit flow: generated once, stored with their generator,
+filtered by embedding similarity, and the dropped ones kept in the run's config."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from dbpa.config import parse_config
+from dbpa.generation import GENERATION_EPOCH, dropped_paraphrases, generator_jobs
+from flows.audit import audit
+from storage import Store
+from tests.pipeline.conftest import KEY_ENV, RULES, make_config
+from tests.support.scripted_server import Rule, ScriptedServer
+
+PROMPT = "My flu has lasted two days. Should I see a doctor?"
+INSTRUCTION = "Paraphrase this question: {prompt}"
+# What the scripted generator writes: two usable paraphrases (one quoted and numbered), one
+# repeat, and the original itself.
+GENERATED = (
+    ('"After two days of flu, should I visit a doctor?"', 1),
+    ("1. Two days of flu now: do I need a doctor?", 1),
+    (PROMPT, 1),
+)
+
+
+@pytest.fixture
+def generator() -> Iterator[ScriptedServer]:
+    rules = (Rule("Paraphrase this question", GENERATED), *RULES)
+    with ScriptedServer(rules=rules, embedding_dimension=24) as server:
+        yield server
+
+
+def _config(server: ScriptedServer, **spec: object) -> dict:
+    generator = {
+        "model": "openai/scripted",
+        "name": "generator",
+        "api_base": server.api_base,
+        "api_key_env": KEY_ENV,
+        "max_n": 1,
+    }
+    paraphrase = {"kind": "paraphrase", "n": 6, "model": generator, "instruction": INSTRUCTION}
+    return make_config(server, perturbations=[{**paraphrase, **spec}])
+
+
+def _config_of(store: Store, run_id: str) -> dict:
+    config = store.run(run_id)["config"]
+    return json.loads(config) if isinstance(config, str) else config
+
+
+def _generation_requests(server: ScriptedServer) -> int:
+    return sum(n for p, n in server.counts.by_prompt.items() if p.startswith("Paraphrase this"))
+
+
+def test_paraphrases_are_generated_once_and_stored_with_their_generator(generator, tmp_path):
+    config = parse_config(_config(generator, seed=3))
+    db = tmp_path / "a.duckdb"
+    first = audit(config=config, db=str(db))
+    assert first.status == "completed"
+    assert _generation_requests(generator) == 6
+    with Store(db, read_only=True) as store:
+        family = store.results(first.run_id)
+        (job,) = generator_jobs(config)
+        arm = store.arms([job.arm.arm_id]).iloc[0]
+        outputs = store.samples([job.arm.arm_id])
+        stored_config = _config_of(store, first.run_id)
+    # The generator's arm: its model, its prompt (the instruction around the original).
+    assert arm.model == "openai/scripted"
+    assert arm.epoch == GENERATION_EPOCH
+    assert f"Paraphrase this question: {PROMPT}" in str(arm.messages)
+    assert len(outputs) == 6
+    # The seed of the spec is in the run's stored config, with every generated text.
+    (spec,) = stored_config["perturbations"]
+    texts = {p["text"] for p in spec["generated"]}
+    assert spec["seed"] == 3
+    assert spec["model"]["model"] == "openai/scripted"
+    assert spec["instruction"] == INSTRUCTION
+    # Only the distinct, cleaned paraphrases that differ from the original are tested.
+    kept = sorted(family.description)
+    assert all("paraphrased by generator" in d for d in kept)
+    assert 1 <= len(family) <= 2
+    assert texts <= {
+        "After two days of flu, should I visit a doctor?",
+        "Two days of flu now: do I need a doctor?",
+        PROMPT,
+    }
+    assert set(family.label) == {"control"}
+
+    second = audit(config=config, db=str(db))
+    assert _generation_requests(generator) == 6  # nothing generated again
+    with Store(db, read_only=True) as store:
+        again = store.results(second.run_id)
+    assert list(again.perturbed_arm) == list(family.perturbed_arm)
+
+
+def test_the_similarity_filter_drops_and_records_what_it_dropped(generator, tmp_path):
+    def cosine(a: str, b: str) -> float:
+        return float(np.dot(generator.vector(a), generator.vector(b)))
+
+    first = "After two days of flu, should I visit a doctor?"
+    second = "Two days of flu now: do I need a doctor?"
+    low, high = sorted([cosine(PROMPT, first), cosine(PROMPT, second)])
+    threshold = round((low + high) / 2, 6)
+    config = parse_config(_config(generator, n=8, min_similarity=threshold))
+    db = tmp_path / "a.duckdb"
+    outcome = audit(config=config, db=str(db))
+    with Store(db, read_only=True) as store:
+        family = store.results(outcome.run_id)
+        stored = parse_config(_config_of(store, outcome.run_id))
+    kept_text = first if cosine(PROMPT, first) >= threshold else second
+    assert list(family.description) == [f"user prompt paraphrased by generator: {kept_text!r}"]
+    reasons = [p.dropped for _, p in dropped_paraphrases(stored)]
+    assert any(r.startswith("similarity") and f"below {threshold}" in r for r in reasons)
+    assert "same as the original" in reasons
+    # The report lists the dropped paraphrases.
+    report = (tmp_path / "reports").glob("*.md")
+    markdown = next(report).read_text()
+    assert "dropped" in markdown and (first if kept_text == second else second) in markdown
