@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,9 +22,13 @@ INSTRUCTION = "Paraphrase this question: {prompt}"
 # What the scripted generator writes: two usable paraphrases (one quoted and numbered), one
 # repeat, and the original itself.
 GENERATED = (
-    ('"After two days of flu, should I visit a doctor?"', 1),
-    ("1. Two days of flu now: do I need a doctor?", 1),
+    ('"After two days of flu, should I visit a doctor?"', 2),
+    ("1. Two days of flu now: do I need a doctor?", 2),
     (PROMPT, 1),
+)
+CLEANED = (
+    "After two days of flu, should I visit a doctor?",
+    "Two days of flu now: do I need a doctor?",
 )
 
 
@@ -43,7 +48,7 @@ def _config(server: ScriptedServer, **spec: object) -> dict:
         "max_n": 1,
     }
     paraphrase = {"kind": "paraphrase", "n": 6, "model": generator, "instruction": INSTRUCTION}
-    return make_config(server, perturbations=[{**paraphrase, **spec}])
+    return make_config(server, perturbations=[{**paraphrase, **spec}], n_permutations=999)
 
 
 def _config_of(store: Store, run_id: str) -> dict:
@@ -82,11 +87,7 @@ def test_paraphrases_are_generated_once_and_stored_with_their_generator(generato
     kept = sorted(family.description)
     assert all("paraphrased by generator" in d for d in kept)
     assert 1 <= len(family) <= 2
-    assert texts <= {
-        "After two days of flu, should I visit a doctor?",
-        "Two days of flu now: do I need a doctor?",
-        PROMPT,
-    }
+    assert texts <= {*CLEANED, PROMPT}
     assert set(family.label) == {"control"}
 
     second = audit(config=config, db=str(db))
@@ -97,25 +98,32 @@ def test_paraphrases_are_generated_once_and_stored_with_their_generator(generato
 
 
 def test_the_similarity_filter_drops_and_records_what_it_dropped(generator, tmp_path):
-    def cosine(a: str, b: str) -> float:
-        return float(np.dot(generator.vector(a), generator.vector(b)))
-
-    first = "After two days of flu, should I visit a doctor?"
-    second = "Two days of flu now: do I need a doctor?"
-    low, high = sorted([cosine(PROMPT, first), cosine(PROMPT, second)])
-    threshold = round((low + high) / 2, 6)
-    config = parse_config(_config(generator, n=8, min_similarity=threshold))
     db = tmp_path / "a.duckdb"
+    # B counts the 16 paraphrases asked for, however many are kept.
+    plain = audit(config=parse_config(_config(generator, n=16)), db=str(db))
+    requests = _generation_requests(generator)
+    with Store(db, read_only=True) as store:
+        generated = parse_config(_config_of(store, plain.run_id)).perturbations[0].generated
+    kept = sorted({p.text for p in generated if p.dropped is None})
+    assert kept == sorted([CLEANED[0], CLEANED[1]])
+
+    def cosine(text: str) -> float:
+        return float(np.dot(generator.vector(PROMPT), generator.vector(text)))
+
+    low, high = sorted(kept, key=cosine)
+    threshold = round((cosine(low) + cosine(high)) / 2, 6)
+    config = parse_config(_config(generator, n=16, min_similarity=threshold))
     outcome = audit(config=config, db=str(db))
+    assert _generation_requests(generator) == requests  # a new filter generates nothing
     with Store(db, read_only=True) as store:
         family = store.results(outcome.run_id)
         stored = parse_config(_config_of(store, outcome.run_id))
-    kept_text = first if cosine(PROMPT, first) >= threshold else second
-    assert list(family.description) == [f"user prompt paraphrased by generator: {kept_text!r}"]
-    reasons = [p.dropped for _, p in dropped_paraphrases(stored)]
-    assert any(r.startswith("similarity") and f"below {threshold}" in r for r in reasons)
-    assert "same as the original" in reasons
-    # The report lists the dropped paraphrases.
-    report = (tmp_path / "reports").glob("*.md")
-    markdown = next(report).read_text()
-    assert "dropped" in markdown and (first if kept_text == second else second) in markdown
+    assert list(family.description) == [f"user prompt paraphrased by generator: {high!r}"]
+    dropped: dict[str, set[str]] = {}
+    for _, p in dropped_paraphrases(stored):
+        dropped.setdefault(p.text, set()).add(str(p.dropped))
+    assert f"similarity {cosine(low):.3f} below {threshold}" in dropped[low]
+    assert dropped[PROMPT] == {"same as the original"}
+    markdown = Path(outcome.reports["md"]).read_text()
+    assert "Dropped paraphrases" in markdown
+    assert low in markdown
