@@ -19,11 +19,11 @@ from tests.support.scripted_server import Rule, ScriptedServer
 
 PROMPT = "My flu has lasted two days. Should I see a doctor?"
 INSTRUCTION = "Paraphrase this question: {prompt}"
-# What the scripted generator writes: two usable paraphrases (one quoted and numbered), one
-# repeat, and the original itself.
+# What the scripted generator writes, with equal chances: two paraphrases (one quoted, one
+# numbered) and the original itself.
 GENERATED = (
-    ('"After two days of flu, should I visit a doctor?"', 2),
-    ("1. Two days of flu now: do I need a doctor?", 2),
+    ('"After two days of flu, should I visit a doctor?"', 1),
+    ("1. Two days of flu now: do I need a doctor?", 1),
     (PROMPT, 1),
 )
 CLEANED = (
@@ -99,8 +99,8 @@ def test_paraphrases_are_generated_once_and_stored_with_their_generator(generato
 
 def test_the_similarity_filter_drops_and_records_what_it_dropped(generator, tmp_path):
     db = tmp_path / "a.duckdb"
-    # B counts the 16 paraphrases asked for, however many are kept.
-    plain = audit(config=parse_config(_config(generator, n=16)), db=str(db))
+    # 24 outputs hold each of the 3 texts (but for a chance of 3 * (2/3)**24 < 0.0002).
+    plain = audit(config=parse_config(_config(generator, n=24)), db=str(db))
     requests = _generation_requests(generator)
     with Store(db, read_only=True) as store:
         generated = parse_config(_config_of(store, plain.run_id)).perturbations[0].generated
@@ -112,7 +112,7 @@ def test_the_similarity_filter_drops_and_records_what_it_dropped(generator, tmp_
 
     low, high = sorted(kept, key=cosine)
     threshold = round((cosine(low) + cosine(high)) / 2, 6)
-    config = parse_config(_config(generator, n=16, min_similarity=threshold))
+    config = parse_config(_config(generator, n=24, min_similarity=threshold))
     outcome = audit(config=config, db=str(db))
     assert _generation_requests(generator) == requests  # a new filter generates nothing
     with Store(db, read_only=True) as store:
