@@ -97,7 +97,8 @@ class ParaphraseSpec(FamilySpec):
             model=DEFAULT_PARAPHRASE_MODEL, params=DEFAULT_GENERATOR_PARAMS
         )
     )
-    """The generator: a model string or a model spec (``model``, ``api_base``, ``params``...)."""
+    """The generator: a model string (sampled with ``DEFAULT_GENERATOR_PARAMS``) or a model
+    spec (``model``, ``api_base``, ``params``, ...: its own parameters only)."""
     instruction: str = PARAPHRASE_INSTRUCTION
     """The generator's prompt, with one ``{prompt}`` placeholder for the original user prompt."""
     seed: int = Field(default=0, ge=0)
@@ -113,7 +114,9 @@ class ParaphraseSpec(FamilySpec):
     @field_validator("model", mode="before")
     @classmethod
     def _bare_model_string(cls, value: Any) -> Any:
-        return {"model": value} if isinstance(value, str) else value
+        if isinstance(value, str):
+            return {"model": value, "params": DEFAULT_GENERATOR_PARAMS}
+        return value
 
     @model_validator(mode="after")
     def _check_instruction(self) -> ParaphraseSpec:

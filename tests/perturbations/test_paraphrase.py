@@ -71,6 +71,10 @@ def test_defaults_are_the_embedded_model_and_control():
     assert s.min_similarity is None
     assert s.generated is None
     assert spec(model="openai/gpt-4o-mini").model.model == "openai/gpt-4o-mini"
+    # A bare string is sampled like the default; a model spec with its own parameters only.
+    assert spec(model="openai/gpt-4o-mini").model.params == s.model.params
+    assert s.model.params == {"temperature": 1.0, "max_tokens": 256}
+    assert spec(model={"model": "openai/gpt-4o-mini"}).model.params == {}
 
 
 def test_the_generator_is_asked_to_rewrite_the_user_prompt_only():
