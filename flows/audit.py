@@ -28,6 +28,7 @@ from prefect.settings import (
 
 import storage
 from dbpa.config import AuditConfig
+from dbpa.llm import PermanentModelError
 from dbpa.plan import AuditPlan, plan_audit
 from flows._analysis import ArmAnalysis, correct_families
 from flows._sampling import sample_phase
@@ -126,7 +127,7 @@ def audit(config: AuditConfig, db: str = "dbpa.duckdb", out: str | None = None) 
         run_id = _run_id(config)
         try:
             if plan is None:
-                config = generate_paraphrases(db, config)
+                config = _generated(db, config)
                 plan = plan_audit(config)
             _start_run(store, plan, config, run_id)
             analysis = ArmAnalysis(
@@ -167,6 +168,18 @@ def audit(config: AuditConfig, db: str = "dbpa.duckdb", out: str | None = None) 
     return AuditOutcome(
         run_id=run_id, status=status, db=str(store.path), failures=failures, reports=reports
     )
+
+
+def _generated(db: str, config: AuditConfig) -> AuditConfig:
+    """``config`` with its paraphrases generated (or read from the record); a generator that
+    fails permanently stops the audit before anything else is sampled."""
+    try:
+        return generate_paraphrases(db, config)
+    except PermanentModelError as exc:
+        raise AuditIncomplete(
+            f"the paraphrases could not be generated: {exc}. Nothing else was sampled; fix "
+            "the cause and run the same command again."
+        ) from None
 
 
 def _start_run(store: storage.Store, plan: AuditPlan, config: AuditConfig, run_id: str) -> None:

@@ -12,10 +12,10 @@ import pytest
 
 from dbpa.config import parse_config
 from dbpa.generation import GENERATION_EPOCH, dropped_paraphrases, generator_jobs
-from flows.audit import audit
+from flows.audit import AuditIncomplete, audit
 from storage import Store
 from tests.pipeline.conftest import KEY_ENV, RULES, make_config
-from tests.support.scripted_server import Rule, ScriptedServer
+from tests.support.scripted_server import Fault, Rule, ScriptedServer
 
 PROMPT = "My flu has lasted two days. Should I see a doctor?"
 INSTRUCTION = "Paraphrase this question: {prompt}"
@@ -127,3 +127,10 @@ def test_the_similarity_filter_drops_and_records_what_it_dropped(generator, tmp_
     markdown = Path(outcome.reports["md"]).read_text()
     assert "Dropped paraphrases" in markdown
     assert low in markdown
+
+
+def test_a_generator_that_fails_stops_the_audit_before_sampling(generator, tmp_path):
+    generator.push_faults(Fault("401"))
+    with pytest.raises(AuditIncomplete, match="the paraphrases could not be generated"):
+        audit(config=parse_config(_config(generator)), db=str(tmp_path / "a.duckdb"))
+    assert generator.counts.by_prompt[PROMPT] == 0  # no arm of the audit was sampled
