@@ -38,7 +38,7 @@ from ._head_start import HeadStart
 from ._quiet import quiet_console
 from ._record import print_results
 from ._server import PrefectServer, TemporaryServerError
-from ._validate import load_audit
+from ._validate import bind_stored, load_audit
 from ._warm import embedder_warmed, generation_work, pending_work, warm_up
 
 
@@ -89,7 +89,9 @@ def run(
     server = PrefectServer.launch()
     cfg, plan = load_audit(config, set_)
     wait_for_record(db, wait=not no_wait)
-    # With paraphrases to generate (or read) first, the flow plans: no head start.
+    if plan is None:  # paraphrases: bound here when the record holds them (a re-run)
+        cfg, plan = bind_stored(cfg, db)
+    # With paraphrases still to generate, the flow generates and plans: no head start.
     work = pending_work(plan, db) if plan is not None else generation_work(cfg)
     warm_up(work)
     head_start = HeadStart(plan, db) if plan is not None and work.models else None

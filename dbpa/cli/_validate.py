@@ -40,36 +40,36 @@ def load_audit(
     """The validated config and its plan; a ``ConfigError`` names file, field and reason.
 
     The plan is None while a paraphrase spec's texts are not generated yet (the audit flow
-    generates them first); with ``db``, a record that holds them all, they are bound first.
+    generates them first); with ``db``, a record that holds them all, they are bound first
+    (see :func:`bind_stored`).
     """
     from dbpa.config import ConfigError, load_config
-    from dbpa.plan import plan_audit
 
     try:
         cfg = load_config(config, parse_overrides(pairs))
-        if cfg.ungenerated and db is not None:
-            cfg = _bound_from_record(cfg, db)
-        return cfg, None if cfg.ungenerated else plan_audit(cfg)
+        return bind_stored(cfg, db)
     except ConfigError:
         raise
     except ValueError as exc:
         raise ConfigError(f"{config}: {exc}") from None
 
 
-def _bound_from_record(cfg: AuditConfig, db: Path) -> AuditConfig:
-    """``cfg`` with its paraphrases bound when the record ``db`` holds every one of them
-    (read-only; with ``min_similarity`` the embedder is loaded); else ``cfg``."""
-    import storage
-    from dbpa.generation import bind_generated, embed_with, generator_jobs, stored_outputs
+def bind_stored(cfg: AuditConfig, db: Path | None) -> tuple[AuditConfig, AuditPlan | None]:
+    """``cfg`` with its paraphrases bound when the record ``db`` holds every one of them (read
+    only; with ``min_similarity`` the embedder is loaded), and its plan; the plan is None
+    while some are still to be generated."""
+    from dbpa.plan import plan_audit
 
-    if not db.is_file():
-        return cfg
-    jobs = generator_jobs(cfg)
-    with storage.Store(db, read_only=True) as store:
-        outputs = stored_outputs(jobs, store)
-    if any(len(outputs[j.position]) < j.spec.n for j in jobs):
-        return cfg
-    return bind_generated(cfg, outputs, embed_with(cfg))
+    if cfg.ungenerated and db is not None and db.is_file():
+        import storage
+        from dbpa.generation import bind_generated, embed_with, generator_jobs, stored_outputs
+
+        jobs = generator_jobs(cfg)
+        with storage.Store(db, read_only=True) as store:
+            outputs = stored_outputs(jobs, store)
+        if all(len(outputs[j.position]) == j.spec.n for j in jobs):
+            cfg = bind_generated(cfg, outputs, embed_with(cfg))
+    return cfg, None if cfg.ungenerated else plan_audit(cfg)
 
 
 def validate(

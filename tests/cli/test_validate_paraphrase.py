@@ -43,3 +43,22 @@ def test_validate_with_the_record_shows_the_generated_paraphrases(
     # 6 outputs of 3 distinct texts: some repeat (or are the original) and are dropped.
     assert "generated paraphrase(s) dropped" in output
     assert generator.counts.total == calls  # read from the record, not generated again
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_run_generates_once_and_a_rerun_binds_from_the_record(
+    generator,  # noqa: F811
+    write_config,
+    tmp_path,
+):
+    path = write_config(_config(generator, n=6))
+    db = tmp_path / "a.duckdb"
+    first = invoke("run", str(path), "--db", str(db), "--out", str(tmp_path / "reports"))
+    assert first.exit_code == 0, first.output
+    assert "paraphrases first" in text(first)
+    asked = generator.counts.by_prompt.copy()
+    assert sum(n for p, n in asked.items() if p.startswith("Paraphrase this")) == 6
+    again = invoke("run", str(path), "--db", str(db), "--out", str(tmp_path / "reports"))
+    assert again.exit_code == 0, again.output
+    assert "paraphrases first" not in text(again)  # planned from the record at once
+    assert generator.counts.by_prompt == asked  # no model asked anything
