@@ -71,9 +71,7 @@ def test_binding_makes_the_family_and_keeps_the_rest_of_the_config():
         "paraphrase-3",
     ]
     assert bound.model_dump()["perturbations"][0] == cfg.model_dump()["perturbations"][0]
-    assert [(i, p.dropped) for i, p in dropped_paraphrases(bound)] == [
-        (1, "same as the original")
-    ]
+    assert [(i, p.dropped) for i, p in dropped_paraphrases(bound)] == [(1, "same as the original")]
 
 
 def test_binding_needs_every_output():
