@@ -29,7 +29,15 @@ from pydantic_core import CoreSchema
 from dbpa._yaml import check_bounds, load_yaml
 from dbpa.analysis import AnalysisSpec
 from dbpa.llm import check_model_string
-from dbpa.perturbations import ModelSwapSpec, Perturbation, PerturbationSpec, base_prompt, expand
+from dbpa.perturbations import (
+    ModelSwapSpec,
+    ParaphraseSpec,
+    Perturbation,
+    PerturbationSpec,
+    base_prompt,
+    expand,
+    ungenerated,
+)
 from dbpa.specs import EmbedderSpec, Message, ModelSpec, Spec, content_hash
 from dbpa.stats import min_permutations
 
@@ -141,6 +149,8 @@ class AuditConfig(Spec):
                 for j, variant in enumerate(spec.models):
                     where = f"perturbations[{i}].models[{j}].model"
                     yield where, variant.model.model, variant.model.api_base, True
+            if isinstance(spec, ParaphraseSpec):
+                yield f"perturbations[{i}].model", spec.model.model, spec.model.api_base, True
         if self.embedder.backend == "litellm":
             yield "embedder.model", self.embedder.model, self.embedder.api_base, False
 
@@ -154,7 +164,17 @@ class AuditConfig(Spec):
         if not self.prompt:
             raise ValueError("prompt: needs at least one message")
         analysis = self.analysis
-        m = len(self.family)
+        pending = self.ungenerated
+        for i, spec in pending:
+            try:
+                spec.generation_messages(self.messages)
+            except ValueError as exc:
+                raise ValueError(f"perturbations[{i}] (paraphrase): {exc}") from None
+        if pending:  # counted as asked: the filter may drop some, never add
+            m = len(expand(self.messages, self.perturbations, skip_ungenerated=True))
+            m += sum(spec.n for _, spec in pending)
+        else:
+            m = len(self.family)
         needed = min_permutations(m, analysis.alpha, analysis.correction)
         if math.comb(2 * self.k, self.k) - 1 < needed:
             enough = next(k for k in range(self.k, 10_000) if math.comb(2 * k, k) - 1 >= needed)
@@ -175,6 +195,18 @@ class AuditConfig(Spec):
     def family(self) -> list[Perturbation]:
         """The perturbations, expanded from their specs (stable ids, in order)."""
         return expand(self.messages, self.perturbations)
+
+    @property
+    def ungenerated(self) -> list[tuple[int, ParaphraseSpec]]:
+        """(position, spec) of the paraphrase specs whose texts are not generated yet; while
+        there are any, ``family`` raises ValueError naming them."""
+        return ungenerated(self.perturbations)
+
+    def with_generated(self, specs: dict[int, ParaphraseSpec]) -> AuditConfig:
+        """This config with the specs at the given positions replaced (by their generated
+        versions), validated again."""
+        perturbations = [specs.get(i, spec) for i, spec in enumerate(self.perturbations)]
+        return AuditConfig.model_validate({**self.model_dump(), "perturbations": perturbations})
 
     @property
     def messages(self) -> tuple[Message, ...]:

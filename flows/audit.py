@@ -28,9 +28,11 @@ from prefect.settings import (
 
 import storage
 from dbpa.config import AuditConfig
+from dbpa.llm import PermanentModelError
 from dbpa.plan import AuditPlan, plan_audit
 from flows._analysis import ArmAnalysis, correct_families
 from flows._sampling import sample_phase
+from tasks.generate import generate_paraphrases
 from tasks.report import write_reports
 
 SAMPLE_TASK_RUNS = 32
@@ -109,12 +111,13 @@ def _run_id(config: AuditConfig) -> str:
 def audit(config: AuditConfig, db: str = "dbpa.duckdb", out: str | None = None) -> AuditOutcome:
     """Run (or resume) an audit and record everything in the DuckDB file ``db``.
 
-    plan -> sample -> embed -> test -> correct -> report. The arms of each sampling task
-    run are embedded and tested as soon as it ends, while other arms still sample; the rest
-    once sampling is over.
+    (generate ->) plan -> sample -> embed -> test -> correct -> report. Paraphrases a model
+    writes are generated (or read from the record) first, since the family depends on them.
+    The arms of each sampling task run are embedded and tested as soon as it ends, while
+    other arms still sample; the rest once sampling is over.
     """
     logger = get_run_logger()
-    plan = plan_audit(config)
+    plan = None if config.ungenerated else plan_audit(config)
     # Task runs carry no tags (the flow run does, see ``flow_run_tags``): Prefect asks the
     # server for a concurrency slot before every tagged task run, and the ephemeral server
     # answers 503 now and then, after which the task run waits 2 s.
@@ -123,6 +126,9 @@ def audit(config: AuditConfig, db: str = "dbpa.duckdb", out: str | None = None) 
         storage.register(store)
         run_id = _run_id(config)
         try:
+            if plan is None:
+                config = _generated(db, config)
+                plan = plan_audit(config)
             _start_run(store, plan, config, run_id)
             analysis = ArmAnalysis(
                 plan,
@@ -162,6 +168,18 @@ def audit(config: AuditConfig, db: str = "dbpa.duckdb", out: str | None = None) 
     return AuditOutcome(
         run_id=run_id, status=status, db=str(store.path), failures=failures, reports=reports
     )
+
+
+def _generated(db: str, config: AuditConfig) -> AuditConfig:
+    """``config`` with its paraphrases generated (or read from the record); a generator that
+    fails permanently stops the audit before anything else is sampled."""
+    try:
+        return generate_paraphrases(db, config)
+    except PermanentModelError as exc:
+        raise AuditIncomplete(
+            f"the paraphrases could not be generated: {exc}. Nothing else was sampled; fix "
+            "the cause and run the same command again."
+        ) from None
 
 
 def _start_run(store: storage.Store, plan: AuditPlan, config: AuditConfig, run_id: str) -> None:

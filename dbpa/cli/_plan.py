@@ -41,7 +41,7 @@ def plan(
         raise ValueError(f"--power: {power} is not a probability in (0, 1)")
     if simulations < 10:
         raise ValueError(f"--simulations: {simulations} is too few (at least 10)")
-    cfg, _ = load_audit(config, set_)
+    cfg, _ = load_audit(config, set_, db)  # paraphrases: those the pilot generated
     with open_record(db) as store:
         sizes = estimate_sizes(store, from_, cfg, power=power, n_simulations=simulations, rng=seed)
     if format_ == "json":

@@ -39,8 +39,8 @@ from ._head_start import HeadStart
 from ._quiet import quiet_console
 from ._record import print_results
 from ._server import PrefectServer, TemporaryServerError
-from ._validate import load_audit
-from ._warm import embedder_warmed, pending_work, warm_up
+from ._validate import bind_stored, load_audit
+from ._warm import embedder_warmed, generation_work, pending_work, warm_up
 
 
 @contextmanager
@@ -97,9 +97,12 @@ def run(
     server = PrefectServer.launch()
     cfg, plan = load_audit(config, set_)
     wait_for_record(db, wait=not no_wait)
-    work = pending_work(plan, db)
+    if plan is None:  # paraphrases: bound here when the record holds them (a re-run)
+        cfg, plan = bind_stored(cfg, db)
+    # With paraphrases still to generate, the flow generates and plans: no head start.
+    work = pending_work(plan, db) if plan is not None else generation_work(cfg)
     warm_up(work)
-    head_start = HeadStart(plan, db) if work.models else None
+    head_start = HeadStart(plan, db) if plan is not None and work.models else None
     try:
         from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
@@ -110,6 +113,8 @@ def run(
         err.print(
             f"[bold]{cfg.name}[/]: {len(plan.tests)} tests, {len(plan.arms)} arms x k={cfg.k}; "
             f"record: {db}"
+            if plan is not None
+            else f"[bold]{cfg.name}[/]: paraphrases first, then k={cfg.k}; record: {db}"
         )
         server.ready()
     except TemporaryServerError as exc:

@@ -15,7 +15,7 @@ from ._common import ConfigArgument, SetOption, out, parse_overrides
 
 if TYPE_CHECKING:
     from dbpa.config import AuditConfig
-    from dbpa.perturbations import Perturbation
+    from dbpa.perturbations import GeneratedParaphrase, Perturbation
     from dbpa.plan import AuditPlan
 
 SUMMARY_OVER = 300
@@ -26,26 +26,62 @@ SHOWN_AT_EACH_END = 5
 AllOption = Annotated[
     bool, typer.Option("--all", help="List every perturbation, however many there are.")
 ]
+RecordOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--db", help="A record whose stored paraphrases to show (read-only; default: none)."
+    ),
+]
 
 
-def load_audit(config: Path, pairs: list[str] | None = None) -> tuple[AuditConfig, AuditPlan]:
-    """The validated config and its plan; a ``ConfigError`` names file, field and reason."""
+def load_audit(
+    config: Path, pairs: list[str] | None = None, db: Path | None = None
+) -> tuple[AuditConfig, AuditPlan | None]:
+    """The validated config and its plan; a ``ConfigError`` names file, field and reason.
+
+    The plan is None while a paraphrase spec's texts are not generated yet (the audit flow
+    generates them first); with ``db``, a record that holds them all, they are bound first
+    (see :func:`bind_stored`).
+    """
     from dbpa.config import ConfigError, load_config
-    from dbpa.plan import plan_audit
 
     try:
         cfg = load_config(config, parse_overrides(pairs))
-        return cfg, plan_audit(cfg)
+        return bind_stored(cfg, db)
     except ConfigError:
         raise
     except ValueError as exc:
         raise ConfigError(f"{config}: {exc}") from None
 
 
-def validate(config: ConfigArgument, set_: SetOption = None, all_: AllOption = False) -> None:
+def bind_stored(cfg: AuditConfig, db: Path | None) -> tuple[AuditConfig, AuditPlan | None]:
+    """``cfg`` with its paraphrases bound when the record ``db`` holds every one of them (read
+    only; with ``min_similarity`` the embedder is loaded), and its plan; the plan is None
+    while some are still to be generated."""
+    from dbpa.plan import plan_audit
+
+    if cfg.ungenerated and db is not None and db.is_file():
+        import storage
+        from dbpa.generation import bind_generated, embed_with, generator_jobs, stored_outputs
+
+        jobs = generator_jobs(cfg)
+        with storage.Store(db, read_only=True) as store:
+            outputs = stored_outputs(jobs, store)
+        if all(len(outputs[j.position]) == j.spec.n for j in jobs):
+            cfg = bind_generated(cfg, outputs, embed_with(cfg))
+    return cfg, None if cfg.ungenerated else plan_audit(cfg)
+
+
+def validate(
+    config: ConfigArgument, set_: SetOption = None, all_: AllOption = False, db: RecordOption = None
+) -> None:
     """Check a config and show what it would sample and test (a family of more than 300
-    perturbations as counts and its first and last ones; ``--all`` lists every one)."""
-    cfg, plan = load_audit(config, set_)
+    perturbations as counts and its first and last ones; ``--all`` lists every one).
+    Paraphrases not generated yet are announced; ``--db`` shows those a record holds."""
+    cfg, plan = load_audit(config, set_, db)
+    if plan is None:
+        _print_ungenerated(cfg, all_)
+        return
     analysis = cfg.analysis
     out.print(
         f"[green]valid[/]: {cfg.name}: {len(plan.families)} model(s) x {len(cfg.family)} "
@@ -53,13 +89,67 @@ def validate(config: ConfigArgument, set_: SetOption = None, all_: AllOption = F
         f"= {len(plan.arms) * cfg.k} outputs; omega={analysis.omega}, "
         f"B={analysis.n_permutations}, {analysis.correction} at alpha={analysis.alpha}"
     )
-    family = cfg.family
+    _print_family(cfg.family, all_)
+    _print_dropped(cfg)
+
+
+def _print_family(family: Sequence[Perturbation], all_: bool) -> None:
     if len(family) <= SUMMARY_OVER:
         out.print(_table(family))
     elif all_:
         _print_columns(family)
     else:
         _print_summary(family)
+
+
+def _print_ungenerated(cfg: AuditConfig, all_: bool) -> None:
+    """A config whose paraphrases are still to be generated: the counts as asked, the
+    generators, and the perturbations known already."""
+    from dbpa.perturbations import expand
+
+    known = expand(cfg.messages, cfg.perturbations, skip_ungenerated=True)
+    pending = cfg.ungenerated
+    asked = sum(spec.n for _, spec in pending)
+    m = len(known) + asked
+    analysis = cfg.analysis
+    out.print(
+        f"[green]valid[/]: {cfg.name}: {len(cfg.models)} model(s) x {m} perturbations "
+        f"= {len(cfg.models) * m} tests (at most: paraphrases may be dropped), k={cfg.k}; "
+        f"omega={analysis.omega}, B={analysis.n_permutations}, {analysis.correction} at "
+        f"alpha={analysis.alpha}"
+    )
+    for i, spec in pending:
+        kept = (
+            ""
+            if spec.min_similarity is None
+            else (f", kept at embedding similarity >= {spec.min_similarity}")
+        )
+        out.print(
+            f"perturbations[{i}]: {spec.n} paraphrases to be generated by "
+            f"{escape(spec.model.label)} (seed {spec.seed}){kept}",
+            highlight=False,
+        )
+    if known:
+        _print_family(known, all_)
+
+
+def _print_dropped(cfg: AuditConfig) -> None:
+    """The generated paraphrases the family leaves out, and why."""
+    from dbpa.generation import dropped_paraphrases
+
+    dropped = dropped_paraphrases(cfg)
+    if dropped:
+        out.print(f"{len(dropped)} generated paraphrase(s) dropped:", highlight=False)
+        out.print(_dropped_table(dropped))
+
+
+def _dropped_table(dropped: Sequence[tuple[int, GeneratedParaphrase]]) -> Table:
+    table = Table("spec", "paraphrase", "why", "text")
+    for position, p in dropped:
+        table.add_row(
+            f"perturbations[{position}]", str(p.index + 1), escape(str(p.dropped)), escape(p.text)
+        )
+    return table
 
 
 def _table(family: Sequence[Perturbation], gap_after: int | None = None) -> Table:

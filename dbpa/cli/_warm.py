@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from dbpa import progress
 
 if TYPE_CHECKING:
+    from dbpa.config import AuditConfig
     from dbpa.plan import AuditPlan
     from dbpa.specs import EmbedderSpec
 
@@ -67,6 +68,13 @@ def pending_work(plan: AuditPlan, db: Path) -> PendingWork:
     except Exception:  # the flow opens the record itself and reports what is wrong
         return everything
     return PendingWork(frozenset(), embedding=bool(missing))
+
+
+def generation_work(config: AuditConfig) -> PendingWork:
+    """What a run of ``config`` may do before its plan is known (paraphrases to generate or
+    read): everything, its audited and generator models included."""
+    generators = frozenset(spec.model.model for _, spec in config.ungenerated)
+    return PendingWork(frozenset(m.model for m in config.models) | generators, embedding=True)
 
 
 def warm_up(work: PendingWork) -> None:

@@ -13,6 +13,7 @@ from ._cardiovascular import CardiovascularSpec
 from ._kinds import ModelSwapSpec, PromptSpec, SamplingSpec, SystemPromptSpec, TemplateSpec
 from ._model import Perturbation
 from ._noise import NoiseSpec
+from ._paraphrase import ParaphraseSpec
 from ._personas import PersonasSpec
 from ._records import RecordSpec
 from ._swap import SwapSpec
@@ -27,7 +28,8 @@ PerturbationSpec = Annotated[
     | RecordSpec
     | CardiovascularSpec
     | NoiseSpec
-    | SwapSpec,
+    | SwapSpec
+    | ParaphraseSpec,
     Field(discriminator="kind"),
 ]
 """One entry of an audit's ``perturbations`` list, chosen by its ``kind``."""
@@ -57,16 +59,34 @@ def base_prompt(specs: Sequence[PerturbationSpec]) -> str | None:
     return next(iter(prompts.values()), None)
 
 
-def expand(original: Sequence[Message], specs: Sequence[PerturbationSpec]) -> list[Perturbation]:
+def ungenerated(specs: Sequence[PerturbationSpec]) -> list[tuple[int, ParaphraseSpec]]:
+    """(position, spec) of the specs whose perturbations a model must generate first."""
+    return [
+        (i, spec)
+        for i, spec in enumerate(specs)
+        if isinstance(spec, ParaphraseSpec) and spec.generated is None
+    ]
+
+
+def expand(
+    original: Sequence[Message],
+    specs: Sequence[PerturbationSpec],
+    *,
+    skip_ungenerated: bool = False,
+) -> list[Perturbation]:
     """The concrete perturbations of ``original``, spec by spec in order.
 
     ValueError, naming the spec (``perturbations[i] (kind)``) or the ids, when a spec does
-    not apply to ``original``, a perturbation changes nothing, or two share an id.
+    not apply to ``original``, a perturbation changes nothing, or two share an id; and for a
+    spec not generated yet (see :func:`ungenerated`) unless ``skip_ungenerated``.
     """
+    pending = {i for i, _ in ungenerated(specs)} if skip_ungenerated else set()
     original = _MESSAGES.validate_python(original)
     family: list[Perturbation] = []
     origin: dict[str, list[int]] = {}
     for i, spec in enumerate(specs):
+        if i in pending:
+            continue
         try:
             perturbations = spec.expand(original)
         except ValueError as error:

@@ -361,6 +361,19 @@ class TestView:
 
 
 @dataclass(frozen=True)
+class DroppedParaphrase:
+    """A generated paraphrase left out of the family (from the run's stored config)."""
+
+    spec: int
+    """Position of its ``paraphrase`` spec in the config's perturbations."""
+    number: int
+    """Its number among the spec's outputs (1..n; a kept one is ``<prefix>-<number>``)."""
+    text: str
+    reason: str
+    """Empty, same as the original or another paraphrase, or below ``min_similarity``."""
+
+
+@dataclass(frozen=True)
 class ReportData:
     """A run, gathered from the audit record."""
 
@@ -382,6 +395,8 @@ class ReportData:
     """The dbpa version that wrote the report."""
     drift: DriftHistory | None = None
     """Drift between the audit's ticks; None unless several ticks are recorded."""
+    dropped_paraphrases: tuple[DroppedParaphrase, ...] = ()
+    """Generated paraphrases the run left out of the family, and why."""
 
     @property
     def rows(self) -> tuple[TestRow, ...]:

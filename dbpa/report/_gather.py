@@ -17,7 +17,17 @@ from dbpa.drift import HistoryReader, read_history
 from dbpa.stats import ModelChoice, best_model, roc_curve, tpr_at_fpr
 
 from ._arms import ArmReader, gather_arms, usage_by_model
-from ._data import ALLOWED_FPR, Alignment, Family, ReportData, RocView, RunInfo, Settings, TestRow
+from ._data import (
+    ALLOWED_FPR,
+    Alignment,
+    DroppedParaphrase,
+    Family,
+    ReportData,
+    RocView,
+    RunInfo,
+    Settings,
+    TestRow,
+)
 from ._values import as_bool, as_float, as_int, as_iso, as_json, as_str
 from ._views import Texts, VectorsReader, gather_test_views
 
@@ -121,6 +131,20 @@ def gather(
         figures_omitted=tested - len(views),
         generator=f"dbpa {_dbpa_version()}",
         drift=read_history(store, run.audit, run.epoch),
+        dropped_paraphrases=_dropped_paraphrases(run.config),
+    )
+
+
+def _dropped_paraphrases(config: Mapping[str, Any]) -> tuple[DroppedParaphrase, ...]:
+    """The generated paraphrases the run's config marks dropped, in spec and output order."""
+    return tuple(
+        DroppedParaphrase(
+            spec=i, number=int(p["index"]) + 1, text=str(p["text"]), reason=str(p["dropped"])
+        )
+        for i, spec in enumerate(config.get("perturbations") or ())
+        if isinstance(spec, Mapping) and spec.get("kind") == "paraphrase"
+        for p in spec.get("generated") or ()
+        if p.get("dropped") is not None
     )
 
 

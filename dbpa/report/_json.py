@@ -80,6 +80,11 @@ def report_dict(data: ReportData) -> dict[str, Any]:
             for v in data.test_views
             if v.moved is not None
         ],
+        **(
+            {"dropped_paraphrases": _jsonable(data.dropped_paraphrases)}
+            if data.dropped_paraphrases
+            else {}
+        ),
         "roc": _jsonable(data.roc),
         "best_models": _jsonable(data.best_models),
         "alignment": [

@@ -380,6 +380,7 @@ def render_markdown(data: ReportData) -> str:
         "",
         *_results(data),
         *_moved(data),
+        *_dropped(data),
         *_roc(data),
         *_alignment(data),
         *_drift(data),
@@ -387,6 +388,23 @@ def render_markdown(data: ReportData) -> str:
         *_provenance(data),
     ]
     return "\n".join(parts) + "\n"
+
+
+def _dropped(data: ReportData) -> list[str]:
+    """The generated paraphrases left out of the family, and why."""
+    if not data.dropped_paraphrases:
+        return []
+    rows = [
+        (f"perturbations[{d.spec}]", str(d.number), _md(d.reason), _md(d.text))
+        for d in data.dropped_paraphrases
+    ]
+    return [
+        "",
+        "## Dropped paraphrases",
+        "",
+        _table(("spec", "paraphrase", "why", "text"), rows),
+        "",
+    ]
 
 
 def _decision_cell(r: TestRow) -> str:

@@ -1,0 +1,59 @@
+"""Generate the perturbations a model writes (paraphrases) before the audit is planned."""
+
+from __future__ import annotations
+
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+import storage
+from dbpa.config import AuditConfig
+from dbpa.generation import (
+    bind_generated,
+    dropped_paraphrases,
+    embed_with,
+    generator_jobs,
+    missing_outputs,
+    stored_outputs,
+)
+from dbpa.llm import sample
+from dbpa.specs import Generation
+
+
+@task(
+    name="generate",
+    task_run_name="generate paraphrases",
+    cache_policy=NO_CACHE,  # the record is the cache, as for sampling
+)
+def generate_paraphrases(db: str, config: AuditConfig) -> AuditConfig:
+    """``config`` with its paraphrase specs bound to their generated texts: each generator
+    arm is stored and filled to n outputs (asking only for the missing ones, so a re-run asks
+    none), then the outputs are screened and, with ``min_similarity``, embedded with the
+    audit's embedder and filtered; every dropped paraphrase is logged."""
+    logger = get_run_logger()
+    store = storage.get(db)
+    jobs = generator_jobs(config)
+    store.add_arms([j.arm for j in jobs])
+    missing = missing_outputs(jobs, store)
+    for job in jobs:
+        todo = missing[job.position]
+        if not todo:
+            logger.info("%s: all %d stored", job.label, job.spec.n)
+            continue
+        logger.info("%s: generating %d", job.label, len(todo))
+        arm_id = job.arm.arm_id
+
+        def keep(outputs: list[Generation], arm_id: str = arm_id) -> None:
+            store.add_samples(arm_id, outputs)
+
+        sample(job.arm.model, job.arm.messages, todo, seed=job.seed, on_outputs=keep)
+    outputs = stored_outputs(jobs, store)
+    bound = bind_generated(config, outputs, embed_with(config))
+    for position, p in dropped_paraphrases(bound):
+        logger.warning(
+            "perturbations[%d] (paraphrase): paraphrase %d dropped (%s): %r",
+            position,
+            p.index + 1,
+            p.dropped,
+            p.text,
+        )
+    return bound
