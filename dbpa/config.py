@@ -202,6 +202,13 @@ class AuditConfig(Spec):
         there are any, ``family`` raises ValueError naming them."""
         return ungenerated(self.perturbations)
 
+    def ready_part(self) -> AuditConfig:
+        """This config without the specs still to generate: what can be planned, and
+        sampled, while they are generated (not validated again: its family may be empty)."""
+        pending = {i for i, _ in self.ungenerated}
+        kept = [s for i, s in enumerate(self.perturbations) if i not in pending]
+        return self.model_copy(update={"perturbations": kept})
+
     def with_generated(self, specs: dict[int, ParaphraseSpec]) -> AuditConfig:
         """This config with the specs at the given positions replaced (by their generated
         versions), validated again."""

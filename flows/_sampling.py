@@ -128,14 +128,46 @@ class Sampling:
         self._held = self._held or exc
 
     def _parameters(self, batch: list[Arm]) -> dict[str, Any]:
-        first = self._labels[batch[0].arm_id]
-        return {
-            "db": self._db,
-            "jobs": [ArmJob(arm=a, seed=self._plan.arm_seed(a)) for a in batch],
-            "k": self._plan.k,
-            "label": first if len(batch) == 1 else f"{len(batch)} arms from {first}",
-            "counter": self._counter,
-        }
+        return _arm_jobs(self._plan, self._db, batch, self._labels, self._counter)
+
+
+@contextmanager
+def sampled_meanwhile(
+    plan: AuditPlan, store: storage.Store, db: str, task_runs: int, threads: int
+) -> Iterator[None]:
+    """Sample the arms of ``plan`` short of k in task runs while the block runs; leaving the
+    block waits for them. Their outputs are in the record for the sampling phase, which
+    meets their arms again (and with them any error, reported there)."""
+    present = store.sample_indices([a.arm_id for a in plan.arms])
+    todo = [a for a in plan.arms if sum(1 for i in present[a.arm_id] if i < plan.k) < plan.k]
+    labels = arm_labels(plan)
+    runner: ThreadPoolTaskRunner[SampleOutcome] = ThreadPoolTaskRunner(max_workers=threads)
+    with runner:
+        futures = [
+            runner.submit(sample_arms, _arm_jobs(plan, db, batch, labels))
+            for batch in batches(todo, task_runs)
+        ]
+        yield
+        for future in futures:
+            future.wait()
+
+
+def _arm_jobs(
+    plan: AuditPlan,
+    db: str,
+    batch: list[Arm],
+    labels: dict[str, str],
+    counter: Counter | None = None,
+) -> dict[str, Any]:
+    """The parameters of a sampling task run of ``batch``."""
+    first = labels[batch[0].arm_id]
+    return {
+        "db": db,
+        "jobs": [ArmJob(arm=a, seed=plan.arm_seed(a)) for a in batch],
+        "k": plan.k,
+        "label": first if len(batch) == 1 else f"{len(batch)} arms from {first}",
+        "counter": counter,
+    }
 
 
 def sample_phase(
@@ -161,4 +193,6 @@ def arm_labels(plan: AuditPlan) -> dict[str, str]:
     for t in plan.tests:
         labels.setdefault(t.original.arm_id, f"original ({t.family})")
         labels.setdefault(t.perturbed.arm_id, f"{t.perturbation.id} ({t.family})")
+    for arm in plan.arms:  # an original whose family has no test (yet)
+        labels.setdefault(arm.arm_id, f"original ({arm.model.label})")
     return labels

@@ -31,7 +31,7 @@ from dbpa.config import AuditConfig
 from dbpa.llm import PermanentModelError
 from dbpa.plan import AuditPlan, plan_audit
 from flows._analysis import ArmAnalysis, correct_families
-from flows._sampling import sample_phase
+from flows._sampling import sample_phase, sampled_meanwhile
 from tasks.generate import generate_paraphrases
 from tasks.report import write_reports
 
@@ -127,7 +127,7 @@ def audit(config: AuditConfig, db: str = "dbpa.duckdb", out: str | None = None) 
         run_id = _run_id(config)
         try:
             if plan is None:
-                config = _generated(db, config)
+                config = _generated(db, store, config)
                 plan = plan_audit(config)
             _start_run(store, plan, config, run_id)
             analysis = ArmAnalysis(
@@ -170,16 +170,19 @@ def audit(config: AuditConfig, db: str = "dbpa.duckdb", out: str | None = None) 
     )
 
 
-def _generated(db: str, config: AuditConfig) -> AuditConfig:
-    """``config`` with its paraphrases generated (or read from the record); a generator that
-    fails permanently stops the audit before anything else is sampled."""
-    try:
-        return generate_paraphrases(db, config)
-    except PermanentModelError as exc:
-        raise AuditIncomplete(
-            f"the paraphrases could not be generated: {exc}. Nothing else was sampled; fix "
-            "the cause and run the same command again."
-        ) from None
+def _generated(db: str, store: storage.Store, config: AuditConfig) -> AuditConfig:
+    """``config`` with its paraphrases generated (or read from the record), while the arms
+    that need no paraphrase are sampled (they wait for no generation); a generator that
+    fails permanently stops the audit, with what was sampled kept."""
+    ready = plan_audit(config.ready_part())
+    with sampled_meanwhile(ready, store, db, SAMPLE_TASK_RUNS, SAMPLING_THREADS):
+        try:
+            return generate_paraphrases(db, config)
+        except PermanentModelError as exc:
+            raise AuditIncomplete(
+                f"the paraphrases could not be generated: {exc}. The outputs sampled meanwhile "
+                "are kept; fix the cause and run the same command again."
+            ) from None
 
 
 def _start_run(store: storage.Store, plan: AuditPlan, config: AuditConfig, run_id: str) -> None:

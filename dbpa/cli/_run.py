@@ -99,10 +99,14 @@ def run(
     wait_for_record(db, wait=not no_wait)
     if plan is None:  # paraphrases: bound here when the record holds them (a re-run)
         cfg, plan = bind_stored(cfg, db)
-    # With paraphrases still to generate, the flow generates and plans: no head start.
+    # With paraphrases still to generate, the flow generates, then plans; the arms that need
+    # none (the original's, other specs') get their head start all the same.
     work = pending_work(plan, db) if plan is not None else generation_work(cfg)
     warm_up(work)
-    head_start = HeadStart(plan, db) if plan is not None and work.models else None
+    from dbpa.plan import plan_audit
+
+    ready = plan if plan is not None else plan_audit(cfg.ready_part())
+    head_start = HeadStart(ready, db) if work.models else None
     try:
         from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 

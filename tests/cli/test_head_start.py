@@ -11,8 +11,8 @@ from dbpa.cli._head_start import ARMS_AT_ONCE, OUTPUTS_PER_CHUNK, HeadStart, chu
 from dbpa.config import AuditConfig
 from dbpa.plan import plan_audit
 from tests.cli.conftest import invoke
-from tests.pipeline.conftest import RULES, make_config
-from tests.support.scripted_server import Fault, ScriptedServer
+from tests.pipeline.conftest import KEY_ENV, RULES, make_config
+from tests.support.scripted_server import Fault, Rule, ScriptedServer
 
 CHAT = "/v1/chat/completions"
 
@@ -90,3 +90,23 @@ def test_a_rejected_key_ends_the_head_start_quietly(tmp_path, make_server):
         asked = server.counts.total
     # Its model is left alone after the first rejection: only the first chunks were asked.
     assert asked <= ARMS_AT_ONCE * OUTPUTS_PER_CHUNK
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_a_first_run_with_paraphrases_starts_the_arms_that_need_none(
+    tmp_path, make_server, write_config
+):
+    from tests.pipeline.test_paraphrase import GENERATED, INSTRUCTION
+
+    with make_server(rules=(Rule("Paraphrase this question", GENERATED), *RULES)) as server:
+        generator = {"model": "openai/scripted", "name": "generator", "max_n": 1}
+        generator |= {"api_base": server.api_base, "api_key_env": KEY_ENV}
+        spec = {"kind": "paraphrase", "n": 6, "model": generator, "instruction": INSTRUCTION}
+        config = make_config(server, perturbations=[spec], n_permutations=999, k=6)
+        db = tmp_path / "a.duckdb"
+        result = invoke("run", str(write_config(config)), "--db", str(db), "--out", str(tmp_path))
+        asked = server.counts.by_endpoint[CHAT]
+    assert result.exit_code == 0, result.output
+    with storage.Store(db, read_only=True) as store:
+        stored = len(store.samples())
+    assert asked == stored  # 6 generated, k=6 for the original and each kept paraphrase: once

@@ -12,6 +12,7 @@ import pytest
 
 from dbpa.config import parse_config
 from dbpa.generation import GENERATION_EPOCH, dropped_paraphrases, generator_jobs
+from dbpa.plan import plan_audit
 from flows.audit import AuditIncomplete, audit
 from storage import Store
 from tests.pipeline.conftest import KEY_ENV, RULES, make_config
@@ -129,8 +130,40 @@ def test_the_similarity_filter_drops_and_records_what_it_dropped(generator, tmp_
     assert low in markdown
 
 
-def test_a_generator_that_fails_stops_the_audit_before_sampling(generator, tmp_path):
-    generator.push_faults(Fault("401"))
-    with pytest.raises(AuditIncomplete, match="the paraphrases could not be generated"):
-        audit(config=parse_config(_config(generator)), db=str(tmp_path / "a.duckdb"))
-    assert generator.counts.by_prompt[PROMPT] == 0  # no arm of the audit was sampled
+def _generator_at(config: dict, server: ScriptedServer) -> dict:
+    config["perturbations"][0]["model"]["api_base"] = server.api_base
+    return config
+
+
+def test_a_generator_that_fails_stops_the_audit_keeping_what_was_sampled(generator, tmp_path):
+    db = tmp_path / "a.duckdb"
+    with ScriptedServer(script=[Fault("401")] * 50) as refusing:
+        config = parse_config(_generator_at(_config(generator), refusing))
+        with pytest.raises(AuditIncomplete, match="the paraphrases could not be generated"):
+            audit(config=config, db=str(db))
+    # The original arm needs no paraphrase: it was sampled meanwhile, and is kept.
+    assert generator.counts.by_prompt[PROMPT] == 8
+    with Store(db, read_only=True) as store:
+        assert len(store.samples()) == 8
+
+
+def test_arms_that_need_no_paraphrase_sample_while_the_paraphrases_are_generated(tmp_path):
+    rules = (Rule("Paraphrase this question", GENERATED), *RULES)
+    with (
+        ScriptedServer(rules=rules, embedding_dimension=24) as model,
+        ScriptedServer(rules=rules, latency=0.3) as slow_generator,
+    ):
+        config = _generator_at(_config(model), slow_generator)
+        config["perturbations"][0]["model"]["max_concurrency"] = 1  # 6 requests, 1.8 s
+        outcome = audit(config=parse_config(config), db=str(tmp_path / "a.duckdb"))
+        # Every output of the original arm was asked for before generation ended.
+        assert model.counts.by_prompt[PROMPT] == 8
+    assert outcome.status == "completed"
+    config = parse_config(config)
+    (original,) = plan_audit(config.ready_part()).arms  # the arm that needs no paraphrase
+    (job,) = generator_jobs(config)
+    with Store(tmp_path / "a.duckdb", read_only=True) as store:
+        samples = store.samples()
+    stored_at = samples.groupby("arm_id").created_at
+    # The original arm's outputs were stored before the last paraphrase was.
+    assert stored_at.min()[original.arm_id] < stored_at.max()[job.arm.arm_id]
