@@ -15,6 +15,7 @@ import pytest
 from tests.cli.conftest import invoke, text
 from tests.pipeline.conftest import make_config
 from tests.storage.conftest import DAMAGES, damaged_record, fingerprint
+from tests.support.signals import interruptible
 
 pytestmark = pytest.mark.usefixtures("wide_console")
 
@@ -123,7 +124,11 @@ def test_ctrl_c_during_a_read_leaves_no_traceback_and_no_leak_report(sound_recor
         """
     )
     done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=interruptible,
     )
     assert done.returncode in (1, 128 + signal.SIGINT, -signal.SIGINT), done.stderr
     for word in ("nanobind", "leaked", "Traceback"):

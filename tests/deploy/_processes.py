@@ -22,6 +22,8 @@ from typing import Any, TypeVar
 import httpx
 import psutil
 
+from tests.support.signals import interruptible
+
 BIN = Path(sys.executable).parent
 PREFECT = str(BIN / "prefect")
 DBPA = str(BIN / "dbpa")
@@ -119,6 +121,7 @@ def start(
             stdout=handle,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=interruptible,
         )
     return Started(process, log)
 

@@ -16,6 +16,7 @@ from dbpa.report import CONTENT_SECURITY_POLICY, RecordViewer, address_file, vie
 from storage import Store
 from tests.report.conftest import BuiltRun
 from tests.support.cli_process import ROOT
+from tests.support.signals import interruptible
 
 
 def _get(url: str) -> tuple[int, dict[str, str], str]:
@@ -91,6 +92,7 @@ def test_the_command_serves_until_ctrl_c(labelled_run, tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        preexec_fn=interruptible,
     )
     try:
         line = process.stdout.readline()
