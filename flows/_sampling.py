@@ -138,8 +138,8 @@ def sampled_meanwhile(
     """Sample the arms of ``plan`` short of k in task runs while the block runs; leaving the
     block waits for them. Their outputs are in the record for the sampling phase, which
     meets their arms again (and with them any error, reported there)."""
-    present = store.sample_indices([a.arm_id for a in plan.arms])
-    todo = [a for a in plan.arms if sum(1 for i in present[a.arm_id] if i < plan.k) < plan.k]
+    have = _stored_counts(plan, store)
+    todo = [a for a in plan.arms if have[a.arm_id] < plan.k]
     labels = arm_labels(plan)
     runner: ThreadPoolTaskRunner[SampleOutcome] = ThreadPoolTaskRunner(max_workers=threads)
     with runner:
@@ -175,8 +175,7 @@ def sample_phase(
 ) -> Sampling:
     """The sampling still to do: every arm short of k outputs (counted from what is stored)."""
     logger = get_run_logger()
-    present = store.sample_indices([a.arm_id for a in plan.arms])
-    have = {a: sum(1 for i in idx if i < plan.k) for a, idx in present.items()}
+    have = _stored_counts(plan, store)
     todo = [a for a in plan.arms if have[a.arm_id] < plan.k]
     total = plan.k * len(plan.arms)
     counter = Counter("sample", total, done=sum(have.values()), unit="outputs")
@@ -185,6 +184,12 @@ def sample_phase(
     else:
         logger.info("sampling: all %d outputs already stored", total)
     return Sampling(plan, store, db, run_id, todo, counter, task_runs, threads)
+
+
+def _stored_counts(plan: AuditPlan, store: storage.Store) -> dict[str, int]:
+    """Outputs of index below k stored for each arm of ``plan``."""
+    present = store.sample_indices([a.arm_id for a in plan.arms])
+    return {a: sum(1 for i in idx if i < plan.k) for a, idx in present.items()}
 
 
 def arm_labels(plan: AuditPlan) -> dict[str, str]:

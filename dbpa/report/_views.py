@@ -137,10 +137,10 @@ def gather_test_views(
     for row, test in tested:
         original, perturbed = arm_vectors(row, test)
         if original is not None and perturbed is not None:
-            arms = of_family.setdefault(row.family, {})
-            arms[(row.original_arm, int(test["k_a"]))] = original
-            arms[(row.perturbed_arm, int(test["k_b"]))] = perturbed
-    projections = {family: Projection(list(arms.values())) for family, arms in of_family.items()}
+            family_arms = of_family.setdefault(row.family, {})
+            family_arms[(row.original_arm, int(test["k_a"]))] = original
+            family_arms[(row.perturbed_arm, int(test["k_b"]))] = perturbed
+    projections = {family: Projection(list(a.values())) for family, a in of_family.items()}
 
     views = []
     for row, test in tested:

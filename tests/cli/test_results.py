@@ -16,7 +16,7 @@ def _huge_record(path: Path, m: int) -> Path:
     p = (i + 1) / (m + 1), and the first 20 changed."""
     from dbpa.analysis import Decision
     from storage import Store
-    from tests.storage.conftest import make_record
+    from tests.storage.conftest import family_row, make_record
 
     with Store(path, serve_readers=False) as store:
         store.add_tests([make_record(f"t{i}", "o", f"a{i}", (i + 1) / (m + 1)) for i in range(m)])
@@ -30,16 +30,15 @@ def _huge_record(path: Path, m: int) -> Path:
             versions={},
         )
         family = [
-            dict(
-                family="m",
-                perturbation_id=f"style-number-{i}",
+            family_row(
+                f"style-number-{i}",
+                "o",
+                f"a{i}",
+                f"t{i}",
                 position=i,
                 kind="template",
                 label="control" if i % 2 else "target",
                 description=f"value {i}",
-                original_arm="o",
-                perturbed_arm=f"a{i}",
-                test_id=f"t{i}",
             )
             for i in range(m)
         ]

@@ -124,18 +124,23 @@ def sound_record(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return small_record(tmp_path_factory.mktemp("sound") / "record.duckdb")
 
 
-def family_row(perturbation: str, original: str, perturbed: str, test_id: str) -> dict[str, Any]:
-    """A row of a run's family."""
-    return dict(
-        family="m",
-        perturbation_id=perturbation,
-        position=0 if perturbation == "p" else 1,
-        kind="persona",
-        label="target",
-        description=f"{perturbation} persona",
-        original_arm=original,
-        perturbed_arm=perturbed,
-        test_id=test_id,
+def family_row(
+    perturbation: str, original: str, perturbed: str, test_id: str, **fields: Any
+) -> dict[str, Any]:
+    """A row of a run's family (``fields`` override its other columns)."""
+    return (
+        dict(
+            family="m",
+            perturbation_id=perturbation,
+            position=0 if perturbation == "p" else 1,
+            kind="persona",
+            label="target",
+            description=f"{perturbation} persona",
+            original_arm=original,
+            perturbed_arm=perturbed,
+            test_id=test_id,
+        )
+        | fields
     )
 
 
