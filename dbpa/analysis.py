@@ -5,14 +5,34 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from dbpa.specs import Spec, content_hash
-from dbpa.stats import CORRECTIONS, OMEGAS, SIMILARITIES, correct, permutation_test
+from dbpa.stats import (
+    CORRECTIONS,
+    INTERVAL_MIN_ROWS,
+    OMEGAS,
+    SIMILARITIES,
+    EffectInterval,
+    calibrate_margin,
+    correct,
+    effect_interval,
+    equivalence_p_value,
+    permutation_test,
+)
+
+INTERVAL_OMEGA = "energy_l2"
+"""The effect every test's interval is about: the energy distance (Euclidean) between the
+two arms' output distributions on the embeddings (``dbpa.stats.effect_interval``)."""
+INTERVAL_CONFIDENCE = 0.90
+"""Two-sided level of the interval stored with each test: at alpha = 0.05 its upper bound is
+the bound of the equivalence test (TOST reads the ``1 - 2 alpha`` interval)."""
+MIN_BOOTSTRAP = 1000
+"""Fewest bootstrap resamples of an interval (it uses B = n_permutations when larger)."""
 
 
 class AnalysisSpec(Spec):
@@ -49,6 +69,41 @@ class AnalysisSpec(Spec):
                 f"similarity: omega {self.omega!r} uses its own distance ({spec.matrix})"
             )
         return self
+
+
+class EquivalenceSpec(Spec):
+    """When a perturbation counts as *equivalent*: its effect is shown to be below a margin.
+
+    ``margin`` is a number on the interval's scale (the energy distance of ``INTERVAL_OMEGA``
+    between the arms' output distributions), or is calibrated per family from the audit
+    itself: ``replicates`` (the default) samples the original prompt again in
+    ``replicates`` more arms under other seeds, and the margin is the ``quantile`` of the
+    energy distances between every two of these samples of the unperturbed model (original
+    included); ``controls`` takes the same quantile over the distances between the original
+    and each perturbation labelled ``control``.
+    """
+
+    margin: float | Literal["replicates", "controls"] = "replicates"
+    """A positive number, ``replicates`` or ``controls``."""
+    replicates: int = Field(default=3, ge=1, le=20)
+    """Replicate arms of each original (``margin: replicates``): 3 give 6 pairs of samples."""
+    quantile: float = Field(default=0.95, gt=0, lt=1)
+    """Which quantile of the calibration distances is the margin."""
+
+    @field_validator("margin", mode="before")
+    @classmethod
+    def _margin(cls, value: Any) -> Any:
+        if value in ("replicates", "controls"):
+            return value
+        number = value if isinstance(value, int | float) and not isinstance(value, bool) else None
+        if number is None or not (math.isfinite(number) and number > 0):
+            raise ValueError(f"must be a positive number, replicates or controls; got {value!r}")
+        return float(number)
+
+    @property
+    def replicate_arms(self) -> int:
+        """Replicate arms each family samples (0 unless the margin is calibrated on them)."""
+        return self.replicates if self.margin == "replicates" else 0
 
 
 def derive_test_id(
@@ -104,6 +159,9 @@ class PerturbationTestRecord:
     of what changed; None for a single omega."""
     components: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """A combined omega: per component, its aspect, statistic, own p-value and effect."""
+    interval: EffectInterval | None = field(default=None, repr=False)
+    """The effect's ``INTERVAL_CONFIDENCE`` interval (``INTERVAL_OMEGA``); None when an arm
+    has fewer outputs than the bootstrap needs."""
 
 
 def run_test(
@@ -118,6 +176,7 @@ def run_test(
 ) -> PerturbationTestRecord:
     """The permutation test of one perturbation, seeded by its test id (so it is reproducible)."""
     seed = int(test_id[:15], 16)
+    interval = interval_of_test(test_id, original, perturbed, analysis)
     result = permutation_test(
         original,
         perturbed,
@@ -158,6 +217,27 @@ def run_test(
             }
             for name, c in result.components.items()
         },
+        interval=interval,
+    )
+
+
+def interval_of_test(
+    test_id: str,
+    original: NDArray[np.floating[Any]],
+    perturbed: NDArray[np.floating[Any]],
+    analysis: AnalysisSpec,
+) -> EffectInterval | None:
+    """The effect interval of a test, seeded by its id; None when an arm has fewer than
+    ``INTERVAL_MIN_ROWS`` outputs."""
+    if min(len(original), len(perturbed)) < INTERVAL_MIN_ROWS:
+        return None
+    return effect_interval(
+        original,
+        perturbed,
+        omega=INTERVAL_OMEGA,
+        confidence=INTERVAL_CONFIDENCE,
+        n_bootstrap=max(analysis.n_permutations, MIN_BOOTSTRAP),
+        rng=int(content_hash("interval", test_id)[:15], 16),
     )
 
 
@@ -170,24 +250,116 @@ class Decision:
     """Raw p-value; 1.0 when the test could not run (a model failed), which keeps FWER/FDR valid."""
     adjusted_p: float
     reject: bool
+    """The permutation test rejected "no change" (after the correction)."""
     tested: bool
+    decision: str | None = None
+    """With an equivalence margin: ``changed``, ``equivalent`` or ``inconclusive``
+    (``dbpa.stats.decide_family``'s rule); None without one."""
+    equivalence_p: float | None = None
+    """Raw p-value of "the effect is at least the margin"; 1.0 for a test without an
+    interval (untested, or arms below the bootstrap's minimum) or without a margin."""
+    adjusted_equivalence_p: float | None = None
+    margin: float | None = None
 
 
-def decide_family(p_values: Mapping[str, float | None], analysis: AnalysisSpec) -> list[Decision]:
-    """Correct a family; perturbations without a p-value count as p = 1 (conservative)."""
+@dataclass(frozen=True)
+class Margin:
+    """The equivalence margin of one family, and what it was calibrated on."""
+
+    value: float | None
+    """On the interval's scale; None when it could not be calibrated (arms missing)."""
+    source: str
+    """``fixed``, ``replicates`` or ``controls``."""
+    quantile: float | None = None
+    """The calibration quantile (None for a fixed margin)."""
+    distances: tuple[float, ...] = ()
+    """The calibration distances (energy distance of each pair of samples)."""
+    k: int | None = None
+    """Outputs per calibration arm."""
+
+    @property
+    def pairs(self) -> int:
+        """Pairs of samples the margin was calibrated on."""
+        return len(self.distances)
+
+
+def family_margin(
+    spec: EquivalenceSpec, pairs: Sequence[tuple[NDArray[Any], NDArray[Any]]]
+) -> Margin:
+    """The margin of one family: ``spec.margin`` if a number, else calibrated on ``pairs``
+    (two samples of the unperturbed model each, or the original and a control); None
+    when there is no pair to calibrate on."""
+    if not isinstance(spec.margin, str):
+        return Margin(value=float(spec.margin), source="fixed")
+    if not pairs:
+        return Margin(value=None, source=spec.margin, quantile=spec.quantile)
+    calibration = calibrate_margin(pairs, omega=INTERVAL_OMEGA, quantile=spec.quantile)
+    return Margin(
+        value=calibration.margin,
+        source=spec.margin,
+        quantile=spec.quantile,
+        distances=tuple(float(d) for d in calibration.distances),
+        k=min(calibration.k),
+    )
+
+
+def equivalence_p_values(
+    intervals: Mapping[str, EffectInterval | None], margin: float | None
+) -> dict[str, float]:
+    """perturbation id -> p-value of "effect >= margin"; 1.0 without interval or margin."""
+    return {
+        pid: 1.0 if interval is None or margin is None else equivalence_p_value(interval, margin)
+        for pid, interval in intervals.items()
+    }
+
+
+def decide_family(
+    p_values: Mapping[str, float | None],
+    analysis: AnalysisSpec,
+    equivalence_p: Mapping[str, float] | None = None,
+    margin: float | None = None,
+) -> list[Decision]:
+    """Correct a family; perturbations without a p-value count as p = 1 (conservative).
+
+    With ``equivalence_p`` (one per perturbation, from ``equivalence_p_values``) both sets
+    of p-values are corrected by the same method at the same alpha and every perturbation
+    is ``changed``, ``equivalent`` or ``inconclusive`` (``dbpa.stats.decide_family``).
+    """
     ids: Sequence[str] = list(p_values)
     raw = np.array([1.0 if p_values[i] is None else float(p_values[i]) for i in ids])  # type: ignore[arg-type]
     result = correct(raw, method=analysis.correction, alpha=analysis.alpha)
-    return [
-        Decision(
-            perturbation_id=pid,
-            p_value=float(raw[j]),
-            adjusted_p=float(result.adjusted[j]),
-            reject=bool(result.reject[j]) and p_values[pid] is not None,
-            tested=p_values[pid] is not None,
+    reject = [bool(result.reject[j]) and p_values[pid] is not None for j, pid in enumerate(ids)]
+    if equivalence_p is None:
+        return [
+            Decision(
+                pid,
+                float(raw[j]),
+                float(result.adjusted[j]),
+                reject[j],
+                tested=p_values[pid] is not None,
+            )
+            for j, pid in enumerate(ids)
+        ]
+    raw_equiv = np.array([float(equivalence_p.get(pid, 1.0)) for pid in ids])
+    equiv = correct(raw_equiv, method=analysis.correction, alpha=analysis.alpha)
+    decisions = []
+    for j, pid in enumerate(ids):
+        equivalent = bool(equiv.reject[j])
+        name = "equivalent" if equivalent else "changed" if reject[j] else "inconclusive"
+        decisions.append(
+            Decision(
+                perturbation_id=pid,
+                p_value=float(raw[j]),
+                adjusted_p=float(result.adjusted[j]),
+                reject=reject[j],
+                tested=p_values[pid] is not None,
+                decision=name,
+                equivalence_p=float(raw_equiv[j]),
+                adjusted_equivalence_p=float(equiv.adjusted[j]),
+                margin=margin,
+            )
         )
-        for j, pid in enumerate(ids)
-    ]
+    return decisions
 
 
 def stars(p: float) -> str:

@@ -20,12 +20,18 @@ class Arm:
     model: ModelSpec
     messages: tuple[Message, ...]
     epoch: str
+    replicate: int = 0
+    """0 for an arm of the family; r > 0 for the r-th replicate of an original: the same
+    model and messages sampled again under other seeds (an equivalence margin's calibration)."""
 
     @classmethod
-    def of(cls, model: ModelSpec, messages: Sequence[Message], epoch: str) -> Arm:
-        """The arm with its content-derived id."""
+    def of(
+        cls, model: ModelSpec, messages: Sequence[Message], epoch: str, replicate: int = 0
+    ) -> Arm:
+        """The arm with its content-derived id (a replicate's id also holds its number)."""
         msgs = tuple(messages)
-        arm_id = content_hash(
-            "arm", model.model, model.api_base, model.params, [m.model_dump() for m in msgs], epoch
-        )
-        return cls(arm_id=arm_id, model=model, messages=msgs, epoch=epoch)
+        content = [model.model, model.api_base, model.params, [m.model_dump() for m in msgs], epoch]
+        if replicate:
+            content.append(["replicate", replicate])
+        arm_id = content_hash("arm", *content)
+        return cls(arm_id=arm_id, model=model, messages=msgs, epoch=epoch, replicate=replicate)

@@ -27,7 +27,7 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
 from dbpa._yaml import check_bounds, load_yaml
-from dbpa.analysis import AnalysisSpec
+from dbpa.analysis import AnalysisSpec, EquivalenceSpec
 from dbpa.llm import check_model_string
 from dbpa.perturbations import (
     ModelSwapSpec,
@@ -81,6 +81,17 @@ class AuditConfig(Spec):
     """Seeds the sampling requests and the permutations: the same seed gives the same results."""
     epoch: str = "0"
     """Part of every arm's identity: a new epoch samples fresh outputs (a scheduled run's tick)."""
+    equivalence: EquivalenceSpec | None = None
+    """A margin under which a perturbation is judged *equivalent* (``true`` for the defaults:
+    calibrated on 3 replicate arms); without it every decision is changed or no change."""
+
+    @field_validator("equivalence", mode="before")
+    @classmethod
+    def _equivalence_shorthand(cls, value: Any) -> Any:
+        """``true`` is the default margin, ``false`` none."""
+        if value is True:
+            return {}
+        return None if value is False else value
 
     @model_validator(mode="before")
     @classmethod
@@ -98,6 +109,8 @@ class AuditConfig(Spec):
     def _flat_analysis(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         """The analysis settings dumped flat, first, as in the file."""
         data = handler(self)
+        if data.get("equivalence", ...) is None:  # absent: configs without it dump as before
+            del data["equivalence"]
         return {**data.pop("analysis"), **data}
 
     @classmethod
@@ -171,10 +184,18 @@ class AuditConfig(Spec):
             except ValueError as exc:
                 raise ValueError(f"perturbations[{i}] (paraphrase): {exc}") from None
         if pending:  # counted as asked: the filter may drop some, never add
-            m = len(expand(self.messages, self.perturbations, skip_ungenerated=True))
-            m += sum(spec.n for _, spec in pending)
+            ready = expand(self.messages, self.perturbations, skip_ungenerated=True)
+            m = len(ready) + sum(spec.n for _, spec in pending)
+            labels = {p.label for p in ready} | {spec.label for _, spec in pending}
         else:
             m = len(self.family)
+            labels = {p.label for p in self.family}
+        calibrated_on_controls = self.equivalence and self.equivalence.margin == "controls"
+        if calibrated_on_controls and "control" not in labels:
+            raise ValueError(
+                "equivalence.margin: controls calibrates the margin on the perturbations "
+                "labelled control, and there is none; label some, or use replicates or a number"
+            )
         needed = min_permutations(m, analysis.alpha, analysis.correction)
         if math.comb(2 * self.k, self.k) - 1 < needed:
             enough = next(k for k in range(self.k, 10_000) if math.comb(2 * k, k) - 1 >= needed)

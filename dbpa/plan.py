@@ -7,7 +7,7 @@ tests, and an arm that appears in several families (a model swap) is sampled onc
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from dbpa.analysis import derive_test_id
@@ -58,6 +58,9 @@ class AuditPlan:
     seed: int
     embedder: str
     """Key of the embedder's vectors (``dbpa.embedding.embedder_key``)."""
+    replicates: dict[str, tuple[Arm, ...]] = field(default_factory=dict)
+    """Family -> its original's replicate arms (an equivalence margin calibrated on them);
+    they are sampled and embedded, never tested."""
 
     def arm_seed(self, arm: Arm) -> int:
         """Base seed of an arm's sampling requests: fixed by the audit seed and the arm."""
@@ -69,9 +72,14 @@ def plan_audit(config: AuditConfig) -> AuditPlan:
     embedder = embedder_key(config.embedder)
     arms: dict[str, Arm] = {}
     tests: list[PlannedTest] = []
+    replicates: dict[str, tuple[Arm, ...]] = {}
+    copies = config.equivalence.replicate_arms if config.equivalence else 0
     for model in config.models:
         original = Arm.of(model, config.messages, config.epoch)
         arms.setdefault(original.arm_id, original)
+        replicates[model.label] = tuple(
+            Arm.of(model, config.messages, config.epoch, replicate=r) for r in range(1, copies + 1)
+        )
     for model in config.models:
         original = Arm.of(model, config.messages, config.epoch)
         for position, p in enumerate(config.family):
@@ -91,6 +99,9 @@ def plan_audit(config: AuditConfig) -> AuditPlan:
                 config.k,
             )
             tests.append(PlannedTest(model.label, position, p, original, perturbed, tid))
+    for copies_of_original in replicates.values():
+        for arm in copies_of_original:
+            arms.setdefault(arm.arm_id, arm)
     return AuditPlan(
         arms=tuple(arms.values()),
         tests=tuple(tests),
@@ -98,4 +109,5 @@ def plan_audit(config: AuditConfig) -> AuditPlan:
         k=config.k,
         seed=config.seed,
         embedder=embedder,
+        replicates=replicates if copies else {},
     )

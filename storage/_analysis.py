@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from dbpa.analysis import Decision, PerturbationTestRecord
+from dbpa.analysis import Decision, Margin, PerturbationTestRecord
+from dbpa.stats import INTERVAL_MIN_ROWS, EffectInterval
 
 from ._core import StoreCore
 from ._errors import UnknownRunError
@@ -22,11 +23,33 @@ from ._errors import UnknownRunError
 _DRIVER_COLUMNS = {True: "t.driver, t.components", False: "NULL AS driver, NULL AS components"}
 """The combined omega's columns (migration 3), or NULLs for a record opened read-only
 before that migration."""
+_EQUIVALENCE_COLUMNS = (
+    "decision",
+    "equivalence_p",
+    "adjusted_equivalence_p",
+    "margin",
+    "margin_source",
+    "margin_quantile",
+    "margin_pairs",
+)
+_INTERVAL_COLUMNS = {
+    True: "ei.estimate AS effect_estimate, ei.low AS effect_low, ei.high AS effect_high, "
+    "ei.confidence AS interval_confidence, "
+    + ", ".join(f"c.{name}" for name in _EQUIVALENCE_COLUMNS),
+    False: "NULL AS effect_estimate, NULL AS effect_low, NULL AS effect_high, "
+    "NULL AS interval_confidence, " + ", ".join(f"NULL AS {name}" for name in _EQUIVALENCE_COLUMNS),
+}
+"""Each test's effect interval and each decision's equivalence columns (migration 4)."""
+_INTERVAL_JOIN = {True: "LEFT JOIN effect_intervals ei ON ei.test_id = rt.test_id", False: ""}
 
 
 def results_sql(schema_version: int) -> str:
     """The results query for a record at ``schema_version`` (no WHERE, no ORDER BY)."""
-    return RESULTS_SQL.replace("{driver}", _DRIVER_COLUMNS[schema_version >= 3])
+    return (
+        RESULTS_SQL.replace("{driver}", _DRIVER_COLUMNS[schema_version >= 3])
+        .replace("{interval}", _INTERVAL_COLUMNS[schema_version >= 4])
+        .replace("{interval_join}", _INTERVAL_JOIN[schema_version >= 4])
+    )
 
 
 RESULTS_SQL = """
@@ -35,14 +58,15 @@ RESULTS_SQL = """
            t.null_mean, t.null_std, t.p_value, c.adjusted_p, c.reject, c.method, c.alpha,
            COALESCE(c.tested, t.test_id IS NOT NULL) AS tested,
            t.k_a, t.k_b, t.n_permutations, t.evaluated, t.exact, {driver},
-           rt.original_arm, rt.perturbed_arm, rt.test_id
+           rt.original_arm, rt.perturbed_arm, rt.test_id, {interval}
     FROM run_tests rt
     LEFT JOIN tests t ON t.test_id = rt.test_id
     LEFT JOIN corrections c
       ON c.run_id = rt.run_id AND c.family = rt.family AND c.perturbation_id = rt.perturbation_id
+    {interval_join}
 """
-"""Per-perturbation results: a run's family joined with its tests and corrections
-(``{driver}``: see ``results_sql``)."""
+"""Per-perturbation results: a run's family joined with its tests, their effect intervals
+and its corrections (``{driver}``, ``{interval}``: see ``results_sql``)."""
 
 RUNS_SQL = """
     WITH running AS (
@@ -87,11 +111,17 @@ class AnalysisRecord(StoreCore):
     # ---------------------------------------------------------------------- tests
 
     def existing_tests(self, test_ids: Iterable[str]) -> set[str]:
-        """Which of these tests are stored."""
+        """Which of these tests are stored with their effect interval (a test stored before
+        intervals were is run again: the same result, and its interval)."""
         ids = sorted(set(test_ids))
         if not ids:
             return set()
-        rows = self._rows("SELECT test_id FROM tests WHERE list_contains(?, test_id)", [ids])
+        rows = self._rows(
+            "SELECT t.test_id FROM tests t LEFT JOIN effect_intervals ei USING (test_id) "
+            "WHERE list_contains(?, t.test_id) "
+            "AND (ei.test_id IS NOT NULL OR least(t.k_a, t.k_b) < ?)",
+            [ids, INTERVAL_MIN_ROWS],
+        )
         return {t for (t,) in rows}
 
     def add_tests(self, records: Sequence[PerturbationTestRecord]) -> None:
@@ -137,6 +167,38 @@ class AnalysisRecord(StoreCore):
         )
         with self._transaction() as con:
             self._insert(con, "tests", table, "ON CONFLICT DO NOTHING")
+            self._insert(
+                con, "effect_intervals", _intervals_table(records), "ON CONFLICT DO NOTHING"
+            )
+
+    def effect_intervals(self, test_ids: Sequence[str]) -> dict[str, EffectInterval]:
+        """test_id -> the stored effect interval of those of these tests that have one."""
+        if not test_ids:
+            return {}
+        rows = self._rows(
+            "SELECT ei.test_id, ei.estimate, ei.low, ei.high, ei.confidence, ei.omega, "
+            "ei.method, ei.n_bootstrap, ei.bootstrap, t.k_a, t.k_b "
+            "FROM effect_intervals ei JOIN tests t USING (test_id) "
+            "WHERE ei.test_id IN (SELECT unnest(?))",
+            [list(test_ids)],
+        )
+        found = {}
+        for test_id, estimate, low, high, level, omega, method, n_boot, boot, k_a, k_b in rows:
+            replicates = np.asarray(boot, dtype=np.float64)
+            replicates.setflags(write=False)
+            found[str(test_id)] = EffectInterval(
+                estimate=float(estimate),
+                low=float(low),
+                high=float(high),
+                confidence=float(level),
+                omega=str(omega),
+                method=str(method),
+                n_bootstrap=int(n_boot),
+                bootstrap=replicates,
+                k_a=int(k_a),
+                k_b=int(k_b),
+            )
+        return found
 
     def test_p_values(self, test_ids: Sequence[str]) -> dict[str, float]:
         """test_id -> p-value of the stored ones among these tests (no null distributions)."""
@@ -259,9 +321,21 @@ class AnalysisRecord(StoreCore):
         return self._df("SELECT * FROM arm_failures WHERE run_id = ? ORDER BY arm_id", [run_id])
 
     def add_corrections(
-        self, run_id: str, family: str, method: str, alpha: float, decisions: Sequence[Decision]
+        self,
+        run_id: str,
+        family: str,
+        method: str,
+        alpha: float,
+        decisions: Sequence[Decision],
+        margin: Margin | None = None,
     ) -> None:
-        """Store (or replace) the corrected decisions of one family of a run."""
+        """Store (or replace) the corrected decisions of one family of a run, with the
+        family's equivalence ``margin`` when it has one."""
+        calibration = {
+            "margin_source": margin.source if margin else None,
+            "margin_quantile": margin.quantile if margin else None,
+            "margin_pairs": margin.pairs if margin and margin.source != "fixed" else None,
+        }
         with self._transaction() as con:
             con.execute("DELETE FROM corrections WHERE run_id = ? AND family = ?", [run_id, family])
             rows = [
@@ -275,10 +349,15 @@ class AnalysisRecord(StoreCore):
                     "adjusted_p": d.adjusted_p,
                     "reject": d.reject,
                     "tested": d.tested,
+                    "decision": d.decision,
+                    "equivalence_p": d.equivalence_p,
+                    "adjusted_equivalence_p": d.adjusted_equivalence_p,
+                    "margin": d.margin,
+                    **calibration,
                 }
                 for d in decisions
             ]
-            self._insert(con, "corrections", pa.Table.from_pylist(rows))
+            self._insert(con, "corrections", pa.Table.from_pylist(rows, schema=_CORRECTIONS))
 
     def results(self, run_id: str) -> pd.DataFrame:
         """Per-perturbation results of a run, in family order."""
@@ -299,3 +378,48 @@ class AnalysisRecord(StoreCore):
             "FROM samples WHERE arm_id IN (SELECT unnest(?)) GROUP BY arm_id ORDER BY arm_id",
             [list(arm_ids)],
         )
+
+
+_CORRECTIONS = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("family", pa.string()),
+        ("perturbation_id", pa.string()),
+        ("method", pa.string()),
+        ("alpha", pa.float64()),
+        ("p_value", pa.float64()),
+        ("adjusted_p", pa.float64()),
+        ("reject", pa.bool_()),
+        ("tested", pa.bool_()),
+        ("decision", pa.string()),
+        ("equivalence_p", pa.float64()),
+        ("adjusted_equivalence_p", pa.float64()),
+        ("margin", pa.float64()),
+        ("margin_source", pa.string()),
+        ("margin_quantile", pa.float64()),
+        ("margin_pairs", pa.int32()),
+    ]
+)
+"""Column types of a correction row (its equivalence columns are NULL without a margin)."""
+
+
+def _intervals_table(records: Sequence[PerturbationTestRecord]) -> pa.Table:
+    """The effect intervals of the records that have one, as ``effect_intervals`` rows."""
+    kept = [(r.test_id, r.interval) for r in records if r.interval is not None]
+    boots = [np.asarray(i.bootstrap, dtype=np.float32) for _, i in kept]
+    return pa.table(
+        {
+            "test_id": pa.array([t for t, _ in kept], pa.string()),
+            "omega": pa.array([i.omega for _, i in kept], pa.string()),
+            "confidence": pa.array([i.confidence for _, i in kept], pa.float64()),
+            "method": pa.array([i.method for _, i in kept], pa.string()),
+            "estimate": pa.array([i.estimate for _, i in kept], pa.float64()),
+            "low": pa.array([i.low for _, i in kept], pa.float64()),
+            "high": pa.array([i.high for _, i in kept], pa.float64()),
+            "n_bootstrap": pa.array([i.n_bootstrap for _, i in kept], pa.int32()),
+            "bootstrap": pa.ListArray.from_arrays(
+                np.cumsum([0] + [len(b) for b in boots]).astype(np.int32),
+                pa.array(np.concatenate(boots) if boots else np.empty(0, np.float32)),
+            ),
+        }
+    )

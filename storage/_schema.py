@@ -172,5 +172,32 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             "ALTER TABLE tests ADD COLUMN components JSON",
         ],
     ),
+    (
+        4,
+        "equivalence: each test's effect interval; each decision's margin and equivalence test",
+        [
+            """
+            CREATE TABLE effect_intervals (
+                test_id VARCHAR PRIMARY KEY,
+                omega VARCHAR NOT NULL,
+                confidence DOUBLE NOT NULL,
+                method VARCHAR NOT NULL,
+                estimate DOUBLE NOT NULL,
+                low DOUBLE NOT NULL,
+                high DOUBLE NOT NULL,
+                n_bootstrap INTEGER NOT NULL,
+                bootstrap FLOAT[] NOT NULL,
+                created_at TIMESTAMPTZ NOT NULL DEFAULT current_timestamp
+            )
+            """,
+            "ALTER TABLE corrections ADD COLUMN decision VARCHAR",
+            "ALTER TABLE corrections ADD COLUMN equivalence_p DOUBLE",
+            "ALTER TABLE corrections ADD COLUMN adjusted_equivalence_p DOUBLE",
+            "ALTER TABLE corrections ADD COLUMN margin DOUBLE",
+            "ALTER TABLE corrections ADD COLUMN margin_source VARCHAR",
+            "ALTER TABLE corrections ADD COLUMN margin_quantile DOUBLE",
+            "ALTER TABLE corrections ADD COLUMN margin_pairs INTEGER",
+        ],
+    ),
 ]
 """(version, description, statements) in the order they are applied."""

@@ -39,6 +39,9 @@ class ExitCode(IntEnum):
     names it."""
     CONTROL_REJECTED = 3
     """``--fail-on-control-rejection`` and a control perturbation was rejected."""
+    NOT_EQUIVALENT = 4
+    """``--require-equivalent LABEL`` and a perturbation of that label was not shown
+    equivalent (changed or inconclusive)."""
 
 
 ConfigArgument = Annotated[Path, typer.Argument(help="Audit config (YAML).")]
@@ -46,6 +49,15 @@ RunArgument = Annotated[str, typer.Argument(metavar="RUN", help="Run id, or 'lat
 DbOption = Annotated[Path, typer.Option("--db", help="DuckDB file of the audit record.")]
 DEFAULT_DB = Path("dbpa.duckdb")
 SetOption = Annotated[list[str] | None, typer.Option("--set", help="Override KEY=VALUE.")]
+RequireEquivalentOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--require-equivalent",
+        metavar="LABEL",
+        help="Exit 4 unless every perturbation labelled LABEL is equivalent (repeatable; "
+        "needs an equivalence margin in the config).",
+    ),
+]
 ReportDirOption = Annotated[
     Path | None,
     typer.Option("--out", help="Directory for the reports (default: reports/ next to the db)."),

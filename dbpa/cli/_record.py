@@ -16,6 +16,7 @@ from ._common import (
     DEFAULT_DB,
     DbOption,
     ExitCode,
+    RequireEquivalentOption,
     RunArgument,
     cell,
     err,
@@ -25,7 +26,7 @@ from ._common import (
 )
 from ._validate import SUMMARY_OVER
 
-DECISIONS = ("changed", "no change", "pending", "not tested")
+DECISIONS = ("changed", "equivalent", "inconclusive", "no change", "pending", "not tested")
 """The decisions of a result, in the order the summary counts them."""
 SHOWN_SMALLEST_P = 10
 """Results listed under the counts of a summarised family: those of smallest p-value."""
@@ -34,18 +35,51 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
-def print_results(db: Path, run_id: str) -> int:
-    """Print a run's table; returns how many control perturbations were rejected."""
+def print_results(db: Path, run_id: str) -> pd.DataFrame:
+    """Print a run's table; returns its results."""
     with open_record(db) as store:
         row = store.run(run_id)
         df = store.results(row["run_id"])
-    return show_results(row, df)
+    show_results(row, df)
+    return df
 
 
-def show_results(row: dict[str, Any], df: pd.DataFrame, all_rows: bool = False) -> int:
+def check_gates(df: pd.DataFrame, fail_on_control_rejection: bool, require: list[str]) -> None:
+    """The CI gates on a run's results: exit 3 if ``fail_on_control_rejection`` and a control
+    was rejected; exit 4 unless every perturbation labelled one of ``require`` is equivalent."""
+    rejected = int(((df.label == "control") & (df.reject == True)).sum())  # noqa: E712
+    if fail_on_control_rejection and rejected:
+        raise fail(
+            ExitCode.CONTROL_REJECTED,
+            f"{rejected} control perturbation(s) changed the output distribution",
+        )
+    for label in require:
+        labelled = df[df.label == label]
+        if labelled.empty:
+            raise fail(
+                ExitCode.BAD_INPUT, f"--require-equivalent: no perturbation is labelled {label!r}"
+            )
+        if "decision" not in df or df.decision.isna().all():
+            raise fail(
+                ExitCode.BAD_INPUT,
+                "--require-equivalent: the run has no equivalence margin (set `equivalence:` "
+                "in the config, e.g. --set equivalence=true)",
+            )
+        missed = labelled[labelled.decision != "equivalent"]
+        if not missed.empty:
+            names = ", ".join(missed.perturbation_id.astype(str).head(10))
+            more = f" and {len(missed) - 10} more" if len(missed) > 10 else ""
+            raise fail(
+                ExitCode.NOT_EQUIVALENT,
+                f"{len(missed)} of {len(labelled)} perturbation(s) labelled {label!r} not shown "
+                f"equivalent: {names}{more}",
+            )
+
+
+def show_results(row: dict[str, Any], df: pd.DataFrame, all_rows: bool = False) -> None:
     """Print the table of a run's results (a family of more than ``SUMMARY_OVER`` as counts
-    and its smallest p-values, unless ``all_rows``); returns how many control perturbations
-    were rejected. A perturbation tested but not yet corrected (a running run) is ``pending``."""
+    and its smallest p-values, unless ``all_rows``). A perturbation tested but not yet
+    corrected (a running run) is ``pending``."""
     rows = _result_rows(df)
     if len(df) <= SUMMARY_OVER:
         out.print(_results_table(row, df, rows))
@@ -60,7 +94,37 @@ def show_results(row: dict[str, Any], df: pd.DataFrame, all_rows: bool = False) 
             "decided when the run corrects each model's family",
             highlight=False,
         )
-    return int(((df.label == "control") & (df.reject == True)).sum())  # noqa: E712
+    for line in [*_margin_lines(df), *_settling_lines(df)]:
+        out.print(line, highlight=False, markup=False)
+
+
+def _margin_lines(df: pd.DataFrame) -> list[str]:
+    """One line per family with an equivalence margin: its value and how it was set."""
+    if "margin_source" not in df:
+        return []
+    lines = []
+    several = df.family.nunique() > 1
+    for family, group in df.groupby("family", sort=False):
+        sources = group.margin_source.dropna()
+        if sources.empty:
+            continue
+        source, margin = sources.iloc[0], group.margin.dropna()
+        value = f"{margin.iloc[0]:.4g}" if not margin.empty else "not available"
+        basis = "set in the config"
+        if source != "fixed":
+            quantile = float(group.margin_quantile.dropna().iloc[0])
+            pairs = (
+                int(group.margin_pairs.dropna().iloc[0]) if group.margin_pairs.notna().any() else 0
+            )
+            what = (
+                f"{pairs} pairs of samples of the unperturbed model"
+                if source == "replicates"
+                else f"the original and {pairs} control(s)"
+            )
+            basis = f"the {100 * quantile:g}th percentile of the distances between {what}"
+        where = f" ({family})" if several else ""
+        lines.append(f"equivalence margin{where}: {value} on the distance scale, {basis}")
+    return lines
 
 
 def _result_rows(df: pd.DataFrame) -> list[list[str]]:
@@ -70,21 +134,51 @@ def _result_rows(df: pd.DataFrame) -> list[list[str]]:
 
     several = df.family.nunique() > 1
     columns = ("family", "perturbation_id", "label", "tested", "statistic", "effect", "p_value")
-    columns += ("adjusted_p", "reject")
+    columns += ("adjusted_p", "reject", "decision", "effect_estimate", "effect_low", "effect_high")
+    columns += ("margin", "interval_confidence", "k_a", "k_b", "alpha", "equivalence_p")
+    columns += ("adjusted_equivalence_p",)
+    with_margin = has_margin(df)
     rows = []
     # Column lists, not itertuples: iterating Arrow-backed rows costs 60 us a row.
-    for r in map(_Result._make, zip(*(df[c].tolist() for c in columns), strict=True)):
+    for r in map(_Result._make, zip(*(_column(df, c) for c in columns), strict=True)):
         first = [r.family] if several else []
         if not r.tested:
             rows.append([*first, r.perturbation_id, cell(r.label), *"----", "not tested"])
             continue
-        tested = [f"{r.statistic:.3f}{stars(r.p_value)}", f"{r.effect:+.3f}", f"{r.p_value:.4f}"]
+        # with a margin, the distance and its interval take the place of the test's effect
+        effect = _interval_cell(r) if with_margin else f"{r.effect:+.3f}"
+        tested = [f"{r.statistic:.3f}{stars(r.p_value)}", effect, f"{r.p_value:.4f}"]
         if cell(r.adjusted_p) == "":
             rows.append([*first, r.perturbation_id, cell(r.label), *tested, "-", "pending"])
             continue
-        decided = [f"{r.adjusted_p:.4f}", "changed" if r.reject else "no change"]
-        rows.append([*first, r.perturbation_id, cell(r.label), *tested, *decided])
+        decision = cell(r.decision) or ("changed" if r.reject else "no change")
+        rows.append(
+            [*first, r.perturbation_id, cell(r.label), *tested, f"{r.adjusted_p:.4f}", decision]
+        )
     return rows
+
+
+def has_margin(df: pd.DataFrame) -> bool:
+    """The run decided with an equivalence margin (its results carry three-way decisions)."""
+    return "decision" in df and bool(df.decision.notna().any())
+
+
+def _column(df: pd.DataFrame, name: str) -> list[Any]:
+    """A column's values, or NULLs for a column a record of an older schema lacks."""
+    return df[name].tolist() if name in df else [None] * len(df)
+
+
+def _interval_cell(r: _Result) -> str:
+    """The distance's estimate and 90% interval, as in the reports."""
+    import numpy as np
+
+    if cell(r.effect_estimate) == "":
+        return "-"
+    est, low, high = (
+        np.format_float_positional(v, precision=2, unique=False, fractional=False, trim="-")
+        for v in (r.effect_estimate, r.effect_low, r.effect_high)
+    )
+    return f"{est} [{low}, {high}]"
 
 
 class _Result(NamedTuple):
@@ -99,6 +193,63 @@ class _Result(NamedTuple):
     p_value: float
     adjusted_p: float | None
     reject: bool | None
+    decision: str | None
+    effect_estimate: float | None
+    effect_low: float | None
+    effect_high: float | None
+    margin: float | None
+    interval_confidence: float | None
+    k_a: int | None
+    k_b: int | None
+    alpha: float | None
+    equivalence_p: float | None
+    adjusted_equivalence_p: float | None
+
+
+def _settling_lines(df: pd.DataFrame) -> list[str]:
+    """A line per inconclusive decision (the first ``SHOWN_SMALLEST_P``): the outputs per
+    arm that would likely settle it."""
+    from dbpa.stats import settling_k
+
+    lines = []
+    inconclusive = df[df.decision == "inconclusive"] if has_margin(df) else df.iloc[:0]
+    columns = _Result._fields
+    for r in map(_Result._make, zip(*(_column(inconclusive, c) for c in columns), strict=True)):
+        settling = _settling(r, settling_k)
+        if settling is not None:
+            lines.append(
+                f"{r.perturbation_id}: inconclusive; k={settling.k} outputs per arm would likely "
+                f"show it {settling.towards}"
+            )
+    if len(lines) > SHOWN_SMALLEST_P:
+        lines = [
+            *lines[:SHOWN_SMALLEST_P],
+            f"and {len(lines) - SHOWN_SMALLEST_P} more inconclusive",
+        ]
+    return lines
+
+
+def _settling(r: _Result, settling_k: Any) -> Any:
+    """``settling_k`` of an inconclusive row, None when its numbers are missing."""
+    if "" in (cell(r.effect_estimate), cell(r.margin), cell(r.k_a), cell(r.k_b)):
+        return None
+    return settling_k(
+        float(r.effect_estimate),  # type: ignore[arg-type]
+        float(r.effect_low),  # type: ignore[arg-type]
+        float(r.effect_high),  # type: ignore[arg-type]
+        float(r.margin),  # type: ignore[arg-type]
+        min(int(r.k_a), int(r.k_b)),  # type: ignore[arg-type]
+        confidence=float(r.interval_confidence or 0.9),
+        level=_level(r),
+    )
+
+
+def _level(r: _Result) -> float | None:
+    """The raw level the equivalence p-value must reach under the family's correction."""
+    if "" in (cell(r.alpha), cell(r.equivalence_p), cell(r.adjusted_equivalence_p)):
+        return None
+    alpha, p, adjusted = float(r.alpha), float(r.equivalence_p), float(r.adjusted_equivalence_p)  # type: ignore[arg-type]
+    return min(alpha * p / adjusted, alpha) if adjusted > 0 else None
 
 
 def _results_table(row: dict[str, Any], df: pd.DataFrame, rows: list[list[str]]) -> Table:
@@ -113,8 +264,9 @@ def _results_table(row: dict[str, Any], df: pd.DataFrame, rows: list[list[str]])
         table.add_column("model", overflow="fold")
     table.add_column("perturbation", overflow="fold")
     table.add_column("label", no_wrap=True, min_width=7)
-    for numeric in ("omega", "effect", "p", "adj. p"):
-        table.add_column(numeric, justify="right", no_wrap=True, min_width=6)
+    effect = "distance [90% CI]" if has_margin(df) else "effect"
+    for name in ("omega", effect, "p", "adj. p"):
+        table.add_column(name, justify="right", no_wrap=True, min_width=6)
     table.add_column("decision", no_wrap=True, min_width=9)
     for cells in rows:
         decision = "[red]changed[/]" if cells[-1] == "changed" else cells[-1]
@@ -161,7 +313,8 @@ def _print_result_columns(row: dict[str, Any], df: pd.DataFrame, rows: list[list
     terminal library seconds to lay out)."""
     several = df.family.nunique() > 1
     header = [*(["model"] if several else []), "perturbation", "label"]
-    header += ["omega", "effect", "p", "adj. p", "decision"]
+    header += ["omega", "distance [90% CI]" if has_margin(df) else "effect", "p", "adj. p"]
+    header += ["decision"]
     lines = [header, *rows]
     widths = [max(len(cells[c]) for cells in lines) for c in range(len(header))]
     numeric = range(len(header) - 5, len(header) - 1)
@@ -215,10 +368,11 @@ def results(
     all_: Annotated[
         bool, typer.Option("--all", help="List every perturbation in the table, however many.")
     ] = False,
+    require_equivalent: RequireEquivalentOption = None,
 ) -> None:
     """Show a run's per-perturbation results (a family of more than 300 perturbations as
     counts per label and decision and its smallest p-values; ``--all`` lists every one;
-    csv and json always hold every result)."""
+    csv and json always hold every result, with ``decision`` filled in)."""
     if fmt not in ("table", "csv", "json"):
         raise fail(ExitCode.BAD_INPUT, f"--format: unknown {fmt!r}; choose table, csv or json")
     with open_record(db) as store:
@@ -227,9 +381,24 @@ def results(
     if fmt == "table":
         show_results(row, df, all_)
     elif fmt == "csv":
-        sys.stdout.write(df.to_csv(index=False))
+        sys.stdout.write(with_decisions(df).to_csv(index=False))
     else:
-        sys.stdout.write(json.dumps(json.loads(df.to_json(orient="records")), indent=2) + "\n")
+        records = json.loads(with_decisions(df).to_json(orient="records"))
+        sys.stdout.write(json.dumps(records, indent=2) + "\n")
+    check_gates(df, False, require_equivalent or [])
+
+
+def with_decisions(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with every row's ``decision``: ``changed``, ``equivalent`` or ``inconclusive``
+    with a margin, else ``changed`` or ``no change``; ``pending`` tested but not yet
+    corrected; ``not tested``."""
+    import numpy as np
+
+    corrected = df.adjusted_p.notna()
+    plain = np.where(df.reject == True, "changed", "no change")  # noqa: E712
+    stored = df.decision if "decision" in df else pd.Series([None] * len(df), index=df.index)
+    decision = stored.where(stored.notna(), plain).where(corrected, "pending")
+    return df.assign(decision=decision.where(df.tested == True, "not tested"))  # noqa: E712
 
 
 def export(

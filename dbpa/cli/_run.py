@@ -26,6 +26,7 @@ from ._common import (
     DbOption,
     ExitCode,
     ReportDirOption,
+    RequireEquivalentOption,
     RunnerOption,
     SetOption,
     err,
@@ -37,7 +38,7 @@ from ._common import (
 )
 from ._head_start import HeadStart
 from ._quiet import quiet_console
-from ._record import print_results
+from ._record import check_gates, print_results
 from ._server import PrefectServer, TemporaryServerError
 from ._validate import bind_stored, load_audit
 from ._warm import embedder_warmed, generation_work, pending_work, warm_up
@@ -80,6 +81,7 @@ def run(
     fail_on_control_rejection: Annotated[
         bool, typer.Option(help="Exit 3 when a control perturbation is rejected (a CI gate).")
     ] = False,
+    require_equivalent: RequireEquivalentOption = None,
     runner: RunnerOption = "threads",
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's logs.")] = False,
     no_wait: Annotated[
@@ -96,6 +98,12 @@ def run(
     # the flow's tasks); Prefect then loads, and the head start stops once the server answers.
     server = PrefectServer.launch()
     cfg, plan = load_audit(config, set_)
+    if require_equivalent and cfg.equivalence is None:
+        raise fail(
+            ExitCode.BAD_INPUT,
+            "--require-equivalent: the config has no equivalence margin (set `equivalence:` in "
+            "it, or --set equivalence=true)",
+        )
     wait_for_record(db, wait=not no_wait)
     if plan is None:  # paraphrases: bound here when the record holds them (a re-run)
         cfg, plan = bind_stored(cfg, db)
@@ -161,14 +169,10 @@ def run(
             f"{stopped}. Every output sampled so far is kept; run the same command again to "
             "resume.",
         ) from None
-    rejected_controls = print_results(db, outcome.run_id)
+    results = print_results(db, outcome.run_id)
     for fmt, path in outcome.reports.items():
         out.print(f"{fmt} report: {path}")
-    if fail_on_control_rejection and rejected_controls:
-        raise fail(
-            ExitCode.CONTROL_REJECTED,
-            f"{rejected_controls} control perturbation(s) changed the output distribution",
-        )
+    check_gates(results, fail_on_control_rejection, require_equivalent or [])
 
 
 def serve(

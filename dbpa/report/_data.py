@@ -8,7 +8,7 @@ from typing import Any
 
 from dbpa.analysis import stars
 from dbpa.drift import DriftHistory
-from dbpa.stats import ModelChoice, OperatingPoint
+from dbpa.stats import ModelChoice, OperatingPoint, Settling, settling_k
 
 from ._format import p_floor
 
@@ -78,6 +78,61 @@ class Settings:
 
 
 @dataclass(frozen=True)
+class EffectBounds:
+    """A test's effect: the energy distance between its arms, estimated, with an interval."""
+
+    estimate: float
+    """Unbiased estimate (can be slightly negative when there is no effect)."""
+    low: float
+    high: float
+    confidence: float
+    """Two-sided level of ``[low, high]``."""
+
+
+@dataclass(frozen=True)
+class EquivalenceView:
+    """A decision with an equivalence margin, and what it rests on."""
+
+    decision: str
+    """``changed``, ``equivalent`` or ``inconclusive``."""
+    p_value: float
+    """Raw p-value of "the effect is at least the margin"."""
+    adjusted_p: float
+    margin: float | None
+    """None when the margin could not be calibrated (its arms missing)."""
+    source: str
+    """``fixed``, ``replicates`` or ``controls``."""
+    quantile: float | None
+    pairs: int | None
+    """Pairs of samples a calibrated margin rests on."""
+    alpha: float | None = None
+    """The family's level."""
+
+    @property
+    def level(self) -> float | None:
+        """The raw level this test's equivalence p-value must reach under the family's
+        correction (``alpha * p / adjusted p``: alpha/m for Bonferroni)."""
+        if self.alpha is None or not self.adjusted_p > 0:
+            return None
+        return min(self.alpha * self.p_value / self.adjusted_p, self.alpha)
+
+    @property
+    def basis(self) -> str:
+        """How the margin was set, in words."""
+        if self.source == "fixed":
+            return "set in the config"
+        if self.margin is None:
+            return f"not calibrated: its {self.source} arms are missing"
+        what = (
+            "two samples of the unperturbed model (the original and its replicates)"
+            if self.source == "replicates"
+            else "the original and a control perturbation"
+        )
+        share = f"{100 * (self.quantile or 0):g}th percentile"
+        return f"the {share} of the energy distances between {what}, over {self.pairs} pairs"
+
+
+@dataclass(frozen=True)
 class TestRow:
     """One perturbation of one family: its test and its corrected decision."""
 
@@ -118,6 +173,10 @@ class TestRow:
     """A combined omega (``auto``): the component with the smallest p-value."""
     components: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """A combined omega: per component, its aspect, statistic, own p-value and effect."""
+    interval: EffectBounds | None = None
+    """The effect's estimate and interval (the energy distance between the arms)."""
+    equivalence: EquivalenceView | None = None
+    """The equivalence test against the family's margin; None without a margin."""
 
     @property
     def changed_aspect(self) -> str | None:
@@ -140,12 +199,35 @@ class TestRow:
 
     @property
     def decision(self) -> str:
-        """``changed``, ``no change``, ``not tested`` or ``not corrected``."""
+        """``changed``, ``no change``, ``not tested`` or ``not corrected``; with an
+        equivalence margin ``changed``, ``equivalent`` or ``inconclusive`` for a tested one."""
         if not self.tested:
             return "not tested"
         if self.reject is None:
             return "not corrected"
+        if self.equivalence is not None:
+            return self.equivalence.decision
         return "changed" if self.reject else "no change"
+
+    @property
+    def settling(self) -> Settling | None:
+        """An inconclusive decision: the k per arm that would likely settle it (80% power,
+        ``dbpa.stats.settling_k``); None otherwise."""
+        view, bounds = self.equivalence, self.interval
+        if view is None or bounds is None or view.margin is None or self.decision != "inconclusive":
+            return None
+        k = min(self.k_a or 0, self.k_b or 0)
+        if k < 2:
+            return None
+        return settling_k(
+            bounds.estimate,
+            bounds.low,
+            bounds.high,
+            view.margin,
+            k,
+            confidence=bounds.confidence,
+            level=view.level,
+        )
 
     @property
     def control_changed(self) -> bool:
@@ -181,8 +263,19 @@ class Family:
 
     @property
     def changed(self) -> int:
-        """Perturbations rejected after correction."""
-        return sum(r.reject is True for r in self.rows)
+        """Perturbations decided ``changed`` (rejected after correction, and not shown
+        equivalent when there is a margin)."""
+        return sum(r.decision == "changed" for r in self.rows)
+
+    @property
+    def equivalent(self) -> int:
+        """Perturbations shown equivalent (0 without a margin)."""
+        return sum(r.decision == "equivalent" for r in self.rows)
+
+    @property
+    def margin(self) -> EquivalenceView | None:
+        """The family's equivalence margin (from its first decided row), if it has one."""
+        return next((r.equivalence for r in self.rows if r.equivalence is not None), None)
 
     @property
     def controls_changed(self) -> tuple[TestRow, ...]:
@@ -201,7 +294,7 @@ class Family:
             n = counts.setdefault((r.kind, r.label), [0, 0, 0])
             n[0] += 1
             n[1] += r.tested
-            n[2] += r.reject is True
+            n[2] += r.decision == "changed"
         return tuple(KindCount(k, lab, *n) for (k, lab), n in counts.items())
 
 

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from ._data import EffectBounds
 
 __all__ = [
     "MISSING",
     "fmt_cost",
     "fmt_count",
     "fmt_effect",
+    "fmt_interval",
     "fmt_omega",
     "fmt_p",
     "fmt_rate",
@@ -61,6 +66,14 @@ def fmt_omega(value: float | None) -> str:
 def fmt_effect(value: float | None) -> str:
     """Bias-corrected effect with a sign and 3 decimals."""
     return MISSING if value is None or math.isnan(value) else f"{value:+.3f}"
+
+
+def fmt_interval(bounds: EffectBounds | None) -> str:
+    """An effect's estimate and interval, 3 significant digits: ``0.0123 [0, 0.031]``."""
+    if bounds is None:
+        return MISSING
+    low, high = (_positional(v, 3) for v in (bounds.low, bounds.high))
+    return f"{_positional(bounds.estimate, 3)} [{low}, {high}]"
 
 
 def fmt_rate(value: float | None) -> str:

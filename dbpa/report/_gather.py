@@ -21,6 +21,8 @@ from ._data import (
     ALLOWED_FPR,
     Alignment,
     DroppedParaphrase,
+    EffectBounds,
+    EquivalenceView,
     Family,
     ReportData,
     RocView,
@@ -274,6 +276,8 @@ def _families(
                 reason=None if tested else _not_tested_reason(r, failures),
                 driver=as_str(r.driver),
                 components=as_json(r.components),
+                interval=_bounds(r) if tested else None,
+                equivalence=_equivalence(r) if tested else None,
             )
         )
     rank = {name: i for i, name in enumerate(order)}
@@ -327,3 +331,31 @@ def _alignment(families: Iterable[Family], arm_models: Mapping[str, str]) -> tup
             name = model if times[model] == 1 else f"{model} ({r.perturbation_id})"
             found.append(Alignment(reference=f.name, model=name, row=r))
     return tuple(found)
+
+
+def _bounds(r: Any) -> EffectBounds | None:
+    estimate = as_float(getattr(r, "effect_estimate", None))
+    if estimate is None:
+        return None
+    return EffectBounds(
+        estimate=estimate,
+        low=float(r.effect_low),
+        high=float(r.effect_high),
+        confidence=float(r.interval_confidence),
+    )
+
+
+def _equivalence(r: Any) -> EquivalenceView | None:
+    decision = as_str(getattr(r, "decision", None))
+    if decision is None:
+        return None
+    return EquivalenceView(
+        decision=decision,
+        p_value=float(r.equivalence_p),
+        adjusted_p=float(r.adjusted_equivalence_p),
+        margin=as_float(r.margin),
+        source=str(r.margin_source),
+        quantile=as_float(r.margin_quantile),
+        pairs=as_int(r.margin_pairs),
+        alpha=as_float(r.alpha),
+    )

@@ -8,7 +8,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from ._data import ReportData, TestRow
+from ._data import EquivalenceView, ReportData, TestRow
 
 __all__ = ["FORMAT_VERSION", "render_json", "report_dict"]
 
@@ -36,8 +36,22 @@ def _row(row: TestRow) -> dict[str, Any]:
         **_jsonable(row),
         "stars": row.stars,
         "decision": row.decision,
+        "settling": _jsonable(row.settling),
         "p_floor": row.p_floor,
         "changed_aspect": row.changed_aspect,
+    }
+
+
+def _margin(view: EquivalenceView | None) -> dict[str, Any] | None:
+    """A family's equivalence margin and how it was set."""
+    if view is None:
+        return None
+    return {
+        "value": view.margin,
+        "source": view.source,
+        "quantile": view.quantile,
+        "pairs": view.pairs,
+        "basis": view.basis,
     }
 
 
@@ -55,6 +69,7 @@ def report_dict(data: ReportData) -> dict[str, Any]:
             "perturbations": len(data.rows),
             "tested": sum(f.tested for f in data.families),
             "changed": sum(f.changed for f in data.families),
+            "equivalent": sum(f.equivalent for f in data.families),
             "controls_changed": [
                 {"family": r.family, "perturbation_id": r.perturbation_id}
                 for f in data.families
@@ -66,6 +81,8 @@ def report_dict(data: ReportData) -> dict[str, Any]:
                 "name": f.name,
                 "tested": f.tested,
                 "changed": f.changed,
+                "equivalent": f.equivalent,
+                "margin": _margin(f.margin),
                 "results": [_row(r) for r in f.rows],
             }
             for f in data.families

@@ -13,13 +13,21 @@ from ._format import (
     fmt_cost,
     fmt_count,
     fmt_effect,
+    fmt_interval,
     fmt_omega,
     fmt_p,
     fmt_rate,
     fmt_time,
     p_floor,
 )
-from ._text import MAX_NAMED, audited, family_verdict, legend, perturbation_matrix
+from ._text import (
+    MAX_NAMED,
+    audited,
+    equivalence_note,
+    family_verdict,
+    legend,
+    perturbation_matrix,
+)
 
 __all__ = ["render_markdown", "summary_markdown"]
 
@@ -170,6 +178,9 @@ def _results(data: ReportData) -> list[str]:
         out += ["", "### All models (ω with stars; bold: changed)", "", _table(header, rows)]
     for f in data.families:
         out += ["", f"### {_md(f.name)}"]
+        note = equivalence_note(f, data.settings)
+        if note:
+            out += ["", _md(note)]
         if f.top:
             out += _summarised(f)
         else:
@@ -185,6 +196,7 @@ _RESULT_HEADER = (
     "description",
     "ω",
     "effect",
+    "distance [90% CI]",
     "p",
     "adj. p",
     "decision",
@@ -200,6 +212,7 @@ def _result_cells(r: TestRow) -> list[str]:
         _md(r.description),
         _omega_cell(r),
         fmt_effect(r.effect),
+        fmt_interval(r.interval),
         fmt_p(r.p_value, r.p_floor),
         fmt_p(r.adjusted_p),
         _md(_decision_cell(r)),
@@ -411,4 +424,6 @@ def _decision_cell(r: TestRow) -> str:
     """The decision, why it was not tested, or which component of ``auto`` led it."""
     if not r.tested:
         return f"not tested: {r.reason}"
+    if r.settling is not None:
+        return f"inconclusive (k = {r.settling.k} would likely show it {r.settling.towards})"
     return f"{r.decision} (led by {r.changed_aspect})" if r.changed_aspect else r.decision

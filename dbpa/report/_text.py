@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ._data import Family, ReportData, Settings, TestRow
-from ._format import fmt_effect, fmt_omega, fmt_p
+from ._format import fmt_effect, fmt_interval, fmt_omega, fmt_p
 
 __all__ = [
     "MAX_NAMED",
     "audited",
+    "equivalence_note",
     "family_verdict",
     "legend",
     "perturbation_matrix",
@@ -35,7 +36,25 @@ def legend(s: Settings) -> str:
         "p: permutation p-value (never below 1/(B+1)); "
         f"adj. p: p adjusted within the model's family ({s.correction or 'none'}); "
         "stars: * p<0.05, ** p<0.01, *** p<0.001 on the raw p, as in the paper; "
+        "distance [90% CI]: energy distance between the two arms' output distributions on "
+        "the embeddings (0 when nothing changed; unbiased estimate, bootstrap interval); "
         f"changed: rejected after correction ({_level(s)})."
+    )
+
+
+def equivalence_note(f: Family, s: Settings) -> str | None:
+    """How a family's margin was set and what "equivalent" means; None without a margin."""
+    view = f.margin
+    if view is None:
+        return None
+    margin = "not available" if view.margin is None else f"{view.margin:.4g}"
+    alpha = "?" if s.alpha is None else f"{s.alpha:g}"
+    return (
+        f"Equivalence margin {margin} on the distance scale: {view.basis}. Equivalent: the "
+        "distance is shown to be below the margin (a bootstrap test of distance "
+        f"\N{GREATER-THAN OR EQUAL TO} margin, its p-values corrected by "
+        f"{s.correction or 'none'} at \N{GREEK SMALL LETTER ALPHA} = {alpha} like the "
+        "change p-values); changed: rejected and not shown equivalent; inconclusive: neither."
     )
 
 
@@ -53,8 +72,12 @@ def audited(data: ReportData) -> str:
 
 
 def family_verdict(f: Family, s: Settings) -> str:
-    """How many perturbations changed one model's outputs."""
+    """How many perturbations changed one model's outputs (and, with a margin, how many
+    were shown equivalent)."""
     text = f"{f.changed} of {f.tested} tested perturbations changed the output distribution"
+    if f.margin is not None:
+        inconclusive = sum(r.decision == "inconclusive" for r in f.rows)
+        text += f", {f.equivalent} equivalent within the margin, {inconclusive} inconclusive"
     untested = len(f.rows) - f.tested
     if untested:
         text += f"; {untested} not tested"
@@ -92,6 +115,7 @@ def results_table(data: ReportData) -> list[dict[str, str]]:
             "effect": fmt_effect(r.effect),
             "p": fmt_p(r.p_value, r.p_floor),
             "adjusted p": fmt_p(r.adjusted_p),
+            "distance [90% CI]": fmt_interval(r.interval),
             "decision": r.decision if r.tested else f"not tested: {r.reason}",
         }
         for r in data.rows

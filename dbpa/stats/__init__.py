@@ -22,6 +22,7 @@ from ._equivalence import (
     equivalence_p_value,
 )
 from ._interval import INTERVAL_OMEGAS, EffectInterval, effect_interval
+from ._interval import MIN_ROWS as INTERVAL_MIN_ROWS
 from ._multiplicity import (
     CORRECTIONS,
     CorrectionResult,
@@ -43,11 +44,13 @@ from ._roc import (
     roc_curve,
     tpr_at_fpr,
 )
+from ._settle import Settling, settling_k
 from ._similarity import SIMILARITIES, SimilaritySplit, pooled_similarity, split_similarities
 from ._witness import WitnessScores, witness_scores
 
 __all__ = [
     "CORRECTIONS",
+    "INTERVAL_MIN_ROWS",
     "INTERVAL_OMEGAS",
     "OMEGAS",
     "SIMILARITIES",
@@ -66,6 +69,7 @@ __all__ = [
     "Rates",
     "RocResult",
     "SamplePlan",
+    "Settling",
     "SimilaritySplit",
     "WitnessScores",
     "best_model",
@@ -84,6 +88,7 @@ __all__ = [
     "rates_at",
     "roc_curve",
     "sample_size",
+    "settling_k",
     "simulate_power",
     "split_similarities",
     "tpr_at_fpr",

@@ -188,3 +188,45 @@ def test_serve_checks_its_options_first(args, message):
         result = CliRunner().invoke(app, ["serve", str(EXAMPLES / "personas.yaml"), *args])
     assert result.exit_code == 2
     assert message in " ".join(result.output.split())
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_require_equivalent_exits_4_unless_every_labelled_perturbation_is_equivalent(
+    tmp_path, provider, write_config
+):
+    db, out = str(tmp_path / "e.duckdb"), str(tmp_path / "reports")
+    # margin 5 is above every energy distance between unit vectors: all equivalent
+    wide = write_config(make_config(provider, equivalence={"margin": 5.0}), "wide.yaml")
+    passed = invoke("run", str(wide), "--db", db, "--out", out, "--require-equivalent", "control")
+    assert passed.exit_code == 0, passed.output
+    assert "distance [90% CI]" in text(passed)
+    assert "equivalence margin: 5 on the distance scale, set in the config" in text(passed)
+
+    tight = write_config(make_config(provider, equivalence={"margin": 1e-9}), "tight.yaml")
+    args = ["--db", db, "--out", out, "--require-equivalent", "control"]
+    failed = invoke("run", str(tight), *args)
+    assert failed.exit_code == 4, failed.output
+    assert "2 of 2 perturbation(s) labelled 'control' not shown equivalent" in text(failed)
+    rows = json.loads(invoke("results", "latest", "--db", db, "--format", "json").output)
+    decisions = {r["perturbation_id"]: r["decision"] for r in rows}
+    assert decisions == {
+        "persona-doctor": "inconclusive",
+        "persona-nurse": "inconclusive",
+        "persona-comedian": "changed",
+        "persona-child": "changed",
+    }
+    assert all(r["margin"] == 1e-9 and r["effect_low"] <= r["effect_high"] for r in rows)
+    gate = invoke("results", "latest", "--db", db, "--require-equivalent", "target")
+    assert gate.exit_code == 4
+    unknown = invoke("results", "latest", "--db", db, "--require-equivalent", "nolabel")
+    assert unknown.exit_code == 2
+    assert "no perturbation is labelled 'nolabel'" in text(unknown)
+
+
+def test_require_equivalent_needs_a_margin_and_says_so_before_running(tmp_path):
+    db = tmp_path / "n.duckdb"
+    args = ["--db", str(db), "--require-equivalent", "control"]
+    result = invoke("run", str(EXAMPLES / "personas.yaml"), *args)
+    assert result.exit_code == 2
+    assert "the config has no equivalence margin" in text(result)
+    assert not (tmp_path / "n.duckdb").exists()

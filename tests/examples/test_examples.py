@@ -30,7 +30,7 @@ def _shrunk(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_every_example_is_listed():
-    listed = {"personas", "cardiovascular", "alignment", "paraphrase", "noise"}
+    listed = {"personas", "cardiovascular", "alignment", "paraphrase", "noise", "robustness"}
     assert {p.stem for p in EXAMPLES} >= listed
 
 
@@ -52,3 +52,7 @@ def test_example_runs_offline(example: Path, tmp_path: Path, monkeypatch: pytest
     html = Path(outcome.reports["html"]).read_text()
     labelled = results.label.notna().any() and results.label.nunique() == 2
     assert ("ROC" in html) == bool(labelled)
+    if config.equivalence is not None:  # every test decided three ways, against one margin
+        assert set(results.decision) <= {"changed", "equivalent", "inconclusive"}
+        assert (results.margin > 0).all()
+        assert "Equivalence margin" in html

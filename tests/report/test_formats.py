@@ -139,6 +139,7 @@ def test_markdown_has_the_table_with_the_stored_values(labelled):
             "description",
             "ω",
             "effect",
+            "distance [90% CI]",
             "p",
             "adj. p",
             "decision",
@@ -148,7 +149,11 @@ def test_markdown_has_the_table_with_the_stored_values(labelled):
             omega = f"{r.statistic:.3f}" + expected_stars(r.p_value).replace("*", r"\*")
             assert cells[5] == (f"**{omega}**" if r.reject else omega)
             assert cells[6] == f"{r.effect:+.3f}"
-            assert cells[9] == ("changed" if r.reject else "no change")
+            shown = [float(x) for x in re.findall(r"-?[0-9.]+(?:e-?[0-9]+)?", cells[7])]
+            np.testing.assert_allclose(
+                shown, [r.effect_estimate, r.effect_low, r.effect_high], rtol=5e-3, atol=5e-4
+            )
+            assert cells[10] == ("changed" if r.reject else "no change")
 
 
 def test_json_round_trips_the_stored_numbers(labelled, labelled_run):

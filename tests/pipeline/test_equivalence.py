@@ -1,0 +1,108 @@
+"""Equivalence decisions through the audit flow: intervals, margins, replicate arms."""
+
+from __future__ import annotations
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+
+from dbpa.config import parse_config
+from flows.audit import audit
+from storage import Store
+from tests.pipeline.conftest import make_config
+from tests.support.scripted_server import ScriptedServer
+
+pytestmark = pytest.mark.usefixtures("prefect_harness")
+
+CONTROLS = ["persona-doctor", "persona-nurse"]
+TARGETS = ["persona-comedian", "persona-child"]
+
+
+def _results(db, run_id) -> pd.DataFrame:
+    with Store(db, read_only=True) as store:
+        return store.results(run_id).set_index("perturbation_id")
+
+
+def test_every_test_carries_an_interval_and_no_margin_means_no_three_way_decision(
+    provider: ScriptedServer, tmp_path
+):
+    outcome = audit(config=parse_config(make_config(provider)), db=str(tmp_path / "a.duckdb"))
+    df = _results(tmp_path / "a.duckdb", outcome.run_id)
+    assert df.decision.isna().all()
+    assert df.margin.isna().all()
+    assert (df.interval_confidence == 0.90).all()
+    assert (df.effect_low <= df.effect_high).all()
+    # the targets' answers differ entirely from the original's: their effect is far from 0
+    assert (df.loc[TARGETS, "effect_low"] > 0.5 * df.loc[TARGETS, "effect_estimate"]).all()
+    assert (df.loc[TARGETS, "effect_low"] > df.loc[CONTROLS, "effect_high"].max()).all()
+
+
+def test_replicate_arms_calibrate_the_margin(provider: ScriptedServer, tmp_path):
+    config = parse_config(make_config(provider, equivalence={"replicates": 3}))
+    outcome = audit(config=config, db=str(tmp_path / "a.duckdb"))
+    # 5 arms of the family and 3 replicates of the original, k=8 each
+    assert provider.counts.by_endpoint["/v1/chat/completions"] == 8 * 8
+    df = _results(tmp_path / "a.duckdb", outcome.run_id)
+    assert (df.margin_source == "replicates").all()
+    assert (df.margin_pairs == 6).all()  # every two of the original and its 3 replicates
+    assert (df.margin_quantile == 0.95).all()
+    assert df.margin.nunique() == 1
+    assert df.margin.iloc[0] > 0
+    assert (df.loc[TARGETS, "decision"] == "changed").all()
+    assert set(df.loc[CONTROLS, "decision"]) <= {"equivalent", "inconclusive"}
+    # the replicates are sampled with seeds of their own: their texts are not the original's
+    with duckdb.connect(str(tmp_path / "a.duckdb"), read_only=True) as con:
+        arms = con.execute("SELECT count(DISTINCT arm_id) FROM samples").fetchone()
+    assert arms == (8,)
+
+
+def test_a_margin_above_every_effect_makes_every_perturbation_equivalent(
+    provider: ScriptedServer, tmp_path
+):
+    """Energy distance between unit vectors is at most 4; equivalence outranks a change."""
+    config = parse_config(make_config(provider, equivalence={"margin": 5.0}))
+    outcome = audit(config=config, db=str(tmp_path / "a.duckdb"))
+    assert provider.counts.by_endpoint["/v1/chat/completions"] == 5 * 8  # no replicate arm
+    df = _results(tmp_path / "a.duckdb", outcome.run_id)
+    assert (df.decision == "equivalent").all()
+    assert df.loc[TARGETS, "reject"].all()  # the change test still rejected
+    assert (df.margin == 5.0).all()
+    assert (df.margin_source == "fixed").all()
+    assert df.margin_pairs.isna().all()
+    # no replicate >= 5: p = 1/(B+1) with B = max(n_permutations, 1000)
+    np.testing.assert_allclose(df.equivalence_p, 1 / 1001)
+
+
+def test_a_margin_below_every_effect_makes_nothing_equivalent(provider: ScriptedServer, tmp_path):
+    config = parse_config(make_config(provider, equivalence={"margin": 1e-9}))
+    outcome = audit(config=config, db=str(tmp_path / "a.duckdb"))
+    df = _results(tmp_path / "a.duckdb", outcome.run_id)
+    assert (df.loc[TARGETS, "decision"] == "changed").all()
+    assert (df.loc[CONTROLS, "decision"] == "inconclusive").all()
+
+
+def test_controls_calibrate_the_margin(provider: ScriptedServer, tmp_path):
+    config = parse_config(make_config(provider, equivalence={"margin": "controls"}))
+    outcome = audit(config=config, db=str(tmp_path / "a.duckdb"))
+    df = _results(tmp_path / "a.duckdb", outcome.run_id)
+    assert (df.margin_source == "controls").all()
+    assert (df.margin_pairs == len(CONTROLS)).all()
+    assert (df.loc[TARGETS, "decision"] == "changed").all()
+
+
+def test_tests_stored_without_an_interval_get_one_without_a_model_call(
+    provider: ScriptedServer, tmp_path
+):
+    db = tmp_path / "a.duckdb"
+    config = parse_config(make_config(provider))
+    first = audit(config=config, db=str(db))
+    before = _results(db, first.run_id)
+    with duckdb.connect(str(db)) as con:  # as a record written before intervals were
+        con.execute("DELETE FROM effect_intervals")
+    calls = provider.counts.by_endpoint["/v1/chat/completions"]
+    second = audit(config=config, db=str(db))
+    assert provider.counts.by_endpoint["/v1/chat/completions"] == calls
+    after = _results(db, second.run_id)
+    pd.testing.assert_series_equal(after.p_value, before.p_value)
+    pd.testing.assert_series_equal(after.effect_high, before.effect_high)
