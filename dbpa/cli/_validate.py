@@ -14,6 +14,7 @@ from rich.table import Table
 from ._common import ConfigArgument, SetOption, out, parse_overrides
 
 if TYPE_CHECKING:
+    from dbpa.analysis import EquivalenceSpec
     from dbpa.config import AuditConfig
     from dbpa.perturbations import GeneratedParaphrase, Perturbation
     from dbpa.plan import AuditPlan
@@ -89,8 +90,25 @@ def validate(
         f"= {len(plan.arms) * cfg.k} outputs; omega={analysis.omega}, "
         f"B={analysis.n_permutations}, {analysis.correction} at alpha={analysis.alpha}"
     )
+    if cfg.equivalence is not None:
+        out.print(_equivalence_line(cfg.equivalence), highlight=False)
     _print_family(cfg.family, all_)
     _print_dropped(cfg)
+
+
+def _equivalence_line(spec: EquivalenceSpec) -> str:
+    """What the equivalence margin will be."""
+    decisions = "each perturbation changed, equivalent or inconclusive"
+    if not isinstance(spec.margin, str):
+        return f"equivalence margin {spec.margin:g} (distance scale): {decisions}"
+    between = (
+        f"every two samples of the unperturbed model ({spec.replicates} replicate arm(s) of "
+        "each original, sampled too)"
+        if spec.margin == "replicates"
+        else "the original and each control"
+    )
+    share = f"{100 * spec.quantile:g}th percentile"
+    return f"equivalence margin: the {share} of the distances between {between}: {decisions}"
 
 
 def _print_family(family: Sequence[Perturbation], all_: bool) -> None:

@@ -59,6 +59,33 @@ def test_validate_describes_the_plan(provider, write_config):
     assert result.exit_code == 0
     assert "4 tests, 5 arms x k=8 = 40 outputs" in text(result)
     assert "persona-comedian" in text(result)
+    assert "equivalence" not in text(result)
+
+
+@pytest.mark.parametrize(
+    ("equivalence", "arms", "says"),
+    [
+        (
+            {},
+            8,
+            "the 95th percentile of the distances between every two samples of the "
+            "unperturbed model (3 replicate arm(s) of each original, sampled too)",
+        ),
+        (
+            {"margin": "controls", "quantile": 0.9},
+            5,
+            "the 90th percentile of the distances between the original and each control",
+        ),
+        ({"margin": 0.05}, 5, "equivalence margin 0.05 (distance scale)"),
+    ],
+)
+def test_validate_says_how_the_margin_will_be_set(provider, write_config, equivalence, arms, says):
+    config = make_config(provider, equivalence=equivalence)
+    result = invoke("validate", str(write_config(config)))
+    assert result.exit_code == 0
+    assert f"4 tests, {arms} arms x k=8 = {arms * 8} outputs" in text(result)
+    assert says in text(result)
+    assert "each perturbation changed, equivalent or inconclusive" in text(result)
 
 
 def _huge_family(provider, m: int) -> dict:
