@@ -209,7 +209,7 @@
           const changed = decided.filter((d) => d.decision === "changed").length;
           const controls = entries.filter((e, i) => e.label === "control" && decided[i].decision === "changed").length;
           counts.push(name + ": " + changed + " of " + tested + " changed" +
-            (controls ? " (" + controls + " control" + (controls > 1 ? "s" : "") + ")" : ""));
+            (controls ? " (" + controls + " of them control" + (controls > 1 ? "s" : "") + ")" : ""));
         }
         tally.textContent = "At \u03b1 = " + alpha + " with " + method + ": " + counts.join("; ") + ".";
       }

@@ -55,6 +55,11 @@ def test_hostile_outputs_show_as_text_and_run_nothing(
     for summary in page.locator("details > summary").all():
         summary.click()  # show every sample output and prompt
     page.get_by_text("click me").first.click()
+    page.select_option("#method", "bonferroni")  # the script rewrites decisions and the tally
+    page.fill("#alpha", "0.9")
+    page.locator("table.results th").nth(1).click()
+    page.fill("#filter-text", "<script")
+    page.fill("#filter-text", "")
     page.wait_for_timeout(200)
 
     assert page.evaluate("typeof window.__pwned") == "undefined"
