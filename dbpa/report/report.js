@@ -113,7 +113,9 @@
       if (!members.has(id)) members.set(id, { p: null, pEquivalence: null, label: "", views: [] });
       const entry = members.get(id);
       if (el.hasAttribute("data-p")) entry.p = Number(el.dataset.p);
-      if (el.hasAttribute("data-p-equivalence")) entry.pEquivalence = Number(el.dataset.pEquivalence);
+      if (el.hasAttribute("data-p-equivalence")) {
+        entry.pEquivalence = Number(el.dataset.pEquivalence);
+      }
       if (el.dataset.label) entry.label = el.dataset.label;
       entry.views.push(el);
     }
@@ -180,6 +182,7 @@
     const tally = panel.querySelector("#tally");
     const runAlpha = Number(panel.dataset.alpha);
     const runMethod = panel.dataset.method;
+    const runs = `The run's decisions: ${runMethod} at \u03b1 = ${runAlpha}.`;
     const saved = [];
     for (const members of families.values()) {
       for (const entry of members.values()) {
@@ -190,41 +193,44 @@
     function apply() {
       const alpha = Number(alphaInput.value);
       const method = methodInput.value;
-      const valid = alphaInput.value !== "" && alpha > 0 && alpha < 1 && method in CORRECTIONS;
+      const valid = alphaInput.value !== "" && alpha > 0 && alpha < 1;
       alphaInput.setCustomValidity(valid ? "" : "alpha must lie strictly between 0 and 1");
-      if (!valid) return;
+      if (!valid || !Object.hasOwn(CORRECTIONS, method)) return;
       if (alpha === runAlpha && method === runMethod) {
         saved.forEach(restore); // the run's own decisions, exactly as recorded
-        tally.textContent = "The run's decisions: " + runMethod + " at \u03b1 = " + runAlpha + ".";
+        tally.textContent = runs;
       } else {
         const counts = [];
         for (const [name, members] of families) {
           const entries = [...members.values()];
           const decided = decideFamily(entries, alpha, method);
+          let tested = 0, changed = 0, controls = 0;
           entries.forEach((entry, i) => {
             if (entry.p === null) return;
-            for (const el of entry.views) showDecision(el, decided[i].adjusted, decided[i].decision, entry.label);
+            const { adjusted, decision } = decided[i];
+            for (const el of entry.views) showDecision(el, adjusted, decision, entry.label);
+            tested += 1;
+            changed += decision === "changed";
+            controls += decision === "changed" && entry.label === "control";
           });
-          const tested = decided.filter((d) => d.decision !== "not tested").length;
-          const changed = decided.filter((d) => d.decision === "changed").length;
-          const controls = entries.filter((e, i) => e.label === "control" && decided[i].decision === "changed").length;
-          counts.push(name + ": " + changed + " of " + tested + " changed" +
-            (controls ? " (" + controls + " of them control" + (controls > 1 ? "s" : "") + ")" : ""));
+          const among = controls ? ` (${controls} of them control${controls > 1 ? "s" : ""})` : "";
+          counts.push(`${name}: ${changed} of ${tested} changed${among}`);
         }
-        tally.textContent = "At \u03b1 = " + alpha + " with " + method + ": " + counts.join("; ") + ".";
+        tally.textContent = `At \u03b1 = ${alpha} with ${method}: ${counts.join("; ")}.`;
       }
       onChange();
     }
     alphaInput.addEventListener("input", apply);
     methodInput.addEventListener("change", apply);
-    tally.textContent = "The run's decisions: " + runMethod + " at \u03b1 = " + runAlpha + ".";
+    tally.textContent = runs;
   }
 
   // ------------------------------------------------------------ sorting and filtering
 
   function sortKey(tr, column, numeric) {
     const cell = tr.cells[column];
-    const text = cell ? (cell.dataset.sort !== undefined ? cell.dataset.sort : cell.textContent.trim()) : "";
+    if (!cell) return numeric ? null : "";
+    const text = cell.dataset.sort !== undefined ? cell.dataset.sort : cell.textContent.trim();
     if (!numeric) return text;
     const value = text === "" ? NaN : Number(text);
     return Number.isNaN(value) ? null : value;
@@ -238,13 +244,15 @@
     for (const other of table.tHead.rows[0].cells) other.removeAttribute("aria-sort");
     th.setAttribute("aria-sort", direction > 0 ? "ascending" : "descending");
     const body = table.tBodies[0];
-    const keyed = [...body.rows].map((tr, i) => ({ tr: tr, i: i, key: sortKey(tr, column, numeric) }));
+    const keyed = [...body.rows].map((tr, i) => ({ tr, i, key: sortKey(tr, column, numeric) }));
     keyed.sort((a, b) => {
       if (a.key === null || b.key === null) {
         if (a.key !== b.key) return a.key === null ? 1 : -1;
         return a.i - b.i;
       }
-      const order = numeric ? a.key - b.key : a.key.localeCompare(b.key, undefined, { numeric: true });
+      const order = numeric
+        ? a.key - b.key
+        : a.key.localeCompare(b.key, undefined, { numeric: true });
       return order * direction || a.i - b.i;
     });
     body.append(...keyed.map((k) => k.tr));

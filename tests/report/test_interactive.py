@@ -8,6 +8,8 @@ perturbations against the issue's budget: under 20 MB, open in under 3 s.
 from __future__ import annotations
 
 import dataclasses
+import html as html_module
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -161,6 +163,43 @@ def test_the_equivalence_hook_follows_decide_familys_rule(labelled_page: Opened)
         ]
         assert got == want, method
         assert {"equivalent", "changed", "inconclusive"} <= set(want)
+
+
+def test_rows_with_an_equivalence_p_value_get_three_decisions(
+    browser: Browser, labelled_run: BuiltRun, tmp_path: Path
+):
+    data, html = _report(labelled_run)
+    p_equivalence = {  # equivalence shown for every other perturbation
+        (r.family, r.perturbation_id): 0.0005 if r.position % 2 == 0 else 0.9
+        for r in data.rows
+        if r.tested
+    }
+
+    def with_equivalence(match: re.Match[str]) -> str:
+        key = (html_module.unescape(match[1]), html_module.unescape(match[2]))
+        return f'{match[0]} data-p-equivalence="{p_equivalence[key]!r}"'
+
+    html = re.sub(
+        r'data-family="([^"]*)" data-perturbation="([^"]*)" data-p="[^"]*"', with_equivalence, html
+    )
+    opened = _open(browser, html, tmp_path / "report.html", data)
+    page = opened.page
+    _set(page, 0.3, "bh")
+    shown = _shown(page)
+    for f in data.families:
+        rows = [r for r in f.rows if r.tested]
+        changed = correct([r.p_value for r in rows], method="bh", alpha=0.3).reject
+        equivalent = correct(
+            [p_equivalence[(f.name, r.perturbation_id)] for r in rows], method="bh", alpha=0.3
+        ).reject
+        for r, c, e in zip(rows, changed, equivalent, strict=True):
+            want = "equivalent" if e else "changed" if c else "inconclusive"
+            assert shown[(f.name, r.perturbation_id)][1] == want
+    assert {dec for _, dec in shown.values()} == {"equivalent", "changed", "inconclusive"}
+    options = page.eval_on_selector_all("#filter-decision option", "os => os.map(o => o.value)")
+    assert {"equivalent", "inconclusive"} <= set(options)
+    assert opened.errors == []
+    page.context.close()
 
 
 # ---------------------------------------------------------------------- thresholds
