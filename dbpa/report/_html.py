@@ -1,20 +1,28 @@
 """The report as one self-contained HTML file.
 
 Every string from the record (model outputs, prompts, names, descriptions) goes
-through Jinja2's autoescaping, and the page forbids scripts with a Content-Security-
-Policy: it opens offline, loads nothing, and runs nothing.
+through Jinja2's autoescaping, and the page's Content-Security-Policy allows one script,
+its own (``report.js``, inlined and allowed by its sha256 hash: the interactive
+thresholds, sorting and filtering): it opens offline, loads nothing, and runs nothing else.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
+from importlib.resources import files
 
 import jinja2
+from markupsafe import Markup
 
-from ._data import Alignment, ArmView, ReportData
+from dbpa.analysis import AnalysisSpec
+from dbpa.stats import CORRECTIONS
+
+from ._data import Alignment, ArmView, ReportData, Settings
 from ._drift import drift_figure
 from ._figures import Chart, alignment_figure, roc_figure, tpr_by_fpr_figure
 from ._format import (
@@ -32,8 +40,52 @@ from ._text import MAX_NAMED, audited, family_verdict, legend, perturbation_matr
 
 __all__ = ["CONTENT_SECURITY_POLICY", "render_html"]
 
-CONTENT_SECURITY_POLICY = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
-"""No scripts, no requests: images only as data URIs, styles only inline."""
+
+def _report_script() -> str:
+    """The page's own script, checked to be inlinable as it is."""
+    script = files("dbpa.report").joinpath("report.js").read_text(encoding="utf-8")
+    for closing in ("</script", "<!--"):  # would end (or confuse) the inline script element
+        if closing in script.lower():
+            raise ValueError(f"report.js: must not contain {closing!r}")
+    return script
+
+
+_SCRIPT = _report_script()
+_SCRIPT_HASH = base64.b64encode(hashlib.sha256(_SCRIPT.encode("utf-8")).digest()).decode()
+
+CONTENT_SECURITY_POLICY = (
+    "default-src 'none'; img-src data:; style-src 'unsafe-inline'; "
+    f"script-src 'sha256-{_SCRIPT_HASH}'"
+)
+"""No requests, and no script but the report's own (by its hash): images only as data URIs,
+styles only inline."""
+
+_METHOD_TITLES = {
+    "holm": "Holm",
+    "bonferroni": "Bonferroni",
+    "bh": "Benjamini-Hochberg",
+    "by": "Benjamini-Yekutieli",
+}
+
+
+@dataclass(frozen=True)
+class _Thresholds:
+    """The interactive controls' initial state (the run's) and choices."""
+
+    alpha: float
+    method: str
+    methods: tuple[tuple[str, str], ...]
+    """(name in ``dbpa.stats.CORRECTIONS``, title) of every correction."""
+
+
+def _thresholds(settings: Settings) -> _Thresholds:
+    defaults = AnalysisSpec()
+    return _Thresholds(
+        alpha=settings.alpha if settings.alpha is not None else defaults.alpha,
+        method=settings.correction or defaults.correction,
+        methods=tuple((name, _METHOD_TITLES.get(name, name)) for name in CORRECTIONS),
+    )
+
 
 _ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("dbpa.report", "templates"),
@@ -103,6 +155,8 @@ def render_html(data: ReportData) -> str:
         settings=data.settings,
         figures=_figures(data),
         csp=CONTENT_SECURITY_POLICY,
+        script=Markup(_SCRIPT),  # our own file, not data from the record
+        thresholds=_thresholds(data.settings),
         legend=legend(data.settings),
         audited=audited(data),
         verdicts={f.name: family_verdict(f, data.settings) for f in data.families},

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import hashlib
 import html
 import json
 import re
@@ -14,7 +16,7 @@ from markdown_it import MarkdownIt
 
 from dbpa.report import gather, render_html, render_json, render_markdown
 from storage import Store, UnknownRunError
-from tests.report.conftest import PAYLOADS, BuiltRun, build_run, html_tables
+from tests.report.conftest import PAYLOADS, REPORT_SCRIPT, BuiltRun, build_run, html_tables
 
 
 def expected_stars(p: float) -> str:
@@ -318,7 +320,7 @@ def test_every_user_string_is_escaped(hostile_run):
     with Store(hostile_run.db, read_only=True) as store:
         data = gather(store, hostile_run.run_id)
     page, markdown, report = render_html(data), render_markdown(data), render_json(data)
-    lowered = page.lower()
+    lowered = page.replace(f"<script>{REPORT_SCRIPT}</script>", "", 1).lower()
     for tag in ("<script", "<svg", "<img src=x", '<a href="javascript'):
         assert tag not in lowered
     shown = html.unescape(page)  # what a browser displays as text
@@ -329,18 +331,22 @@ def test_every_user_string_is_escaped(hostile_run):
     assert all(" ".join(PAYLOADS) in text for text in outputs)
 
 
-def test_the_page_is_self_contained_and_forbids_scripts(labelled):
+def test_the_page_is_self_contained_and_runs_only_its_own_script(labelled):
     _, page, _, _ = labelled
+    digest = base64.b64encode(hashlib.sha256(REPORT_SCRIPT.encode()).digest()).decode()
     assert (
         '<meta http-equiv="Content-Security-Policy" content="default-src &#39;none&#39;; '
-        'img-src data:; style-src &#39;unsafe-inline&#39;">' in page
+        "img-src data:; style-src &#39;unsafe-inline&#39;; "
+        f'script-src &#39;sha256-{digest}&#39;">' in page
     )
+    assert "unsafe-eval" not in page
     sources = re.findall(r'\b(?:src|href)="([^"]*)"', page)
     assert sources
     images = ("data:image/png;base64,", "data:image/svg+xml;base64,")
     assert all(s.startswith((*images, "#")) for s in sources)
     assert "<link" not in page
-    assert "<script" not in page
+    assert page.count("<script") == 1
+    assert f"<script>{REPORT_SCRIPT}</script>" in page  # inline, nothing to fetch
 
 
 def test_tokens_and_cost_add_up_over_every_stored_output(labelled, labelled_run):

@@ -5,135 +5,23 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
-from pathlib import Path
 
-import numpy as np
 import pytest
 
-from dbpa.analysis import AnalysisSpec, decide_family, run_test
-from dbpa.arms import Arm
 from dbpa.report import gather, most_changed, render_html, render_json, render_markdown
-from dbpa.specs import EmbeddingBatch, Generation, Message, ModelSpec, content_hash, text_hash
 from storage import Store
-from tests.report.conftest import DIM, EMBEDDER, html_tables
+from tests.report.conftest import html_tables
+from tests.report.large import Built, build_large, perturbation_ids, shifted_ids
 
 M = 300
-K = 8
-IDS = [f"p{i:03d}" for i in range(M)]
-LABELS = ("control", "target", None)
-SHIFTED = set(IDS[7::15])
+IDS = perturbation_ids(M)
+SHIFTED = shifted_ids(M)
 """20 perturbations whose outputs move; the other 280 keep the original's distribution."""
-
-
-def _build(db: Path) -> Built:
-    """One model, M perturbations, k=8 outputs per arm, every write one batch (but the
-    outputs, which the store takes one arm at a time)."""
-    rng = np.random.default_rng(3)
-    analysis = AnalysisSpec(n_permutations=499, alpha=0.05, correction="holm")
-    model = ModelSpec(model="openai/gpt-4", name="gpt-4")
-    prompt = (Message(role="user", content="What should I do about a cough?"),)
-    config = {
-        "name": "large",
-        "models": [{"model": "openai/gpt-4", "name": "gpt-4"}],
-        "prompt": [m.model_dump() for m in prompt],
-        "k": K,
-        "embedder": {"backend": "sentence-transformers", "model": "all-MiniLM-L6-v2"},
-        "n_permutations": 499,
-        "alpha": 0.05,
-        "correction": "holm",
-        "seed": 3,
-    }
-    original = Arm.of(model, prompt, "0")
-    arms = [original]
-    rows, records = [], []
-    centre = rng.normal(size=DIM) + 2.0
-    vectors = {original.arm_id: centre + 0.35 * rng.normal(size=(K, DIM))}
-    for i, pid in enumerate(IDS):
-        kind = "template" if i < 200 else "prompt"
-        messages = (Message(role="user", content=f"Perturbation number {i}. {prompt[0].content}"),)
-        arm = Arm.of(model, messages, "0")
-        arms.append(arm)
-        shift = 2.4 * (pid in SHIFTED) * rng.normal(size=DIM) / np.sqrt(DIM)
-        vectors[arm.arm_id] = centre + shift + 0.35 * rng.normal(size=(K, DIM))
-        test_id = content_hash("test", original.arm_id, arm.arm_id)
-        rows.append(
-            {
-                "family": "gpt-4",
-                "perturbation_id": pid,
-                "position": i,
-                "kind": kind,
-                "label": LABELS[i % 3],
-                "description": f"Perturbation number {i}.",
-                "original_arm": original.arm_id,
-                "perturbed_arm": arm.arm_id,
-                "test_id": test_id,
-            }
-        )
-        records.append(
-            run_test(
-                test_id,
-                vectors[original.arm_id],
-                vectors[arm.arm_id],
-                original_arm=original.arm_id,
-                perturbed_arm=arm.arm_id,
-                embedder=EMBEDDER,
-                analysis=analysis,
-            )
-        )
-    with Store(db) as store:
-        store.start_run(
-            "large-run",
-            audit="large",
-            config=config,
-            config_hash=content_hash(config),
-            epoch="0",
-            flow_run_id=None,
-            versions={"dbpa": "0.1.0"},
-        )
-        store.add_arms(arms)
-        hashes, flat = [], []
-        for arm in arms:
-            texts = [f"{arm.arm_id[:8]} answer {j}" for j in range(K)]
-            store.add_samples(arm.arm_id, [_output(j, t) for j, t in enumerate(texts)])
-            hashes += [text_hash(t) for t in texts]
-            flat.append(vectors[arm.arm_id])
-        batch = EmbeddingBatch(np.vstack(flat).astype(np.float32), np.zeros(len(hashes), bool))
-        store.add_embeddings(EMBEDDER, hashes, batch)
-        store.add_tests(records)
-        store.add_family("large-run", rows)
-        decisions = decide_family(
-            {r["perturbation_id"]: t.p_value for r, t in zip(rows, records, strict=True)}, analysis
-        )
-        store.add_corrections("large-run", "gpt-4", "holm", 0.05, decisions)
-        store.finish_run("large-run", "completed")
-    return Built(db=db, run_id="large-run")
-
-
-def _output(index: int, text: str) -> Generation:
-    return Generation(
-        index=index,
-        text=text,
-        status="ok",
-        finish_reason="stop",
-        prompt_tokens=9,
-        completion_tokens=3,
-        cost_usd=None,
-        latency_s=0.1,
-        seed=index,
-        request_id=f"req-{index}",
-    )
-
-
-@dataclass(frozen=True)
-class Built:
-    db: Path
-    run_id: str
 
 
 @pytest.fixture(scope="module")
 def large_run(tmp_path_factory: pytest.TempPathFactory) -> Built:
-    return _build(tmp_path_factory.mktemp("large") / "audit.duckdb")
+    return build_large(tmp_path_factory.mktemp("large") / "audit.duckdb", M)
 
 
 @pytest.fixture(scope="module")
