@@ -29,6 +29,7 @@ from ._format import (
     fmt_cost,
     fmt_count,
     fmt_effect,
+    fmt_interval,
     fmt_omega,
     fmt_p,
     fmt_rate,
@@ -36,7 +37,14 @@ from ._format import (
     p_floor,
 )
 from ._svg import test_figure
-from ._text import MAX_NAMED, audited, family_verdict, legend, perturbation_matrix
+from ._text import (
+    MAX_NAMED,
+    audited,
+    equivalence_note,
+    family_verdict,
+    legend,
+    perturbation_matrix,
+)
 
 __all__ = ["CONTENT_SECURITY_POLICY", "render_html"]
 
@@ -97,6 +105,7 @@ _ENV = jinja2.Environment(
 _ENV.filters.update(
     omega=fmt_omega,
     effect=fmt_effect,
+    interval=fmt_interval,
     p=fmt_p,
     rate=fmt_rate,
     count=fmt_count,
@@ -160,6 +169,7 @@ def render_html(data: ReportData) -> str:
         legend=legend(data.settings),
         audited=audited(data),
         verdicts={f.name: family_verdict(f, data.settings) for f in data.families},
+        notes={f.name: equivalence_note(f, data.settings) for f in data.families},
         matrix=perturbation_matrix(data.families),
         rows={(r.family, r.perturbation_id): r for r in rows},
         controls_changed=[r for f in data.families for r in f.controls_changed],

@@ -16,7 +16,15 @@ import numpy as np
 import pytest
 from playwright.sync_api import Browser, sync_playwright
 
-from dbpa.analysis import AnalysisSpec, Decision, PerturbationTestRecord, decide_family, run_test
+from dbpa.analysis import (
+    AnalysisSpec,
+    Decision,
+    Margin,
+    PerturbationTestRecord,
+    decide_family,
+    equivalence_p_values,
+    run_test,
+)
 from dbpa.arms import Arm
 from dbpa.specs import EmbeddingBatch, Generation, Message, ModelSpec, content_hash, text_hash
 from storage import Store
@@ -131,8 +139,10 @@ def build_run(
     payload: str = "",
     run_id: str | None = None,
     seed: int = 7,
+    margin: float | None = None,
 ) -> BuiltRun:
-    """Store one completed (or incomplete) run of ``cases`` against every family."""
+    """Store one completed (or incomplete) run of ``cases`` against every family (decided
+    changed / equivalent / inconclusive against a fixed ``margin`` when one is given)."""
     rng = np.random.default_rng(seed)
     analysis = AnalysisSpec(
         omega="jsd", n_permutations=n_permutations, alpha=0.05, correction="holm"
@@ -238,8 +248,19 @@ def build_run(
             if not rows:
                 continue
             store.add_family(run_id, rows)
-            family_decisions = decide_family(p_values, analysis)
-            store.add_corrections(run_id, family, "holm", 0.05, family_decisions)
+            if margin is None:
+                family_decisions = decide_family(p_values, analysis)
+                store.add_corrections(run_id, family, "holm", 0.05, family_decisions)
+            else:
+                intervals = {
+                    c.id: records[(family, c.id)].interval if (family, c.id) in records else None
+                    for c in cases
+                }
+                equivalence = equivalence_p_values(intervals, margin)
+                family_decisions = decide_family(p_values, analysis, equivalence, margin)
+                store.add_corrections(
+                    run_id, family, "holm", 0.05, family_decisions, Margin(margin, "fixed")
+                )
             decisions.update({(family, d.perturbation_id): d for d in family_decisions})
         status = "incomplete" if any_failed else "completed"
         store.finish_run(run_id, status, "1 arm could not be sampled" if any_failed else None)

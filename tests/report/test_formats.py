@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from markdown_it import MarkdownIt
 
-from dbpa.report import gather, render_html, render_json, render_markdown
+from dbpa.report import gather, render_html, render_json, render_markdown, summary_markdown
 from storage import Store, UnknownRunError
 from tests.report.conftest import PAYLOADS, REPORT_SCRIPT, BuiltRun, build_run, html_tables
 
@@ -441,3 +441,35 @@ def test_per_test_svg_draws_every_bin_and_the_observed_statistic(labelled_run):
     red_lines = [e for e in svg.iter(f"{ns}line") if e.get("stroke") == "#c0392b"]
     assert len(red_lines) == 1
     assert chart.width == int(svg.get("width"))
+
+
+def test_a_margin_shows_in_every_format(tmp_path):
+    run = build_run(tmp_path / "m.duckdb", margin=0.5)
+    with Store(run.db, read_only=True) as store:
+        data = gather(store, run.run_id)
+        results = store.results(run.run_id).set_index("perturbation_id")
+    markdown, report = render_markdown(data), json.loads(render_json(data))
+    assert "Equivalence margin 0.5 on the distance scale: set in the config." in markdown
+    family = report["families"][0]
+    assert family["margin"] == {
+        "value": 0.5,
+        "source": "fixed",
+        "quantile": None,
+        "pairs": None,
+        "basis": "set in the config",
+    }
+    rows = {r["perturbation_id"]: r for r in family["results"]}
+    for pid, r in rows.items():
+        assert r["decision"] == results.loc[pid, "decision"]
+        assert r["interval"]["high"] == results.loc[pid, "effect_high"]
+        assert r["equivalence"]["p_value"] == results.loc[pid, "equivalence_p"]
+    assert family["equivalent"] == sum(r["decision"] == "equivalent" for r in rows.values())
+    assert "inconclusive" in {r["decision"] for r in rows.values()}
+    for r in rows.values():  # a projection only where the interval has not settled it
+        if r["decision"] != "inconclusive":
+            assert r["settling"] is None
+        elif r["settling"] is not None:
+            assert r["settling"]["k"] > run.records[(r["family"], r["perturbation_id"])].k_a
+            assert f"k = {r['settling']['k']} would likely show it" in markdown
+    summary = summary_markdown(data)
+    assert f"{family['equivalent']} equivalent within the margin" in summary

@@ -22,7 +22,7 @@ from playwright.sync_api import Browser, Page
 from dbpa.report import RecordViewer, ReportData, gather, render_html
 from dbpa.stats import CORRECTIONS, correct
 from storage import Store
-from tests.report.conftest import NEEDS_CHROMIUM, BuiltRun
+from tests.report.conftest import NEEDS_CHROMIUM, BuiltRun, build_run
 from tests.report.large import build_large
 
 pytestmark = NEEDS_CHROMIUM
@@ -425,5 +425,41 @@ def test_a_family_of_1000_perturbations_is_small_and_opens_fast(
     assert {key: dec for key, (_, dec) in shown.items()} == {k: d for k, (_, d) in expected.items()}
     page.fill("#filter-text", "p999")
     assert page.locator("table.summary tbody tr:not([hidden])").count() == 1
+    assert opened.errors == []
+    page.context.close()
+
+
+# ---------------------------------------------------------------------- equivalence
+
+
+@pytest.fixture(scope="module")
+def margin_run(tmp_path_factory: pytest.TempPathFactory) -> BuiltRun:
+    """Six personas decided against a fixed margin of 0.5: equivalent, changed, inconclusive."""
+    return build_run(tmp_path_factory.mktemp("margin") / "audit.duckdb", margin=0.5)
+
+
+def test_a_run_with_a_margin_opens_on_its_three_way_decisions_and_recomputes_them(
+    browser: Browser, margin_run: BuiltRun, tmp_path: Path
+):
+    data, html = _report(margin_run)
+    assert "Equivalence margin 0.5 on the distance scale: set in the config" in html
+    opened = _open(browser, html, tmp_path / "report.html", data)
+    page = opened.page
+    static = {(r.family, r.perturbation_id): r.decision for r in data.rows}
+    assert set(static.values()) == {"equivalent", "changed", "inconclusive"}
+    assert {key: dec for key, (_, dec) in _shown(page).items()} == static
+    for alpha, method in [(0.2, "bh"), (0.01, "bonferroni"), (0.05, "holm")]:
+        _set(page, alpha, method)
+        shown = _shown(page)
+        for f in data.families:
+            rows = [r for r in f.rows if r.tested]
+            changed = correct([r.p_value for r in rows], method=method, alpha=alpha).reject
+            equivalent = correct(
+                [r.equivalence.p_value for r in rows], method=method, alpha=alpha
+            ).reject
+            for r, c, e in zip(rows, changed, equivalent, strict=True):
+                want = "equivalent" if e else "changed" if c else "inconclusive"
+                assert shown[(f.name, r.perturbation_id)][1] == want, (alpha, method)
+    assert {key: dec for key, (_, dec) in _shown(page).items()} == static  # back at the run's
     assert opened.errors == []
     page.context.close()
