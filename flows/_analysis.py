@@ -6,17 +6,16 @@ on the flow's task runner (threads or Dask) and the flow's process stores their 
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from prefect import get_run_logger
 
 import storage
-from dbpa.analysis import EquivalenceSpec, Margin, equivalence_p_values, family_margin
 from dbpa.config import AuditConfig
 from dbpa.plan import AuditPlan, PlannedTest
 from dbpa.progress import Counter
+from flows import _record as record
 from flows._sampling import arm_labels, batches
 from tasks.correct import correct_family
 from tasks.embed import embed_texts
@@ -191,63 +190,8 @@ def _test_label(batch: Sequence[PlannedTest]) -> str:
 def correct_families(
     plan: AuditPlan, store: storage.Store, config: AuditConfig, run_id: str
 ) -> None:
-    """Adjust each family's p-values and store the decisions (with an equivalence margin:
-    calibrate it, and decide changed, equivalent or inconclusive)."""
-    test_ids = [t.test_id for t in plan.tests]
-    stored = store.test_p_values(test_ids)
-    intervals = store.effect_intervals(test_ids) if config.equivalence else {}
-    analysis = config.analysis
-    members_of: dict[str, list[PlannedTest]] = {family: [] for family in plan.families}
-    for t in plan.tests:
-        members_of[t.family].append(t)
-    for family, members in members_of.items():
-        p_values = {t.perturbation.id: stored.get(t.test_id) for t in members}
-        margin = None
-        equivalence_p = None
-        if config.equivalence:
-            margin = _margin(plan, store, config.equivalence, family, members)
-            equivalence_p = equivalence_p_values(
-                {t.perturbation.id: intervals.get(t.test_id) for t in members}, margin.value
-            )
-        decisions = correct_family(family, p_values, analysis, equivalence_p, margin_value(margin))
-        store.add_corrections(
-            run_id, family, analysis.correction, analysis.alpha, decisions, margin
-        )
-
-
-def margin_value(margin: Margin | None) -> float | None:
-    """The margin's number, if there is one."""
-    return None if margin is None else margin.value
-
-
-def _margin(
-    plan: AuditPlan,
-    store: storage.Store,
-    spec: EquivalenceSpec,
-    family: str,
-    members: Sequence[PlannedTest],
-) -> Margin:
-    """The family's margin: the config's number, or calibrated on its stored replicate
-    arms (every two of them and the original) or on its controls (each against the
-    original). Arms without k embedded outputs (a model failed) are left out."""
-    pairs: list[tuple[str, str]] = []
-    if spec.margin == "replicates":
-        arms = [members[0].original.arm_id, *(a.arm_id for a in plan.replicates[family])]
-        pairs = list(itertools.combinations(arms, 2))
-    elif spec.margin == "controls":
-        pairs = [
-            (t.original.arm_id, t.perturbed.arm_id)
-            for t in members
-            if t.perturbation.label == "control"
-        ]
-    vectors = store.arms_vectors(sorted({a for pair in pairs for a in pair}), plan.embedder, plan.k)
-    complete = [(vectors[a], vectors[b]) for a, b in pairs if a in vectors and b in vectors]
-    margin = family_margin(spec, complete)
-    if margin.value is None:
-        get_run_logger().warning(
-            "%s: no equivalence margin (the %s arms are not all sampled): every perturbation "
-            "is changed or inconclusive",
-            family,
-            spec.margin,
-        )
-    return margin
+    """Adjust each family's p-values (one ``correct`` task run each) and store the decisions
+    (with an equivalence margin: calibrate it, and decide changed, equivalent or
+    inconclusive)."""
+    warn = get_run_logger().warning
+    record.correct_families(plan, store, config, run_id, correct_family, warn)

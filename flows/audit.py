@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from prefect import flow, get_run_logger, tags
@@ -30,6 +29,7 @@ import storage
 from dbpa.config import AuditConfig
 from dbpa.llm import PermanentModelError
 from dbpa.plan import AuditPlan, plan_audit
+from flows import _record as record
 from flows._analysis import ArmAnalysis, correct_families
 from flows._sampling import sample_phase, sampled_meanwhile
 from tasks.generate import generate_paraphrases
@@ -82,29 +82,10 @@ def _flow_run_name() -> str:
     return f"audit {name}"
 
 
-def _versions() -> dict[str, str]:
-    found = {}
-    for package in (
-        "dbpa",
-        "prefect",
-        "litellm",
-        "duckdb",
-        "numpy",
-        "scipy",
-        "sentence-transformers",
-    ):
-        try:
-            found[package] = version(package)
-        except PackageNotFoundError:
-            found[package] = "not installed"
-    return found
-
-
 def _run_id(config: AuditConfig) -> str:
     """Stable across retries of one flow run, unique across flow runs."""
     started = flow_run.scheduled_start_time or datetime.now(UTC)
-    suffix = str(flow_run.id or "local")[:8]
-    return f"{config.name}-{started:%Y%m%d-%H%M%S}-{suffix}"
+    return record.new_run_id(config, started, str(flow_run.id or "local")[:8])
 
 
 @flow(name="dbpa-audit", flow_run_name=_flow_run_name, log_prints=True)
@@ -188,19 +169,8 @@ def _generated(db: str, store: storage.Store, config: AuditConfig) -> AuditConfi
 def _start_run(store: storage.Store, plan: AuditPlan, config: AuditConfig, run_id: str) -> None:
     """Record the run, its arms and its family (marking runs left unfinished as crashed)."""
     logger = get_run_logger()
-    if crashed := store.mark_interrupted_runs():
-        logger.warning("%d earlier run(s) had been interrupted; marked crashed", crashed)
-    store.start_run(
-        run_id,
-        audit=config.name,
-        config=config.model_dump(mode="json"),
-        config_hash=config.fingerprint(),
-        epoch=config.epoch,
-        flow_run_id=str(flow_run.id) if flow_run.id else None,
-        versions=_versions(),
-    )
-    store.add_arms(plan.arms)
-    store.add_family(run_id, [t.row() for t in plan.tests])
+    flow_run_id = str(flow_run.id) if flow_run.id else None
+    record.start_run(store, plan, config, run_id, flow_run_id, logger.warning)
     logger.info(
         "run %s: %d models x %d perturbations, %d arms of k=%d",
         run_id,

@@ -35,24 +35,11 @@ def write_reports(
 
     The report package (matplotlib, jinja2) is imported here, when a run reports, so that
     importing the audit flow does not delay a run's first model request."""
-    from dbpa.report import (
-        RENDERERS,
-        default_report_dir,
-        gather,
-        report_path,
-        results_table,
-        summary_markdown,
-        viewer_url,
-    )
+    from dbpa.report import results_table, summary_markdown, viewer_url
+    from dbpa.report import write_reports as write_files
 
     store = storage.get(db)
-    data = gather(store, run_id)
-    paths: dict[str, str] = {}
-    for fmt, render in RENDERERS.items():
-        path = report_path(out_dir or default_report_dir(db), data.run.run_id, fmt)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(render(data), encoding="utf-8")
-        paths[fmt] = str(path.resolve())
+    data, paths = write_files(store, run_id, out_dir, db)
     store.set_report_path(data.run.run_id, paths["html"])
     if not publish:
         return paths

@@ -36,6 +36,7 @@ from ._common import (
     parse_overrides,
     wait_for_record,
 )
+from ._from_record import decide_from_record
 from ._head_start import HeadStart
 from ._quiet import quiet_console
 from ._record import check_gates, print_results
@@ -65,6 +66,16 @@ def _progress_bars() -> Iterator[None]:
 
     with bars, progress.listen(show):
         yield
+
+
+def _without_prefect(server: PrefectServer) -> bool:
+    """Whether a run with nothing but bookkeeping left can skip Prefect: only with Prefect's
+    temporary server (stopped here), never with a configured server whose UI should see it."""
+    server.confirm()
+    if not server.active:
+        return False
+    server.stop()
+    return True
 
 
 def _terminated(signum: int, frame: object) -> None:
@@ -110,6 +121,17 @@ def run(
     # With paraphrases still to generate, the flow generates, then plans; the arms that need
     # none (the original's, other specs') get their head start all the same.
     work = pending_work(plan, db) if plan is not None else generation_work(cfg)
+    if plan is not None and work.done and _without_prefect(server):
+        err.print(
+            f"[bold]{cfg.name}[/]: every output, vector and test is in {db}: deciding and "
+            "reporting from the record (Prefect not started)"
+        )
+        recorded = decide_from_record(cfg, plan, db, out_dir)
+        results = print_results(db, recorded.run_id)
+        for fmt, path in recorded.reports.items():
+            out.print(f"{fmt} report: {path}")
+        check_gates(results, fail_on_control_rejection, require_equivalent or [])
+        return
     warm_up(work)
     from dbpa.plan import plan_audit
 

@@ -39,6 +39,13 @@ class PendingWork:
     """Model strings of the arms short of k outputs (they will be sampled)."""
     embedding: bool
     """Whether some output has (or will have) no vector from the plan's embedder."""
+    tests: bool = True
+    """Whether some planned test (or its effect interval) is not stored."""
+
+    @property
+    def done(self) -> bool:
+        """Nothing left to sample, embed or test: only the decisions and reports."""
+        return not (self.models or self.embedding or self.tests)
 
 
 def pending_work(plan: AuditPlan, db: Path) -> PendingWork:
@@ -65,9 +72,11 @@ def pending_work(plan: AuditPlan, db: Path) -> PendingWork:
                 return PendingWork(short, embedding=True)
             texts = store.arm_texts(arm_ids, plan.k)
             missing = store.missing_embeddings(plan.embedder, texts.text_hash)
+            test_ids = {t.test_id for t in plan.tests}
+            tested = store.existing_tests(test_ids) if not missing else set()
     except Exception:  # the flow opens the record itself and reports what is wrong
         return everything
-    return PendingWork(frozenset(), embedding=bool(missing))
+    return PendingWork(frozenset(), embedding=bool(missing), tests=tested != test_ids)
 
 
 def generation_work(config: AuditConfig) -> PendingWork:

@@ -94,6 +94,7 @@ __all__ = [
     "results_table",
     "summary_markdown",
     "viewer_url",
+    "write_reports",
 ]
 
 RENDERERS: dict[str, Callable[[ReportData], str]] = {
@@ -115,3 +116,18 @@ def report_path(out_dir: str | Path, run_id: str, fmt: str) -> Path:
         raise ValueError(f"format: unknown {fmt!r}; choose one of {', '.join(RENDERERS)}")
     name = re.sub(r"[^A-Za-z0-9._-]+", "_", run_id).strip("._") or "run"
     return Path(out_dir) / f"{name}.{fmt}"
+
+
+def write_reports(
+    store: ReportReader, run_id: str, out_dir: str | Path | None, db: str | Path
+) -> tuple[ReportData, dict[str, str]]:
+    """Write a run's HTML, Markdown and JSON reports (to ``out_dir``, default ``reports/``
+    next to the database ``db``); returns what they show and format -> absolute path."""
+    data = gather(store, run_id)
+    paths: dict[str, str] = {}
+    for fmt, render in RENDERERS.items():
+        path = report_path(out_dir or default_report_dir(db), data.run.run_id, fmt)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(render(data), encoding="utf-8")
+        paths[fmt] = str(path.resolve())
+    return data, paths

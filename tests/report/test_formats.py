@@ -64,7 +64,7 @@ def test_html_table_rows_show_the_stored_results(labelled, labelled_run):
     }
     assert len(rows) == len(results) == 12
     for r in results.itertuples():
-        number, pid, label, description, omega, effect, p, adjusted, decision = rows[
+        number, pid, label, description, omega, effect, interval, p, adjusted, decision = rows[
             (r.family, r.perturbation_id)
         ]
         assert number == str(r.position + 1)
@@ -73,6 +73,10 @@ def test_html_table_rows_show_the_stored_results(labelled, labelled_run):
         assert description == r.description
         assert omega == f"{r.statistic:.3f}{expected_stars(r.p_value)}"
         assert effect == f"{r.effect:+.3f}"
+        shown = [float(x) for x in re.findall(r"-?[0-9.]+(?:e-?[0-9]+)?", interval)]
+        np.testing.assert_allclose(
+            shown, [r.effect_estimate, r.effect_low, r.effect_high], rtol=5e-3, atol=5e-4
+        )
         assert_p_cell(p, r.p_value, labelled_run.n_permutations)
         assert float(adjusted) == pytest.approx(r.adjusted_p, rel=5e-4)
         assert decision.startswith("changed" if r.reject else "no change")
@@ -244,8 +248,8 @@ def test_a_perturbation_that_could_not_be_tested_says_why(unlabelled, unlabelled
         if attrs.get("data-perturbation") == "child"
     ]
     reason = f"the perturbed arm could not be sampled: {unlabelled_run.failure_reason}"
-    assert child[4:8] == ["\N{EN DASH}"] * 4
-    assert child[8] == f"not tested {reason}"
+    assert child[4:9] == ["\N{EN DASH}"] * 5
+    assert child[9] == f"not tested {reason}"
     assert f"not tested: {reason}" in markdown
     rows = [r for f in report["families"] for r in f["results"]]
     (row,) = [r for r in rows if r["perturbation_id"] == "child"]

@@ -305,7 +305,7 @@ def test_a_header_click_sorts_and_a_second_reverses(labelled_page: Opened):
     rows = data.families[0].rows
     headers = [h.strip() for h in table.locator("th").all_inner_texts()]
     assert headers[:2] == ["#", "perturbation"]
-    assert headers[6:8] == ["p", "adj. p"]
+    assert headers[7:9] == ["p", "adj. p"]
 
     def sort_by(column: int) -> list[str]:
         table.locator("th").nth(column).click()
@@ -317,11 +317,12 @@ def test_a_header_click_sorts_and_a_second_reverses(labelled_page: Opened):
         return [r.perturbation_id for r in ordered]
 
     # ties keep the order the rows had: the family's, as the page opens
-    assert sort_by(7) == ids(sorted(rows, key=lambda r: (r.adjusted_p, r.position)))
+    assert sort_by(8) == ids(sorted(rows, key=lambda r: (r.adjusted_p, r.position)))
     assert sort_by(0) == ids(rows)
-    assert sort_by(6) == ids(sorted(rows, key=lambda r: (r.p_value, r.position)))
-    assert sort_by(6) == ids(sorted(rows, key=lambda r: (-r.p_value, r.position)))
-    assert table.locator("th").nth(6).get_attribute("aria-sort") == "descending"
+    assert sort_by(7) == ids(sorted(rows, key=lambda r: (r.p_value, r.position)))
+    assert sort_by(7) == ids(sorted(rows, key=lambda r: (-r.p_value, r.position)))
+    assert table.locator("th").nth(7).get_attribute("aria-sort") == "descending"
+    assert sort_by(6) == ids(sorted(rows, key=lambda r: (r.interval.estimate, r.position)))
     assert sort_by(1) == sorted(ids(rows))
     assert sort_by(0) == ids(rows)
 
