@@ -171,6 +171,17 @@ class AnalysisRecord(StoreCore):
                 con, "effect_intervals", _intervals_table(records), "ON CONFLICT DO NOTHING"
             )
 
+    def interval_replicates(self, test_ids: Sequence[str]) -> pd.DataFrame:
+        """``test_id``, ``bootstrap``: the replicates behind the stored effect intervals of
+        these tests (none in a record from before intervals)."""
+        if self.schema_version < 4:
+            return pd.DataFrame({"test_id": [], "bootstrap": []})
+        return self._df(
+            "SELECT test_id, bootstrap FROM effect_intervals "
+            "WHERE test_id IN (SELECT unnest(?)) ORDER BY test_id",
+            [list(test_ids)],
+        )
+
     def effect_intervals(self, test_ids: Sequence[str]) -> dict[str, EffectInterval]:
         """test_id -> the stored effect interval of those of these tests that have one."""
         if not test_ids:

@@ -47,6 +47,7 @@ class RecordReader(Protocol):
     def results(self, run_id: str) -> pd.DataFrame: ...
     def arm_failures(self, run_id: str) -> pd.DataFrame: ...
     def tests(self, test_ids: Sequence[str], *, nulls: bool = True) -> pd.DataFrame: ...
+    def interval_replicates(self, test_ids: Sequence[str]) -> pd.DataFrame: ...
     def arms(self, arm_ids: Sequence[str] | None = None) -> pd.DataFrame: ...
     def samples(
         self, arm_ids: Sequence[str] | None = None, *, first: int | None = None
@@ -132,6 +133,10 @@ class RemoteRecord:
     def tests(self, test_ids: Sequence[str], *, nulls: bool = True) -> pd.DataFrame:
         """Stored test rows, with their null distributions unless ``nulls`` is False."""
         return self._call("tests", test_ids=list(test_ids), nulls=nulls)
+
+    def interval_replicates(self, test_ids: Sequence[str]) -> pd.DataFrame:
+        """The bootstrap replicates behind the stored effect intervals of these tests."""
+        return self._call("interval_replicates", test_ids=list(test_ids))
 
     def arms(self, arm_ids: Sequence[str] | None = None) -> pd.DataFrame:
         """Stored arms (the given ones, or all)."""

@@ -34,6 +34,7 @@ _CALLS: dict[str, Any] = {
     "results": lambda r, a: r.results(a["run_id"]),
     "arm_failures": lambda r, a: r.arm_failures(a["run_id"]),
     "tests": lambda r, a: r.tests(a["test_ids"], nulls=a["nulls"]),
+    "interval_replicates": lambda r, a: r.interval_replicates(a["test_ids"]),
     "arms": lambda r, a: r.arms(a["arm_ids"]),
     "samples": lambda r, a: r.samples(a["arm_ids"], first=a["first"]),
     "usage": lambda r, a: r.usage(a["arm_ids"]),

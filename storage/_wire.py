@@ -75,6 +75,7 @@ READS: dict[str, Read] = {
     "results": Read(_ONE_RUN, "frame"),
     "arm_failures": Read(_ONE_RUN, "frame"),
     "tests": Read((("test_ids", "strs"), ("nulls", "bool")), "frame"),
+    "interval_replicates": Read((("test_ids", "strs"),), "frame"),
     "arms": Read((("arm_ids", "strs?"),), "frame"),
     "samples": Read((("arm_ids", "strs?"), ("first", "int?")), "frame"),
     "usage": Read(_ARMS, "frame"),

@@ -18,6 +18,7 @@ import typer
 from dbpa._env import configure
 
 from ._common import err, exits_on_error, out
+from ._compare import compare
 from ._drift import drift
 from ._plan import plan
 from ._record import export, report, results, runs
@@ -34,7 +35,19 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-for _command in (validate, plan, run, runs, results, export, report, view, serve, drift):
+for _command in (
+    validate,
+    plan,
+    run,
+    runs,
+    results,
+    compare,
+    export,
+    report,
+    view,
+    serve,
+    drift,
+):
     app.command()(exits_on_error(_command))
 
 __all__ = ["app", "err", "out"]

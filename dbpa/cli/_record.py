@@ -209,10 +209,12 @@ class _Result(NamedTuple):
 def _settling_lines(df: pd.DataFrame) -> list[str]:
     """A line per inconclusive decision (the first ``SHOWN_SMALLEST_P``): the outputs per
     arm that would likely settle it."""
-    from dbpa.stats import settling_k
+    if not has_margin(df) or not (df.decision == "inconclusive").any():
+        return []
+    from dbpa.stats import settling_k  # scipy: only for a run with inconclusive decisions
 
     lines = []
-    inconclusive = df[df.decision == "inconclusive"] if has_margin(df) else df.iloc[:0]
+    inconclusive = df[df.decision == "inconclusive"]
     columns = _Result._fields
     for r in map(_Result._make, zip(*(_column(inconclusive, c) for c in columns), strict=True)):
         settling = _settling(r, settling_k)

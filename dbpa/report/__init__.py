@@ -20,6 +20,7 @@ from pathlib import Path
 
 from dbpa.drift import DriftHistory, DriftPoint
 
+from ._compare import Comparison, compare_runs, comparison_dict
 from ._data import (
     ALLOWED_FPR,
     Alignment,
@@ -43,8 +44,9 @@ from ._data import (
     TestView,
     Usage,
 )
+from ._format import fmt_interval
 from ._gather import SUMMARISE_OVER, TOP_CHANGES, ReportReader, gather, most_changed
-from ._html import CONTENT_SECURITY_POLICY, render_html
+from ._html import CONTENT_SECURITY_POLICY, render_comparison_html, render_html
 from ._json import render_json, report_dict
 from ._markdown import render_markdown, summary_markdown
 from ._text import results_table
@@ -59,6 +61,7 @@ __all__ = [
     "TOP_CHANGES",
     "Alignment",
     "ArmView",
+    "Comparison",
     "DriftHistory",
     "DriftPoint",
     "DroppedParaphrase",
@@ -82,10 +85,14 @@ __all__ = [
     "TestView",
     "Usage",
     "address_file",
+    "compare_runs",
+    "comparison_dict",
     "default_report_dir",
+    "fmt_interval",
     "gather",
     "most_changed",
     "moved_answers",
+    "render_comparison_html",
     "render_html",
     "render_json",
     "render_markdown",

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
+    from dbpa.stats import EffectDifference
+
     from ._data import EffectBounds
 
 __all__ = [
@@ -68,8 +70,8 @@ def fmt_effect(value: float | None) -> str:
     return MISSING if value is None or math.isnan(value) else f"{value:+.3f}"
 
 
-def fmt_interval(bounds: EffectBounds | None) -> str:
-    """An effect's estimate and interval, 3 significant digits: ``0.0123 [0, 0.031]``."""
+def fmt_interval(bounds: EffectBounds | EffectDifference | None) -> str:
+    """An estimate and its interval, 3 significant digits: ``0.0123 [0, 0.031]``."""
     if bounds is None:
         return MISSING
     low, high = (_positional(v, 3) for v in (bounds.low, bounds.high))

@@ -22,6 +22,8 @@ from markupsafe import Markup
 from dbpa.analysis import AnalysisSpec
 from dbpa.stats import CORRECTIONS
 
+from ._compare import CONFIDENCE as COMPARE_CONFIDENCE
+from ._compare import Comparison
 from ._data import Alignment, ArmView, ReportData, Settings
 from ._drift import drift_figure
 from ._figures import Chart, alignment_figure, roc_figure, tpr_by_fpr_figure
@@ -178,4 +180,11 @@ def render_html(data: ReportData) -> str:
         shown_arms=_shown_arms(data),
         provenance_rows=[r for f in data.families for r in f.top] if data.summarised else rows,
         config_json=json.dumps(data.run.config, indent=2, sort_keys=True, ensure_ascii=False),
+    )
+
+
+def render_comparison_html(comparison: Comparison) -> str:
+    """``dbpa compare``'s page: both runs, every perturbation in both, the flips."""
+    return _ENV.get_template("compare.html.j2").render(
+        c=comparison, csp=CONTENT_SECURITY_POLICY, confidence=COMPARE_CONFIDENCE
     )

@@ -12,6 +12,7 @@ check does, stays cheap.
 """
 
 from ._combined import ComponentResult
+from ._difference import EffectDifference, effect_difference
 from ._equivalence import (
     Decision,
     FamilyDecision,
@@ -57,6 +58,7 @@ __all__ = [
     "ComponentResult",
     "CorrectionResult",
     "Decision",
+    "EffectDifference",
     "EffectInterval",
     "FamilyDecision",
     "MarginCalibration",
@@ -77,6 +79,7 @@ __all__ = [
     "correct",
     "decide",
     "decide_family",
+    "effect_difference",
     "effect_interval",
     "equivalence_p_value",
     "histogram_edges",

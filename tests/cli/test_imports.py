@@ -39,3 +39,13 @@ def loaded_after(args: list[str]) -> list[str]:
 def test_help_validate_and_the_readers_import_no_heavy_stack(command, labelled_run):
     args = [*command, str(labelled_run.db)] if command[-1] == "--db" else command
     assert loaded_after(args) == []
+
+
+def test_compare_imports_neither_prefect_nor_a_model_stack(tmp_path):
+    from tests.report.conftest import build_run
+
+    db = tmp_path / "two.duckdb"
+    first = build_run(db, run_id="first", n_permutations=499)
+    second = build_run(db, run_id="second", n_permutations=999)  # other tests, same arms
+    loaded = loaded_after(["compare", first.run_id, second.run_id, "--db", str(db)])
+    assert set(loaded) <= {"scipy.stats"}  # the statistics, never Prefect, torch or litellm

@@ -39,7 +39,11 @@ def test_a_finished_audit_needs_nothing_and_more_outputs_need_the_model(tmp_path
     config = parse_config(make_config(provider))
     db = tmp_path / "done.duckdb"
     run_audit(config, str(db), str(tmp_path / "reports"))
-    assert pending_work(plan_audit(config), db) == PendingWork(frozenset(), embedding=False)
+    done = pending_work(plan_audit(config), db)
+    assert done == PendingWork(frozenset(), embedding=False, tests=False)
+    assert done.done
+    other_b = parse_config(make_config(provider, n_permutations=299))  # new tests, no output
+    assert pending_work(plan_audit(other_b), db) == PendingWork(frozenset(), embedding=False)
     more = parse_config(make_config(provider, k=10))
     assert pending_work(plan_audit(more), db) == PendingWork(
         frozenset({"openai/scripted"}), embedding=True

@@ -35,6 +35,9 @@ READS = {
     "results": lambda r, ids: r.results(LIVE_RUN),
     "arm_failures": lambda r, ids: r.arm_failures(LIVE_RUN),
     "tests": lambda r, ids: r.tests(["live-t1", "nope"]),
+    "interval_replicates": lambda r, ids: r.interval_replicates(
+        [*r.results("personas-run-7").test_id, "nope"]
+    ),
     "arms": lambda r, ids: r.arms(ids),
     "all arms": lambda r, ids: r.arms(),
     "samples": lambda r, ids: r.samples(ids),

@@ -1,0 +1,94 @@
+"""The difference of one perturbation's effect between two independent runs."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+
+from dbpa.stats import EffectDifference, effect_difference, effect_interval
+from tests.stats.synthetic_effects import scenario, true_effect
+
+CONFIDENCE = 0.90
+
+
+def test_the_interval_is_the_percentile_interval_of_paired_replicate_differences():
+    rng = np.random.default_rng(1)
+    a, b = rng.normal(0.3, 0.05, 1000), rng.normal(0.1, 0.04, 800)
+    d = effect_difference(0.31, a, 0.09, b, confidence=0.8)
+    assert d == EffectDifference(
+        estimate=pytest.approx(0.22),
+        low=pytest.approx(np.quantile(a[:800] - b, 0.1)),
+        high=pytest.approx(np.quantile(a[:800] - b, 0.9)),
+        confidence=0.8,
+        n_bootstrap=800,
+    )
+
+
+def test_a_run_against_itself_differs_by_exactly_zero():
+    replicates = np.random.default_rng(2).normal(0.2, 0.05, 500)
+    d = effect_difference(0.2, replicates, 0.2, replicates)
+    assert (d.estimate, d.low, d.high) == (0.0, 0.0, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"estimate_a": "x"}, "estimate_a: must be a number"),
+        ({"estimate_b": math.inf}, "estimate_b: must be finite"),
+        ({"replicates_a": np.ones(50)}, "replicates_a: needs a flat sequence of at least 100"),
+        ({"replicates_b": np.ones((10, 20))}, "replicates_b: needs a flat sequence"),
+        ({"replicates_b": [math.nan] * 200}, "replicates_b: replicates must be finite"),
+        ({"replicates_a": ["a"] * 200}, "replicates_a: not a sequence of numbers"),
+        ({"confidence": 1.5}, "confidence"),
+    ],
+)
+def test_validation_names_the_argument(kwargs, message):
+    args = {
+        "estimate_a": 0.1,
+        "replicates_a": np.zeros(200),
+        "estimate_b": 0.0,
+        "replicates_b": np.zeros(200),
+        **kwargs,
+    }
+    with pytest.raises(ValueError, match="^" + re.escape(message)):
+        effect_difference(**args)
+
+
+def _coverage(first: str, second: str, k: int, n_sims: int, seed: int) -> int:
+    """How often the interval of (first's effect - second's) covers the true difference,
+    each run drawn independently."""
+    truth = max(true_effect(first), 0.0) - max(true_effect(second), 0.0)
+    rng = np.random.default_rng(seed)
+    covered = 0
+    for _ in range(n_sims):
+        runs = [
+            effect_interval(*scenario(n).draw(rng, k), n_bootstrap=500, rng=rng)
+            for n in (first, second)
+        ]
+        d = effect_difference(
+            runs[0].estimate, runs[0].bootstrap, runs[1].estimate, runs[1].bootstrap
+        )
+        covered += d.low <= truth <= d.high
+    return covered
+
+
+def _assert_covers(covered: int, n_sims: int) -> None:
+    se = math.sqrt(CONFIDENCE * (1 - CONFIDENCE) / n_sims)
+    assert covered / n_sims >= CONFIDENCE - 2.5 * se, covered / n_sims
+
+
+def test_coverage_fast():
+    """Shift against mixture at k = 20, 150 pairs of runs (a few seconds)."""
+    _assert_covers(_coverage("shift", "mixture", 20, 150, 11), 150)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("k", [10, 40])
+@pytest.mark.parametrize(("first", "second"), [("shift", "spread"), ("mixture", "null")])
+def test_coverage(first, second, k):
+    """400 pairs of runs per cell (about 20 s each on the shared machine): at least nominal
+    - 2.5 SE (like each run's own interval, it is conservative)."""
+    _assert_covers(_coverage(first, second, k, 400, 100 + k), 400)
