@@ -1,5 +1,8 @@
 """The sampling progress artifact, kept up to date from its own thread.
 
+It belongs to the run the user watches: the root of the flow run tree (the tick's run of a
+scheduled audit, whose ``audit`` is a subflow; the ``audit`` run itself under ``dbpa run``).
+
 Every artifact write is a Prefect API call, and against the ephemeral server (SQLite) a
 write now and then answers 503 and the client waits 2 s before it tries again. Written from
 the flow's thread, such a wait would delay the start of sampling or the moment the flow
@@ -10,9 +13,12 @@ from __future__ import annotations
 
 import contextvars
 import threading
+from uuid import UUID
 
 from prefect import get_run_logger
-from prefect.artifacts import create_progress_artifact, update_progress_artifact
+from prefect.artifacts import ProgressArtifact as PrefectProgressArtifact
+from prefect.artifacts import update_progress_artifact
+from prefect.runtime import flow_run
 
 from dbpa.progress import Counter
 
@@ -42,9 +48,14 @@ class ProgressArtifact:
 
     def _run(self) -> None:
         try:
-            artifact_id = create_progress_artifact(
-                progress=self._percent(), key=self._key, description=self._description
+            root = flow_run.root_flow_run_id  # one API read when the run is a subflow
+            artifact = PrefectProgressArtifact(
+                progress=self._percent(),
+                key=self._key,
+                description=self._description,
+                flow_run_id=UUID(str(root)) if root else None,
             )
+            artifact_id = artifact.create().id  # type: ignore[union-attr]
             while not self._stopping.wait(UPDATE_INTERVAL_S):
                 update_progress_artifact(artifact_id, self._percent())
             update_progress_artifact(artifact_id, self._percent())

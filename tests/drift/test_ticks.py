@@ -165,8 +165,7 @@ def test_nothing_to_compare_says_why():
     message = nothing_to_compare("a", ["e1", "e2"])
     assert "single epoch" not in message
     assert message == (
-        "epoch e1 is the earliest of the 2 epochs of a stored; "
-        "nothing earlier to compare it with"
+        "epoch e1 is the earliest of the 2 epochs of a stored; nothing earlier to compare it with"
     )
 
 
@@ -178,3 +177,20 @@ def test_a_tick_rerun_by_its_epoch_is_named_after_it_and_asks_nothing(tmp_path: 
         rerun = tick(TICKS[2], **params, overrides={"epoch": EPOCHS[0]})
         assert provider.counts.by_endpoint[CHAT] == 5 * 8
     assert rerun["name"] == f"flu @ {EPOCHS[0]}"  # not the time it was triggered
+
+
+def test_the_sampling_progress_is_on_the_ticks_run(tmp_path: Path):
+    """deployments/README tells users to watch the tick's run: its progress is there."""
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    with ScriptedServer(rules=RULES, embedding_dimension=24) as provider:
+        config_path = _write(tmp_path, make_config(provider))
+        run = tick(TICKS[0], config_path=config_path, db=str(tmp_path / "p.duckdb"))
+    with get_client(sync_client=True) as client:
+        progress = client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["sampling-progress"]))
+        )
+    mine = [a for a in progress if str(a.flow_run_id) == run["id"]]
+    assert len(mine) == 1
+    assert mine[0].type == "progress"
+    assert mine[0].data == 100.0
