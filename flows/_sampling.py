@@ -193,11 +193,13 @@ def _stored_counts(plan: AuditPlan, store: storage.Store) -> dict[str, int]:
 
 
 def arm_labels(plan: AuditPlan) -> dict[str, str]:
-    """A readable label of every arm: its perturbation (or ``original``) and family."""
+    """A readable label of every arm: its perturbation (``original``, ``replicate r of the
+    original``) and family."""
     labels: dict[str, str] = {}
     for t in plan.tests:
         labels.setdefault(t.original.arm_id, f"original ({t.family})")
         labels.setdefault(t.perturbed.arm_id, f"{t.perturbation.id} ({t.family})")
-    for arm in plan.arms:  # an original whose family has no test (yet)
-        labels.setdefault(arm.arm_id, f"original ({arm.model.label})")
+    for arm in plan.arms:  # replicates, and an original whose family has no test (yet)
+        what = f"replicate {arm.replicate} of the original" if arm.replicate else "original"
+        labels.setdefault(arm.arm_id, f"{what} ({arm.model.label})")
     return labels
