@@ -16,6 +16,7 @@ SUITES = {
     "startup": "benchmarks.bench_startup",
     "generators": "benchmarks.bench_generators",
     "cli": "benchmarks.bench_cli",
+    "equivalence": "benchmarks.bench_equivalence",
 }
 
 
