@@ -17,6 +17,7 @@ SUITES = {
     "generators": "benchmarks.bench_generators",
     "cli": "benchmarks.bench_cli",
     "equivalence": "benchmarks.bench_equivalence",
+    "sequential": "benchmarks.bench_sequential",
 }
 
 

@@ -45,6 +45,14 @@ from ._roc import (
     roc_curve,
     tpr_at_fpr,
 )
+from ._sequential import (
+    SequentialDesign,
+    SequentialFamily,
+    SequentialTest,
+    sequential_design,
+    sequential_family,
+    sequential_p_value,
+)
 from ._settle import Settling, settling_k
 from ._similarity import SIMILARITIES, SimilaritySplit, pooled_similarity, split_similarities
 from ._witness import WitnessScores, witness_scores
@@ -71,6 +79,9 @@ __all__ = [
     "Rates",
     "RocResult",
     "SamplePlan",
+    "SequentialDesign",
+    "SequentialFamily",
+    "SequentialTest",
     "Settling",
     "SimilaritySplit",
     "WitnessScores",
@@ -91,6 +102,9 @@ __all__ = [
     "rates_at",
     "roc_curve",
     "sample_size",
+    "sequential_design",
+    "sequential_family",
+    "sequential_p_value",
     "settling_k",
     "simulate_power",
     "split_similarities",

@@ -1,0 +1,214 @@
+"""Sequential audits: look at each test after every round of outputs, stop it once its
+answer is clear, and keep the family's error rate.
+
+Peeking at a fixed-k permutation p-value after every round and stopping when it dips below
+alpha is invalid: each look is another chance of a false rejection. Here the level is
+spread over the looks by a weighted Bonferroni (union) bound, the simplest alpha-spending
+design (Bonferroni spending; cf. Lan & DeMets 1983, Haybittle 1971 / Peto 1976 for small
+interim levels): look j of a test (its first ``k_j`` outputs per arm) gets weight ``w_j``
+(``sum w_j = 1``), and the test's **sequential p-value** after looks ``1..J`` is
+
+    p_seq = min_j p_j / w_j    (capped at 1).
+
+Each permutation p-value is valid (``P(p_j <= t) <= t`` under no change), so
+``P(p_seq <= t) <= sum_j P(p_j <= t w_j) <= t``: ``p_seq`` is a valid p-value whatever the
+dependence between looks and whenever the test stops. A family's multiplicity correction
+then applies to the ``p_seq`` as to fixed-k p-values: Holm and Bonferroni keep the
+family-wise error (any dependence), BY the false discovery rate (any dependence), BH the
+false discovery rate as it does for the fixed design (positive dependence).
+
+**Stopping.** A test stops as *changed* at the first look where ``p_seq`` reaches its
+family's lone threshold (``lone_threshold``: alpha/m for Holm, Bonferroni and BH,
+alpha/(m H_m) for BY): the final correction rejects such a p-value whatever the others, so
+the early decision is the one the end would make. With ``futility``, a test also stops
+(as *futile*, non-binding) at an interim look whose ``p_j`` exceeds it: stopping can only
+remove rejections, so validity is kept; it costs some power on small effects, measured in
+``python -m benchmarks sequential``. Tests still open at ``k_max`` stop there.
+
+The default weights keep most of the level for the last look (``final_weight``, 0.7), so
+power at ``k_max`` stays close to the fixed-k test's, and share the rest equally among the
+interim looks, so that a large effect can stop at the first one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from ._multiplicity import CORRECTIONS, correct, lone_threshold
+from ._permutation import permutation_test
+from ._validation import RngLike, as_positive_int, as_probability, as_rng, choose
+
+__all__ = [
+    "SequentialDesign",
+    "SequentialFamily",
+    "SequentialTest",
+    "sequential_design",
+    "sequential_family",
+    "sequential_p_value",
+]
+
+StopReason = Literal["changed", "futile", "k_max"]
+
+
+@dataclass(frozen=True)
+class SequentialDesign:
+    """When a sequential test looks, and how much of the level each look spends."""
+
+    looks: tuple[int, ...]
+    """Outputs per arm at each look, increasing; the last is ``k_max``."""
+    weights: tuple[float, ...]
+    """Share of the level spent at each look (sum 1)."""
+    futility: float | None
+    """Stop a test at an interim look whose p-value exceeds this; None: never."""
+
+    @property
+    def k_max(self) -> int:
+        """Outputs per arm of a test that never stops early."""
+        return self.looks[-1]
+
+
+def sequential_design(
+    k_max: int,
+    *,
+    first: int = 8,
+    n_looks: int = 4,
+    final_weight: float = 0.7,
+    futility: float | None = 0.5,
+) -> SequentialDesign:
+    """Looks at ``n_looks`` arm sizes evenly spaced from ``first`` to ``k_max`` (rounded),
+    the last with weight ``final_weight`` and the others sharing the rest equally."""
+    k = as_positive_int(k_max, "k_max", minimum=2)
+    start = as_positive_int(first, "first", minimum=2)
+    if start > k:
+        raise ValueError(f"first: {first} is above k_max ({k_max})")
+    n = as_positive_int(n_looks, "n_looks")
+    final = float(final_weight)
+    if not 0.0 < final <= 1.0:
+        raise ValueError(f"final_weight: must be in (0, 1], got {final_weight!r}")
+    if futility is not None:
+        futility = as_probability(futility, "futility")
+    looks = tuple(sorted({int(v) for v in np.rint(np.linspace(start, k, n))}))
+    if len(looks) == 1:
+        return SequentialDesign(looks=looks, weights=(1.0,), futility=futility)
+    interim = (1.0 - final) / (len(looks) - 1)
+    weights = (*([interim] * (len(looks) - 1)), final)
+    return SequentialDesign(looks=looks, weights=weights, futility=futility)
+
+
+def sequential_p_value(p_values: ArrayLike, weights: ArrayLike) -> float:
+    """``min_j p_j / w_j`` over the looks taken so far (capped at 1): a valid p-value under
+    any stopping rule when the weights of all planned looks sum to at most 1."""
+    p = np.asarray(p_values, dtype=np.float64)
+    w = np.asarray(weights, dtype=np.float64)
+    if p.ndim != 1 or p.size == 0:
+        raise ValueError(f"p_values: one per look taken (at least one), got shape {p.shape}")
+    if w.shape != p.shape:
+        raise ValueError(f"weights: one per look taken ({p.size}), got shape {w.shape}")
+    if not ((p >= 0) & (p <= 1)).all():
+        raise ValueError("p_values: must be in [0, 1]")
+    if not (w > 0).all():
+        raise ValueError("weights: must be positive")
+    return float(min(1.0, np.min(p / w)))
+
+
+@dataclass(frozen=True)
+class SequentialTest:
+    """One perturbation's sequential test."""
+
+    p_values: tuple[float, ...]
+    """The permutation p-value at each look taken."""
+    p_value: float
+    """The sequential p-value when it stopped (``sequential_p_value``)."""
+    stopped_at: int
+    """Outputs per arm when it stopped."""
+    reason: StopReason
+    """``changed`` (reached the family's lone threshold), ``futile`` or ``k_max``."""
+
+
+@dataclass(frozen=True)
+class SequentialFamily:
+    """A family tested sequentially, and its final correction."""
+
+    tests: tuple[SequentialTest, ...]
+    adjusted: NDArray[np.float64]
+    """The sequential p-values adjusted by the family's correction."""
+    reject: NDArray[np.bool_]
+    """Changed after the correction."""
+    calls: int
+    """Outputs sampled: the original arm up to the last stop, each perturbed arm up to its own."""
+    fixed_calls: int
+    """Outputs a fixed design at ``k_max`` samples: ``(m + 1) k_max``."""
+
+
+def _arms_iv(
+    original: ArrayLike, perturbed: Sequence[ArrayLike], k_max: int
+) -> tuple[Any, list[Any]]:
+    a = np.asarray(original, dtype=np.float64)
+    if a.ndim != 2 or a.shape[0] < k_max:
+        raise ValueError(f"original: needs k_max = {k_max} rows of embeddings, got shape {a.shape}")
+    arms = [np.asarray(b, dtype=np.float64) for b in perturbed]
+    if not arms:
+        raise ValueError("perturbed: needs at least one perturbed arm")
+    for i, b in enumerate(arms):
+        if b.ndim != 2 or b.shape[0] < k_max or b.shape[1] != a.shape[1]:
+            raise ValueError(
+                f"perturbed: arm {i} needs k_max = {k_max} rows of {a.shape[1]} columns, "
+                f"got shape {b.shape}"
+            )
+    return a, arms
+
+
+def sequential_family(
+    original: ArrayLike,
+    perturbed: Sequence[ArrayLike],
+    design: SequentialDesign,
+    *,
+    alpha: float = 0.05,
+    method: str = "holm",
+    omega: str = "energy_cosine",
+    n_permutations: int = 999,
+    rng: RngLike = None,
+    **omega_options: Any,
+) -> SequentialFamily:
+    """Test every perturbed arm against the original, look by look (each look uses the
+    first ``k_j`` outputs of both arms, in order), stop each test by the design, and
+    correct the family's sequential p-values by ``method``."""
+    if not isinstance(design, SequentialDesign):
+        raise ValueError(f"design: expected a SequentialDesign, got {type(design).__name__}")
+    a, arms = _arms_iv(original, perturbed, design.k_max)
+    level = as_probability(alpha, "alpha")
+    method = choose(method, "method", CORRECTIONS)
+    gen = as_rng(rng)
+    threshold = lone_threshold(len(arms), level, method)
+    tests = []
+    for b in arms:
+        p_values: list[float] = []
+        reason: StopReason = "k_max"
+        for j, k in enumerate(design.looks):
+            result = permutation_test(
+                a[:k], b[:k], omega=omega, n_permutations=n_permutations, rng=gen, **omega_options
+            )
+            p_values.append(result.p_value)
+            p_seq = sequential_p_value(p_values, design.weights[: j + 1])
+            last = j == len(design.looks) - 1
+            if p_seq <= threshold:
+                reason = "changed"
+                break
+            if not last and design.futility is not None and result.p_value > design.futility:
+                reason = "futile"
+                break
+        tests.append(SequentialTest(tuple(p_values), p_seq, k, reason))
+    final = correct([t.p_value for t in tests], method=method, alpha=level)
+    stops = [t.stopped_at for t in tests]
+    return SequentialFamily(
+        tests=tuple(tests),
+        adjusted=final.adjusted,
+        reject=final.reject,
+        calls=max(stops) + sum(stops),
+        fixed_calls=(len(arms) + 1) * design.k_max,
+    )

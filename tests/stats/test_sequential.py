@@ -1,0 +1,171 @@
+"""Sequential audits: the sequential p-value, the design, and error rates under stopping."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+
+from benchmarks._synthetic import answer_space, sample
+from dbpa.stats import (
+    SequentialDesign,
+    permutation_test,
+    sequential_design,
+    sequential_family,
+    sequential_p_value,
+)
+from tests.stats.synthetic_effects import SCENARIOS
+
+ALPHA = 0.05
+NULL_ARM, _ = SCENARIOS["null"]
+ORIGINAL, SHIFTED = SCENARIOS["shift"]
+
+
+def test_the_sequential_p_value_is_the_smallest_weighted_p_value():
+    p, w = [0.3, 0.004, 0.02], [0.1, 0.1, 0.8]
+    brute = min(1.0, *(pj / wj for pj, wj in zip(p, w, strict=True)))
+    assert sequential_p_value(p, w) == pytest.approx(brute)
+    assert sequential_p_value([0.9], [0.5]) == 1.0  # capped
+
+
+def test_default_design_keeps_most_of_the_level_for_the_last_look():
+    design = sequential_design(20)
+    assert design == SequentialDesign(
+        looks=(8, 12, 16, 20), weights=pytest.approx((0.1, 0.1, 0.1, 0.7)), futility=0.5
+    )
+    assert math.fsum(design.weights) == pytest.approx(1.0)
+    assert sequential_design(8).looks == (8,)
+    assert sequential_design(8).weights == (1.0,)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"k_max": 1}, "k_max: must be >= 2"),
+        ({"first": 30}, "first: 30 is above k_max (20)"),
+        ({"n_looks": 0}, "n_looks: must be >= 1"),
+        ({"final_weight": 0.0}, "final_weight: must be in (0, 1]"),
+        ({"futility": 1.5}, "futility"),
+    ],
+)
+def test_design_validation_names_the_argument(kwargs, message):
+    with pytest.raises(ValueError, match="^" + re.escape(message)):
+        sequential_design(**{"k_max": 20, **kwargs})
+
+
+@pytest.mark.parametrize(
+    ("p_values", "weights", "message"),
+    [
+        ([], [], "p_values: one per look taken"),
+        ([0.1, 0.2], [0.5], "weights: one per look taken (2)"),
+        ([1.2], [1.0], "p_values: must be in [0, 1]"),
+        ([0.1], [0.0], "weights: must be positive"),
+    ],
+)
+def test_p_value_validation_names_the_argument(p_values, weights, message):
+    with pytest.raises(ValueError, match="^" + re.escape(message)):
+        sequential_p_value(p_values, weights)
+
+
+def test_family_validation_names_the_argument():
+    design = sequential_design(10, first=6)
+    ok = np.ones((10, 4))
+    with pytest.raises(ValueError, match=r"^design: expected a SequentialDesign"):
+        sequential_family(ok, [ok], "design")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^original: needs k_max = 10 rows"):
+        sequential_family(ok[:5], [ok], design)
+    with pytest.raises(ValueError, match=r"^perturbed: arm 0 needs k_max = 10 rows of 4 columns"):
+        sequential_family(ok, [np.ones((10, 3))], design)
+    with pytest.raises(ValueError, match=r"^perturbed: needs at least one perturbed arm"):
+        sequential_family(ok, [], design)
+    with pytest.raises(ValueError, match=r"^method: unknown"):
+        sequential_family(ok, [ok], design, method="sidak")
+
+
+def test_a_large_effect_stops_at_the_first_look_and_a_null_for_futility_or_at_the_end():
+    rng = np.random.default_rng(3)
+    space = answer_space(rng)
+    design = sequential_design(20)
+    original = sample(rng, space, ORIGINAL, 20)
+    big = sample(rng, space, SHIFTED.__class__(**{**SHIFTED.__dict__, "drift": 1.0}), 20)
+    null = sample(rng, space, ORIGINAL, 20)
+    family = sequential_family(original, [big, null], design, n_permutations=1999, rng=rng)
+    first, second = family.tests
+    assert (first.reason, first.stopped_at) == ("changed", 8)
+    assert second.reason in {"futile", "k_max"}
+    assert family.reject.tolist() == [True, False]
+    assert family.calls == max(first.stopped_at, second.stopped_at) + 8 + second.stopped_at
+    assert family.fixed_calls == 3 * 20
+    # each look is the permutation test of the first k outputs (same seed, same p-value)
+    again = permutation_test(
+        original[:8], big[:8], omega="energy_cosine", n_permutations=1999, rng=0
+    )
+    assert again.p_value <= first.p_values[0] * 3  # both at the floor of 1/(B+1)
+
+
+def _family_errors(
+    method: str, families: int, m: int, effects: int, seed: int
+) -> tuple[float, float]:
+    """(share of families with a false rejection, mean false discovery proportion) over
+    ``families`` sequential families of ``m`` tests, the first ``effects`` of them shifted."""
+    rng = np.random.default_rng(seed)
+    design = sequential_design(20)
+    any_false = fdp = 0.0
+    for _ in range(families):
+        space = answer_space(rng)
+        original = sample(rng, space, ORIGINAL, 20)
+        arms = [sample(rng, space, SHIFTED if i < effects else ORIGINAL, 20) for i in range(m)]
+        family = sequential_family(
+            original, arms, design, method=method, n_permutations=199, rng=rng
+        )
+        false = int(family.reject[effects:].sum())
+        any_false += false > 0
+        fdp += false / max(int(family.reject.sum()), 1)
+    return any_false / families, fdp / families
+
+
+def _assert_at_most_alpha(rate: float, n: int, what: str) -> None:
+    se = math.sqrt(ALPHA * (1 - ALPHA) / n)
+    assert rate <= ALPHA + 2.5 * se, f"{what}: {rate:.3f} over {n} families"
+
+
+def test_family_wise_error_under_stopping_fast():
+    """A null family of 4 with Holm, 300 families (a few seconds)."""
+    fwer, _ = _family_errors("holm", 300, 4, 0, seed=1)
+    _assert_at_most_alpha(fwer, 300, "holm FWER")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["holm", "bonferroni", "bh", "by"])
+def test_error_rates_under_stopping(method):
+    """400 families of 6 per method (about 9 s each on the shared machine): null families
+    keep the family-wise error within alpha + 2.5 SE; families with 3 shifted perturbations
+    keep it too for Holm and Bonferroni, and the false discovery rate for BH and BY."""
+    fwer, _ = _family_errors(method, 400, 6, 0, seed=10)
+    _assert_at_most_alpha(fwer, 400, f"{method} FWER, null family")
+    fwer, fdr = _family_errors(method, 400, 6, 3, seed=20)
+    if method in {"holm", "bonferroni"}:
+        _assert_at_most_alpha(fwer, 400, f"{method} FWER, 3 of 6 shifted")
+    else:
+        _assert_at_most_alpha(fdr, 400, f"{method} FDR, 3 of 6 shifted")
+
+
+@pytest.mark.slow
+def test_peeking_at_a_fixed_k_p_value_is_invalid():
+    """Why the weights: stopping at the first look whose plain p-value is <= alpha rejects a
+    single null test far more often than alpha (300 tests, looks at 8, 12, 16, 20)."""
+    rng = np.random.default_rng(30)
+    looks, rejected = (8, 12, 16, 20), 0
+    for _ in range(300):
+        space = answer_space(rng)
+        a, b = sample(rng, space, ORIGINAL, 20), sample(rng, space, ORIGINAL, 20)
+        rejected += any(
+            permutation_test(
+                a[:k], b[:k], omega="energy_cosine", n_permutations=199, rng=rng
+            ).p_value
+            <= ALPHA
+            for k in looks
+        )
+    assert rejected / 300 > ALPHA + 2.5 * math.sqrt(ALPHA * (1 - ALPHA) / 300)
