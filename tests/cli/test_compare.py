@@ -34,7 +34,10 @@ def _run(tmp, db: str, epoch: str, rules) -> str:
     """Run the persona audit at ``epoch`` against a server answering by ``rules``."""
     with ScriptedServer(rules=rules, embedding_dimension=24) as server:
         path = tmp / f"epoch{epoch}.yaml"
-        path.write_text(json.dumps(make_config(server, epoch=epoch)))
+        # alpha 0.01: an unchanged control is rejected by chance in well under 1% of runs
+        # (the arms' seeds, so their draws, depend on the server's port)
+        config = make_config(server, epoch=epoch, alpha=0.01, n_permutations=999)
+        path.write_text(json.dumps(config))
         result = invoke("run", str(path), "--db", db, "--out", str(tmp / "reports"))
         assert result.exit_code == 0, result.output
     rows = json.loads(invoke("results", "latest", "--db", db, "--format", "json").output)
