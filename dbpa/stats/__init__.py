@@ -53,6 +53,9 @@ from ._sequential import (
     sequential_family,
     sequential_p_value,
 )
+from ._sequential import (
+    min_permutations as sequential_min_permutations,
+)
 from ._settle import Settling, settling_k
 from ._similarity import SIMILARITIES, SimilaritySplit, pooled_similarity, split_similarities
 from ._witness import WitnessScores, witness_scores
@@ -104,6 +107,7 @@ __all__ = [
     "sample_size",
     "sequential_design",
     "sequential_family",
+    "sequential_min_permutations",
     "sequential_p_value",
     "settling_k",
     "simulate_power",

@@ -14,6 +14,7 @@ from dbpa.stats import (
     permutation_test,
     sequential_design,
     sequential_family,
+    sequential_min_permutations,
     sequential_p_value,
 )
 from tests.stats.synthetic_effects import SCENARIOS
@@ -33,11 +34,20 @@ def test_the_sequential_p_value_is_the_smallest_weighted_p_value():
 def test_default_design_keeps_most_of_the_level_for_the_last_look():
     design = sequential_design(20)
     assert design == SequentialDesign(
-        looks=(8, 12, 16, 20), weights=pytest.approx((0.1, 0.1, 0.1, 0.7)), futility=0.5
+        looks=(8, 12, 16, 20), weights=pytest.approx((0.05, 0.05, 0.05, 0.85)), futility=0.2
     )
     assert math.fsum(design.weights) == pytest.approx(1.0)
     assert sequential_design(8).looks == (8,)
     assert sequential_design(8).weights == (1.0,)
+
+
+def test_the_permutations_every_look_needs():
+    """B + 1 >= 1 / (w_min * alpha / m): at m=10, alpha=0.05, w=0.05 that is 3999."""
+    design = sequential_design(20)
+    assert sequential_min_permutations(design, 10, 0.05, "holm") == 3999
+    assert 1 / (3999 + 1) <= 0.05 * 0.05 / 10 < 1 / 3999
+    by = sequential_min_permutations(design, 10, 0.05, "by")
+    assert by == math.ceil(sum(1 / i for i in range(1, 11)) * 4000) - 1
 
 
 @pytest.mark.parametrize(
@@ -91,7 +101,7 @@ def test_a_large_effect_stops_at_the_first_look_and_a_null_for_futility_or_at_th
     original = sample(rng, space, ORIGINAL, 20)
     big = sample(rng, space, SHIFTED.__class__(**{**SHIFTED.__dict__, "drift": 1.0}), 20)
     null = sample(rng, space, ORIGINAL, 20)
-    family = sequential_family(original, [big, null], design, n_permutations=1999, rng=rng)
+    family = sequential_family(original, [big, null], design, n_permutations=4999, rng=rng)
     first, second = family.tests
     assert (first.reason, first.stopped_at) == ("changed", 8)
     assert second.reason in {"futile", "k_max"}
