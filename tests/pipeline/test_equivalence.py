@@ -17,10 +17,10 @@ pytestmark = pytest.mark.usefixtures("prefect_harness")
 
 CONTROLS = ["persona-doctor", "persona-nurse"]
 TARGETS = ["persona-comedian", "persona-child"]
-STRICT = {"alpha": 0.01, "n_permutations": 999}
-"""The arms' seeds depend on the scripted server's port, so the controls' draws differ
-between runs: at alpha 0.01 a control is rejected by chance in well under 1% of runs, while
-the targets (their answers never overlap the original's) always are."""
+ALPHA = 0.05
+"""The arms' seeds depend on the scripted server's port, so the draws differ between runs:
+the targets (answers that never overlap the original's) are always rejected, a control now
+and then by chance; so the controls' decisions are checked against the rule, not named."""
 
 
 def _follows_the_rule(df: pd.DataFrame, alpha: float) -> None:
@@ -59,7 +59,7 @@ def test_every_test_carries_an_interval_and_no_margin_means_no_three_way_decisio
 
 
 def test_replicate_arms_calibrate_the_margin(provider: ScriptedServer, tmp_path):
-    config = parse_config(make_config(provider, equivalence={"replicates": 3}, **STRICT))
+    config = parse_config(make_config(provider, equivalence={"replicates": 3}))
     outcome = audit(config=config, db=str(tmp_path / "a.duckdb"))
     # 5 arms of the family and 3 replicates of the original, k=8 each
     assert provider.counts.by_endpoint["/v1/chat/completions"] == 8 * 8
@@ -70,7 +70,7 @@ def test_replicate_arms_calibrate_the_margin(provider: ScriptedServer, tmp_path)
     assert df.margin.nunique() == 1
     assert df.margin.iloc[0] > 0
     assert (df.loc[TARGETS, "decision"] == "changed").all()
-    _follows_the_rule(df, STRICT["alpha"])
+    _follows_the_rule(df, ALPHA)
     # the replicates are sampled with seeds of their own: their texts are not the original's
     with duckdb.connect(str(tmp_path / "a.duckdb"), read_only=True) as con:
         arms = con.execute("SELECT count(DISTINCT arm_id) FROM samples").fetchone()
@@ -95,22 +95,22 @@ def test_a_margin_above_every_effect_makes_every_perturbation_equivalent(
 
 
 def test_a_margin_below_every_effect_makes_nothing_equivalent(provider: ScriptedServer, tmp_path):
-    config = parse_config(make_config(provider, equivalence={"margin": 1e-9}, **STRICT))
+    config = parse_config(make_config(provider, equivalence={"margin": 1e-9}))
     outcome = audit(config=config, db=str(tmp_path / "a.duckdb"))
     df = _results(tmp_path / "a.duckdb", outcome.run_id)
     assert (df.loc[TARGETS, "decision"] == "changed").all()
     assert (df.decision != "equivalent").all()
-    _follows_the_rule(df, STRICT["alpha"])
+    _follows_the_rule(df, ALPHA)
 
 
 def test_controls_calibrate_the_margin(provider: ScriptedServer, tmp_path):
-    config = parse_config(make_config(provider, equivalence={"margin": "controls"}, **STRICT))
+    config = parse_config(make_config(provider, equivalence={"margin": "controls"}))
     outcome = audit(config=config, db=str(tmp_path / "a.duckdb"))
     df = _results(tmp_path / "a.duckdb", outcome.run_id)
     assert (df.margin_source == "controls").all()
     assert (df.margin_pairs == len(CONTROLS)).all()
     assert (df.loc[TARGETS, "decision"] == "changed").all()
-    _follows_the_rule(df, STRICT["alpha"])
+    _follows_the_rule(df, ALPHA)
 
 
 def test_tests_stored_without_an_interval_get_one_without_a_model_call(
