@@ -210,8 +210,6 @@ def test_require_equivalent_exits_4_unless_every_labelled_perturbation_is_equiva
     rows = json.loads(invoke("results", "latest", "--db", db, "--format", "json").output)
     for r in rows:  # nothing is within a margin of 1e-9
         assert r["decision"] == ("changed" if r["reject"] else "inconclusive")
-    targets = {r["decision"] for r in rows if r["label"] == "target"}
-    assert targets == {"changed"}
     assert all(r["margin"] == 1e-9 and r["effect_low"] <= r["effect_high"] for r in rows)
     gate = invoke("results", "latest", "--db", db, "--require-equivalent", "target")
     assert gate.exit_code == 4

@@ -18,9 +18,10 @@ pytestmark = pytest.mark.usefixtures("prefect_harness")
 CONTROLS = ["persona-doctor", "persona-nurse"]
 TARGETS = ["persona-comedian", "persona-child"]
 ALPHA = 0.05
-"""The arms' seeds depend on the scripted server's port, so the draws differ between runs:
-the targets (answers that never overlap the original's) are always rejected, a control now
-and then by chance; so the controls' decisions are checked against the rule, not named."""
+"""The arms' seeds depend on the scripted server's port, so the draws differ between runs: a
+control is now and then rejected by chance, and at k=8 (p >= 1/200, two components of auto)
+a target now and then misses Holm's level; so decisions are checked against the rule, and
+only what the distances make certain is named (a target is never within these margins)."""
 
 
 def _follows_the_rule(df: pd.DataFrame, alpha: float) -> None:
@@ -69,7 +70,7 @@ def test_replicate_arms_calibrate_the_margin(provider: ScriptedServer, tmp_path)
     assert (df.margin_quantile == 0.95).all()
     assert df.margin.nunique() == 1
     assert df.margin.iloc[0] > 0
-    assert (df.loc[TARGETS, "decision"] == "changed").all()
+    assert (df.loc[TARGETS, "decision"] != "equivalent").all()
     _follows_the_rule(df, ALPHA)
     # the replicates are sampled with seeds of their own: their texts are not the original's
     with duckdb.connect(str(tmp_path / "a.duckdb"), read_only=True) as con:
@@ -98,7 +99,6 @@ def test_a_margin_below_every_effect_makes_nothing_equivalent(provider: Scripted
     config = parse_config(make_config(provider, equivalence={"margin": 1e-9}))
     outcome = audit(config=config, db=str(tmp_path / "a.duckdb"))
     df = _results(tmp_path / "a.duckdb", outcome.run_id)
-    assert (df.loc[TARGETS, "decision"] == "changed").all()
     assert (df.decision != "equivalent").all()
     _follows_the_rule(df, ALPHA)
 
@@ -109,7 +109,7 @@ def test_controls_calibrate_the_margin(provider: ScriptedServer, tmp_path):
     df = _results(tmp_path / "a.duckdb", outcome.run_id)
     assert (df.margin_source == "controls").all()
     assert (df.margin_pairs == len(CONTROLS)).all()
-    assert (df.loc[TARGETS, "decision"] == "changed").all()
+    assert (df.loc[TARGETS, "decision"] != "equivalent").all()
     _follows_the_rule(df, ALPHA)
 
 
