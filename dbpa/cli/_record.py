@@ -211,13 +211,11 @@ def _settling_lines(df: pd.DataFrame) -> list[str]:
     arm that would likely settle it."""
     if not has_margin(df) or not (df.decision == "inconclusive").any():
         return []
-    from dbpa.stats import settling_k  # scipy: only for a run with inconclusive decisions
-
     lines = []
     inconclusive = df[df.decision == "inconclusive"]
     columns = _Result._fields
     for r in map(_Result._make, zip(*(_column(inconclusive, c) for c in columns), strict=True)):
-        settling = _settling(r, settling_k)
+        settling = _settling(r)
         if settling is not None:
             lines.append(
                 f"{r.perturbation_id}: inconclusive; k={settling.k} outputs per arm would likely "
@@ -231,8 +229,10 @@ def _settling_lines(df: pd.DataFrame) -> list[str]:
     return lines
 
 
-def _settling(r: _Result, settling_k: Any) -> Any:
+def _settling(r: _Result) -> Any:
     """``settling_k`` of an inconclusive row, None when its numbers are missing."""
+    from dbpa.stats import corrected_level, settling_k  # scipy: inconclusive rows only
+
     if "" in (cell(r.effect_estimate), cell(r.margin), cell(r.k_a), cell(r.k_b)):
         return None
     return settling_k(
@@ -242,16 +242,10 @@ def _settling(r: _Result, settling_k: Any) -> Any:
         float(r.margin),  # type: ignore[arg-type]
         min(int(r.k_a), int(r.k_b)),  # type: ignore[arg-type]
         confidence=float(r.interval_confidence or 0.9),
-        level=_level(r),
+        level=None
+        if "" in (cell(r.alpha), cell(r.equivalence_p), cell(r.adjusted_equivalence_p))
+        else corrected_level(r.alpha, r.equivalence_p, r.adjusted_equivalence_p),  # type: ignore[arg-type]
     )
-
-
-def _level(r: _Result) -> float | None:
-    """The raw level the equivalence p-value must reach under the family's correction."""
-    if "" in (cell(r.alpha), cell(r.equivalence_p), cell(r.adjusted_equivalence_p)):
-        return None
-    alpha, p, adjusted = float(r.alpha), float(r.equivalence_p), float(r.adjusted_equivalence_p)  # type: ignore[arg-type]
-    return min(alpha * p / adjusted, alpha) if adjusted > 0 else None
 
 
 def _results_table(row: dict[str, Any], df: pd.DataFrame, rows: list[list[str]]) -> Table:

@@ -21,6 +21,7 @@ import pandas as pd
 from dbpa.stats import EffectDifference, effect_difference
 
 from ._data import EffectBounds
+from ._gather import effect_bounds
 from ._values import as_float, as_iso, as_str
 
 __all__ = [
@@ -181,15 +182,6 @@ def _run(row: Mapping[str, Any], df: pd.DataFrame) -> ComparedRun:
     )
 
 
-def _bounds(r: Any) -> EffectBounds | None:
-    estimate = as_float(getattr(r, "effect_estimate", None))
-    if estimate is None or not bool(r.tested):
-        return None
-    return EffectBounds(
-        estimate, float(r.effect_low), float(r.effect_high), float(r.interval_confidence)
-    )
-
-
 def _decision(r: Any) -> str:
     if not bool(r.tested):
         return "not tested"
@@ -200,7 +192,7 @@ def _decision(r: Any) -> str:
 
 
 def _row(a: Any, b: Any, replicates: Mapping[str, np.ndarray]) -> ComparedRow:
-    effect_a, effect_b = _bounds(a), _bounds(b)
+    effect_a, effect_b = (effect_bounds(r) if bool(r.tested) else None for r in (a, b))
     difference = None
     if effect_a is not None and effect_b is not None:
         if a.test_id == b.test_id:  # the same test: the same outputs, no difference

@@ -8,7 +8,7 @@ from typing import Any
 
 from dbpa.analysis import stars
 from dbpa.drift import DriftHistory
-from dbpa.stats import ModelChoice, OperatingPoint, Settling, settling_k
+from dbpa.stats import ModelChoice, OperatingPoint, Settling, corrected_level, settling_k
 
 from ._format import p_floor
 
@@ -112,9 +112,9 @@ class EquivalenceView:
     def level(self) -> float | None:
         """The raw level this test's equivalence p-value must reach under the family's
         correction (``alpha * p / adjusted p``: alpha/m for Bonferroni)."""
-        if self.alpha is None or not self.adjusted_p > 0:
+        if self.alpha is None:
             return None
-        return min(self.alpha * self.p_value / self.adjusted_p, self.alpha)
+        return corrected_level(self.alpha, self.p_value, self.adjusted_p)
 
     @property
     def basis(self) -> str:

@@ -276,7 +276,7 @@ def _families(
                 reason=None if tested else _not_tested_reason(r, failures),
                 driver=as_str(r.driver),
                 components=as_json(r.components),
-                interval=_bounds(r) if tested else None,
+                interval=effect_bounds(r) if tested else None,
                 equivalence=_equivalence(r) if tested else None,
             )
         )
@@ -333,7 +333,8 @@ def _alignment(families: Iterable[Family], arm_models: Mapping[str, str]) -> tup
     return tuple(found)
 
 
-def _bounds(r: Any) -> EffectBounds | None:
+def effect_bounds(r: Any) -> EffectBounds | None:
+    """A result row's effect interval; None when none is stored."""
     estimate = as_float(getattr(r, "effect_estimate", None))
     if estimate is None:
         return None

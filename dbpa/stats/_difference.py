@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._validation import as_probability
+from ._validation import as_finite, as_probability
 
 __all__ = ["EffectDifference", "effect_difference"]
 
@@ -55,16 +55,6 @@ def _replicates(values: ArrayLike, name: str) -> np.ndarray:
     return arr
 
 
-def _estimate(value: object, name: str) -> float:
-    try:
-        v = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise ValueError(f"{name}: must be a number, got {value!r}") from None
-    if not np.isfinite(v):
-        raise ValueError(f"{name}: must be finite, got {value!r}")
-    return v
-
-
 def effect_difference(
     estimate_a: float,
     replicates_a: ArrayLike,
@@ -75,7 +65,7 @@ def effect_difference(
 ) -> EffectDifference:
     """Estimate and percentile interval of ``theta_a - theta_b`` from each run's effect
     estimate and bootstrap replicates (``EffectInterval.estimate`` and ``.bootstrap``)."""
-    est_a, est_b = _estimate(estimate_a, "estimate_a"), _estimate(estimate_b, "estimate_b")
+    est_a, est_b = as_finite(estimate_a, "estimate_a"), as_finite(estimate_b, "estimate_b")
     rep_a = _replicates(replicates_a, "replicates_a")
     rep_b = _replicates(replicates_b, "replicates_b")
     level = as_probability(confidence, "confidence")

@@ -31,9 +31,9 @@ from typing import Literal
 
 from scipy.special import ndtri
 
-from ._validation import as_positive_int, as_probability
+from ._validation import as_finite, as_positive_int, as_probability
 
-__all__ = ["Settling", "settling_k"]
+__all__ = ["Settling", "corrected_level", "settling_k"]
 
 
 @dataclass(frozen=True)
@@ -46,14 +46,15 @@ class Settling:
     """Which decision the projection reaches."""
 
 
-def _finite(value: object, name: str) -> float:
-    try:
-        v = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise ValueError(f"{name}: must be a number, got {value!r}") from None
-    if not math.isfinite(v):
-        raise ValueError(f"{name}: must be finite, got {value!r}")
-    return v
+def corrected_level(alpha: float, p_value: float, adjusted_p: float) -> float | None:
+    """The raw level a test's p-value must reach under its family's correction, read off
+    its raw and adjusted p-values: ``alpha * p / adjusted p`` (alpha/m for Bonferroni), at
+    most alpha; None when the adjusted p-value is 0 (nothing to read)."""
+    a, p, adjusted = (
+        as_finite(v, n)
+        for v, n in ((alpha, "alpha"), (p_value, "p_value"), (adjusted_p, "adjusted_p"))
+    )
+    return min(a * p / adjusted, a) if adjusted > 0 else None
 
 
 def settling_k(
@@ -74,8 +75,10 @@ def settling_k(
     confidence) / 2``, the interval's own; smaller where a family's correction asks for
     more); None when it is already settled at that level, when the estimate gives no
     direction (at most 0), or when the projection exceeds ``max_k``."""
-    est, lo, hi = (_finite(v, n) for v, n in ((estimate, "estimate"), (low, "low"), (high, "high")))
-    delta = _finite(margin, "margin")
+    est, lo, hi = (
+        as_finite(v, n) for v, n in ((estimate, "estimate"), (low, "low"), (high, "high"))
+    )
+    delta = as_finite(margin, "margin")
     if delta <= 0:
         raise ValueError(f"margin: must be positive, got {margin!r}")
     if not lo <= hi:

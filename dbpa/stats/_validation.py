@@ -80,6 +80,17 @@ def as_positive_int(value: Any, name: str, minimum: int = 1) -> int:
     return int(value)
 
 
+def as_finite(value: Any, name: str) -> float:
+    """A finite float (bools are numbers here, as in ``float``)."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: must be a number, got {value!r}") from None
+    if not np.isfinite(v):
+        raise ValueError(f"{name}: must be finite, got {value!r}")
+    return v
+
+
 def as_probability(value: Any, name: str) -> float:
     """A float strictly inside (0, 1)."""
     try:

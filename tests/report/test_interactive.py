@@ -56,22 +56,23 @@ def _report(run: BuiltRun) -> tuple[ReportData, str]:
     return data, render_html(data)
 
 
-@pytest.fixture
-def labelled_page(browser: Browser, labelled_run: BuiltRun, tmp_path: Path) -> Iterator[Opened]:
-    data, html = _report(labelled_run)
+def _page(browser: Browser, run: BuiltRun, tmp_path: Path) -> Iterator[Opened]:
+    """``run``'s report open in a page; no console error by the end of the test."""
+    data, html = _report(run)
     opened = _open(browser, html, tmp_path / "report.html", data)
     yield opened
     assert opened.errors == []
     opened.page.context.close()
+
+
+@pytest.fixture
+def labelled_page(browser: Browser, labelled_run: BuiltRun, tmp_path: Path) -> Iterator[Opened]:
+    yield from _page(browser, labelled_run, tmp_path)
 
 
 @pytest.fixture
 def unlabelled_page(browser: Browser, unlabelled_run: BuiltRun, tmp_path: Path) -> Iterator[Opened]:
-    data, html = _report(unlabelled_run)
-    opened = _open(browser, html, tmp_path / "report.html", data)
-    yield opened
-    assert opened.errors == []
-    opened.page.context.close()
+    yield from _page(browser, unlabelled_run, tmp_path)
 
 
 def _set(page: Page, alpha: float, method: str) -> None:

@@ -78,3 +78,20 @@ def test_a_stricter_level_needs_more_outputs_and_unsettles_a_bound_below_the_mar
     assert strict.towards == "equivalent"
     wide = [settling_k(0.2, -0.1, 1.1, margin=1.0, k=10, level=a) for a in (0.05, 0.05 / 6)]
     assert wide[0].k < wide[1].k
+
+
+def test_the_corrected_level_is_what_the_family_asks_of_the_test():
+    from dbpa.stats import correct, corrected_level
+
+    p = np.array([0.001, 0.02, 0.3, 0.04])
+    bonferroni = correct(p, method="bonferroni", alpha=0.05).adjusted
+    assert [corrected_level(0.05, pi, ai) for pi, ai in zip(p, bonferroni, strict=True)][:2] == [
+        pytest.approx(0.05 / 4),
+        pytest.approx(0.05 / 4),
+    ]
+    holm = correct(p, method="holm", alpha=0.05).adjusted  # the smallest p: alpha/m
+    assert corrected_level(0.05, p[0], holm[0]) == pytest.approx(0.05 / 4)
+    assert corrected_level(0.05, 0.5, 0.4) == 0.05  # never above alpha
+    assert corrected_level(0.05, 0.0, 0.0) is None
+    with pytest.raises(ValueError, match=r"^adjusted_p: must be a number"):
+        corrected_level(0.05, 0.1, "x")
