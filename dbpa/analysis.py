@@ -18,11 +18,14 @@ from dbpa.stats import (
     OMEGAS,
     SIMILARITIES,
     EffectInterval,
+    SequentialDesign,
     calibrate_margin,
     correct,
     effect_interval,
     equivalence_p_value,
     permutation_test,
+    sequential_design,
+    sequential_min_permutations,
 )
 
 INTERVAL_OMEGA = "energy_l2"
@@ -104,6 +107,46 @@ class EquivalenceSpec(Spec):
     def replicate_arms(self) -> int:
         """Replicate arms each family samples (0 unless the margin is calibrated on them)."""
         return self.replicates if self.margin == "replicates" else 0
+
+
+class SequentialSpec(Spec):
+    """A sequential audit: arms are sampled in rounds up to ``k`` outputs (the config's k is
+    the maximum), every open test is looked at after each round, and a test stops once its
+    answer is clear (``dbpa.stats.sequential_design``: weighted-Bonferroni alpha spending
+    over the looks, so the family's error rate holds under the stopping)."""
+
+    first: int = Field(default=8, ge=2)
+    """Outputs per arm at the first look (at most k: a smaller k is a single look)."""
+    looks: int = Field(default=4, ge=1, le=50)
+    """Looks, evenly spaced from ``first`` to k (the last at k)."""
+    final_weight: float = Field(default=0.85, gt=0, le=1)
+    """Share of alpha kept for the last look; the interim looks share the rest equally."""
+    futility: float | None = Field(default=0.2, gt=0, lt=1)
+    """Stop a test at an interim look whose p-value exceeds this (``false``: never)."""
+
+    @field_validator("futility", mode="before")
+    @classmethod
+    def _no_futility(cls, value: Any) -> Any:
+        return None if value is False else value
+
+    def design(self, k: int) -> SequentialDesign:
+        """The looks and weights of an audit with at most ``k`` outputs per arm."""
+        return sequential_design(
+            k,
+            first=min(self.first, k),
+            n_looks=self.looks,
+            final_weight=self.final_weight,
+            futility=self.futility,
+        )
+
+    def look_analysis(self, analysis: AnalysisSpec, k: int, m: int) -> AnalysisSpec:
+        """``analysis`` with enough permutations for every look to stop a test of a family
+        of ``m`` as changed (``dbpa.stats.sequential_min_permutations``; never fewer than
+        the config's B): each look is a permutation test at its own k with this B."""
+        needed = sequential_min_permutations(self.design(k), m, analysis.alpha, analysis.correction)
+        if needed <= analysis.n_permutations:
+            return analysis
+        return analysis.model_copy(update={"n_permutations": needed})
 
 
 def derive_test_id(

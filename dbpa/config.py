@@ -27,7 +27,7 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
 from dbpa._yaml import check_bounds, load_yaml
-from dbpa.analysis import AnalysisSpec, EquivalenceSpec
+from dbpa.analysis import AnalysisSpec, EquivalenceSpec, SequentialSpec
 from dbpa.llm import check_model_string
 from dbpa.perturbations import (
     ModelSwapSpec,
@@ -84,11 +84,14 @@ class AuditConfig(Spec):
     equivalence: EquivalenceSpec | None = None
     """A margin under which a perturbation is judged *equivalent* (``true`` for the defaults:
     calibrated on 3 replicate arms); without it every decision is changed or no change."""
+    sequential: SequentialSpec | None = None
+    """Sample in rounds and stop each test once its answer is clear (``true`` for the
+    defaults); ``k`` is then the most outputs an arm gets."""
 
-    @field_validator("equivalence", mode="before")
+    @field_validator("equivalence", "sequential", mode="before")
     @classmethod
-    def _equivalence_shorthand(cls, value: Any) -> Any:
-        """``true`` is the default margin, ``false`` none."""
+    def _on_off_shorthand(cls, value: Any) -> Any:
+        """``true`` is the default settings, ``false`` none."""
         if value is True:
             return {}
         return None if value is False else value
@@ -109,8 +112,9 @@ class AuditConfig(Spec):
     def _flat_analysis(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         """The analysis settings dumped flat, first, as in the file."""
         data = handler(self)
-        if data.get("equivalence", ...) is None:  # absent: configs without it dump as before
-            del data["equivalence"]
+        for optional in ("equivalence", "sequential"):  # absent: configs dump as before
+            if data.get(optional, ...) is None:
+                del data[optional]
         return {**data.pop("analysis"), **data}
 
     @classmethod

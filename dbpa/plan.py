@@ -7,10 +7,11 @@ tests, and an arm that appears in several families (a model swap) is sampled onc
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from dbpa.analysis import derive_test_id
+from dbpa.analysis import AnalysisSpec, derive_test_id
 from dbpa.arms import Arm
 from dbpa.config import AuditConfig
 from dbpa.embedding import embedder_key
@@ -110,4 +111,34 @@ def plan_audit(config: AuditConfig) -> AuditPlan:
         seed=config.seed,
         embedder=embedder,
         replicates=replicates if copies else {},
+    )
+
+
+def look_plan(
+    plan: AuditPlan, analysis: AnalysisSpec, k: int, tests: Sequence[PlannedTest]
+) -> AuditPlan:
+    """One look of a sequential audit: the arms of ``tests`` (and their families' replicate
+    arms) filled to ``k`` outputs, and each of ``tests`` as a test at ``k`` under
+    ``analysis`` (its own content id: the look is a permutation test of the first k
+    outputs of both arms, stored and resumed like any other)."""
+    keep = {a for t in tests for a in (t.original.arm_id, t.perturbed.arm_id)}
+    families = {t.family for t in tests}
+    replicates = {f: arms for f, arms in plan.replicates.items() if f in families}
+    keep |= {a.arm_id for arms in replicates.values() for a in arms}
+    return AuditPlan(
+        arms=tuple(a for a in plan.arms if a.arm_id in keep),
+        tests=tuple(
+            replace(
+                t,
+                test_id=derive_test_id(
+                    t.original.arm_id, t.perturbed.arm_id, plan.embedder, analysis, plan.seed, k
+                ),
+            )
+            for t in tests
+        ),
+        families=tuple(f for f in plan.families if f in families),
+        k=k,
+        seed=plan.seed,
+        embedder=plan.embedder,
+        replicates=replicates,
     )

@@ -63,3 +63,10 @@ class Counter:
             self.done += n
             done = self.done
         report(self.phase, done, self.total, self.unit)
+
+    def reset(self, done: int, total: int) -> None:
+        """Count from ``done`` of ``total`` from now on (the work planned has changed: a
+        sequential audit's arms that stop early)."""
+        with self._lock:
+            self.done, self.total = done, total
+        report(self.phase, done, total, self.unit)

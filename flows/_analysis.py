@@ -17,6 +17,7 @@ from dbpa.plan import AuditPlan, PlannedTest
 from dbpa.progress import Counter
 from flows import _record as record
 from flows._sampling import arm_labels, batches
+from flows._sequential import SequentialOutcome
 from tasks.correct import correct_family
 from tasks.embed import embed_texts
 from tasks.permutation import TestJob, run_tests
@@ -188,10 +189,14 @@ def _test_label(batch: Sequence[PlannedTest]) -> str:
 
 
 def correct_families(
-    plan: AuditPlan, store: storage.Store, config: AuditConfig, run_id: str
+    plan: AuditPlan,
+    store: storage.Store,
+    config: AuditConfig,
+    run_id: str,
+    sequential: SequentialOutcome | None = None,
 ) -> None:
     """Adjust each family's p-values (one ``correct`` task run each) and store the decisions
     (with an equivalence margin: calibrate it, and decide changed, equivalent or
-    inconclusive)."""
+    inconclusive; in a sequential audit: the p-values of where each test stopped)."""
     warn = get_run_logger().warning
-    record.correct_families(plan, store, config, run_id, correct_family, warn)
+    record.correct_families(plan, store, config, run_id, correct_family, warn, sequential)

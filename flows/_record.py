@@ -20,6 +20,8 @@ from dbpa.analysis import (
 )
 from dbpa.config import AuditConfig
 from dbpa.plan import AuditPlan, PlannedTest
+from dbpa.stats import sequential_p_value
+from flows._sequential import SequentialOutcome, Stop, family_outputs
 
 CorrectFamily = Callable[
     [str, dict[str, float | None], AnalysisSpec, dict[str, float] | None, float | None],
@@ -79,30 +81,86 @@ def correct_families(
     run_id: str,
     correct: CorrectFamily,
     warn: Warn,
+    sequential: SequentialOutcome | None = None,
 ) -> None:
     """Adjust each family's p-values and store the decisions (with an equivalence margin:
-    calibrate it, and decide changed, equivalent or inconclusive)."""
+    calibrate it, and decide changed, equivalent or inconclusive). In a sequential audit
+    the p-values are the tests' sequential p-values where they stopped, and the looks,
+    the stops and the outputs used are stored too."""
     test_ids = [t.test_id for t in plan.tests]
-    stored = store.test_p_values(test_ids)
-    intervals = store.effect_intervals(test_ids) if config.equivalence else {}
+    stored = store.test_p_values(test_ids) if sequential is None else {}
+    intervals = store.effect_intervals(test_ids) if config.equivalence and not sequential else {}
     analysis = config.analysis
     members_of: dict[str, list[PlannedTest]] = {family: [] for family in plan.families}
     for t in plan.tests:
         members_of[t.family].append(t)
     for family, members in members_of.items():
-        p_values = {t.perturbation.id: stored.get(t.test_id) for t in members}
+        if sequential is None:
+            p_values = {t.perturbation.id: stored.get(t.test_id) for t in members}
+        else:
+            stops = {
+                t.perturbation.id: sequential.stops[(t.family, t.perturbation.id)] for t in members
+            }
+            p_values = {pid: stop.p_value for pid, stop in stops.items()}
         margin = None
         equivalence_p = None
         if config.equivalence:
-            margin = _margin(plan, store, config.equivalence, family, members, warn)
-            equivalence_p = equivalence_p_values(
-                {t.perturbation.id: intervals.get(t.test_id) for t in members}, margin.value
-            )
+            k = plan.k if sequential is None else family_outputs(plan, sequential, family)
+            margin = _margin(plan, store, config.equivalence, family, members, warn, k)
+            if sequential is None:
+                equivalence_p = equivalence_p_values(
+                    {t.perturbation.id: intervals.get(t.test_id) for t in members}, margin.value
+                )
+            else:
+                equivalence_p = _sequential_equivalence(store, sequential, stops, margin.value)
         value = None if margin is None else margin.value
         decisions = correct(family, p_values, analysis, equivalence_p, value)
+        where = None
+        if sequential is not None:
+            where = {pid: (stop.stopped_at, stop.reason) for pid, stop in stops.items()}
+            store.add_sequential_looks(run_id, family, _look_rows(sequential, stops))
         store.add_corrections(
-            run_id, family, analysis.correction, analysis.alpha, decisions, margin
+            run_id, family, analysis.correction, analysis.alpha, decisions, margin, where
         )
+    if sequential is not None:
+        store.set_run_outputs(run_id, sequential.outputs, sequential.fixed_outputs)
+
+
+def _sequential_equivalence(
+    store: storage.Store,
+    outcome: SequentialOutcome,
+    stops: Mapping[str, Stop],
+    margin: float | None,
+) -> dict[str, float]:
+    """perturbation id -> the equivalence p-value over the looks a test took: ``min_j p_j /
+    w_j`` with the design's weights (valid under the stopping rule, as the test's own)."""
+    ids = [r.test_id for stop in stops.values() for r in stop.looks]
+    intervals = store.effect_intervals(ids) if margin is not None else {}
+    found = {}
+    for pid, stop in stops.items():
+        looks = equivalence_p_values(
+            {r.test_id: intervals.get(r.test_id) for r in stop.looks}, margin
+        )
+        p = [looks[r.test_id] for r in stop.looks]
+        weights = outcome.design.weights[: len(p)]
+        found[pid] = sequential_p_value(p, weights) if p else 1.0
+    return found
+
+
+def _look_rows(outcome: SequentialOutcome, stops: Mapping[str, Stop]) -> list[dict[str, object]]:
+    """The looks of a family's tests as ``sequential_looks`` rows."""
+    return [
+        {
+            "perturbation_id": pid,
+            "look": j,
+            "k": r.k,
+            "test_id": r.test_id,
+            "p_value": r.p_value,
+            "weight": outcome.design.weights[j],
+        }
+        for pid, stop in stops.items()
+        for j, r in enumerate(stop.looks)
+    ]
 
 
 def _margin(
@@ -112,10 +170,12 @@ def _margin(
     family: str,
     members: Sequence[PlannedTest],
     warn: Warn,
+    k: int,
 ) -> Margin:
     """The family's margin: the config's number, or calibrated on its stored replicate
     arms (every two of them and the original) or on its controls (each against the
-    original). Arms without k embedded outputs (a model failed) are left out."""
+    original), at ``k`` outputs per arm. Arms without k embedded outputs (a model failed)
+    are left out."""
     pairs: list[tuple[str, str]] = []
     if spec.margin == "replicates":
         arms = [members[0].original.arm_id, *(a.arm_id for a in plan.replicates[family])]
@@ -126,11 +186,9 @@ def _margin(
             for t in members
             if t.perturbation.label == "control"
         ]
-    vectors: Mapping[str, object] = store.arms_vectors(
-        sorted({a for pair in pairs for a in pair}), plan.embedder, plan.k
-    )
+    vectors = store.arms_vectors(sorted({a for pair in pairs for a in pair}), plan.embedder, k)
     complete = [(vectors[a], vectors[b]) for a, b in pairs if a in vectors and b in vectors]
-    margin = family_margin(spec, complete)  # type: ignore[arg-type]
+    margin = family_margin(spec, complete)
     if margin.value is None:
         warn(
             f"{family}: no equivalence margin (the {spec.margin} arms are not all sampled): "

@@ -138,7 +138,7 @@ def sampled_meanwhile(
     """Sample the arms of ``plan`` short of k in task runs while the block runs; leaving the
     block waits for them. Their outputs are in the record for the sampling phase, which
     meets their arms again (and with them any error, reported there)."""
-    have = _stored_counts(plan, store)
+    have = stored_counts(plan, store)
     todo = [a for a in plan.arms if have[a.arm_id] < plan.k]
     labels = arm_labels(plan)
     runner: ThreadPoolTaskRunner[SampleOutcome] = ThreadPoolTaskRunner(max_workers=threads)
@@ -171,22 +171,32 @@ def _arm_jobs(
 
 
 def sample_phase(
-    plan: AuditPlan, store: storage.Store, db: str, run_id: str, task_runs: int, threads: int
+    plan: AuditPlan,
+    store: storage.Store,
+    db: str,
+    run_id: str,
+    task_runs: int,
+    threads: int,
+    counter: Counter | None = None,
 ) -> Sampling:
-    """The sampling still to do: every arm short of k outputs (counted from what is stored)."""
+    """The sampling still to do: every arm short of k outputs (counted from what is stored).
+    Outputs count on ``counter`` when given (a sequential audit's, across its looks), else on
+    a counter of this phase."""
     logger = get_run_logger()
-    have = _stored_counts(plan, store)
+    have = stored_counts(plan, store)
     todo = [a for a in plan.arms if have[a.arm_id] < plan.k]
     total = plan.k * len(plan.arms)
-    counter = Counter("sample", total, done=sum(have.values()), unit="outputs")
+    missing = total - sum(have.values())
+    if counter is None:
+        counter = Counter("sample", total, done=total - missing, unit="outputs")
     if todo:
-        logger.info("sampling %d outputs for %d arms", total - counter.done, len(todo))
+        logger.info("sampling %d outputs for %d arms (k=%d)", missing, len(todo), plan.k)
     else:
-        logger.info("sampling: all %d outputs already stored", total)
+        logger.info("sampling: all %d outputs already stored (k=%d)", total, plan.k)
     return Sampling(plan, store, db, run_id, todo, counter, task_runs, threads)
 
 
-def _stored_counts(plan: AuditPlan, store: storage.Store) -> dict[str, int]:
+def stored_counts(plan: AuditPlan, store: storage.Store) -> dict[str, int]:
     """Outputs of index below k stored for each arm of ``plan``."""
     present = store.sample_indices([a.arm_id for a in plan.arms])
     return {a: sum(1 for i in idx if i < plan.k) for a, idx in present.items()}

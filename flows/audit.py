@@ -29,9 +29,11 @@ import storage
 from dbpa.config import AuditConfig
 from dbpa.llm import PermanentModelError
 from dbpa.plan import AuditPlan, plan_audit
+from dbpa.progress import Counter
 from flows import _record as record
 from flows._analysis import ArmAnalysis, correct_families
 from flows._sampling import sample_phase, sampled_meanwhile
+from flows._sequential import SequentialOutcome, run_looks
 from tasks.generate import generate_paraphrases
 from tasks.report import write_reports
 
@@ -111,28 +113,23 @@ def audit(config: AuditConfig, db: str = "dbpa.duckdb", out: str | None = None) 
                 config = _generated(db, store, config)
                 plan = plan_audit(config)
             _start_run(store, plan, config, run_id)
-            analysis = ArmAnalysis(
-                plan,
-                store,
-                config,
-                embed_batch=EMBED_BATCH,
-                test_task_runs=TEST_TASK_RUNS,
-                tests_per_task_run=TESTS_PER_TASK_RUN,
-            )
-            with _timed("sampling"):
-                sampling = sample_phase(plan, store, db, run_id, SAMPLE_TASK_RUNS, SAMPLING_THREADS)
-                for arm_ids in sampling.completed_arms(background):  # as each task run ends
-                    with sampling.holding_errors():  # raised by finish(), once all have ended
-                        analysis.embed_arms(arm_ids)
-                        analysis.test_ready(min_tests=TESTS_PER_TASK_RUN)
-                failures = sampling.finish()
-            early = analysis.tally()
-            with _timed("embedding and testing the rest"):
-                analysis.embed_arms(a.arm_id for a in plan.arms if a.arm_id not in failures)
-                analysis.test_ready(min_tests=1)
-            analysis.log_summary(early)
+            if config.sequential:
+                outcome = run_looks(
+                    plan,
+                    config,
+                    store,
+                    lambda look, counter: _sample_and_test(
+                        look, store, config, db, run_id, background, counter
+                    ),
+                    logger.info,
+                )
+                failures = outcome.failures
+                _log_savings(outcome)
+            else:
+                outcome = None
+                failures = _sample_and_test(plan, store, config, db, run_id, background)
             with _timed("correcting"):
-                correct_families(plan, store, config, run_id)
+                correct_families(plan, store, config, run_id, outcome)
             status = "incomplete" if failures else "completed"
             message = _failure_message(plan, failures) if failures else None
             store.finish_run(run_id, status, message)
@@ -148,6 +145,59 @@ def audit(config: AuditConfig, db: str = "dbpa.duckdb", out: str | None = None) 
     logger.info("run %s completed; report: %s", run_id, reports["html"])
     return AuditOutcome(
         run_id=run_id, status=status, db=str(store.path), failures=failures, reports=reports
+    )
+
+
+def _sample_and_test(
+    plan: AuditPlan,
+    store: storage.Store,
+    config: AuditConfig,
+    db: str,
+    run_id: str,
+    background: ExitStack,
+    counter: Counter | None = None,
+) -> dict[str, str]:
+    """Fill every arm of ``plan`` to k outputs, embed them and run the plan's tests (the
+    arms of each sampling task run as it ends, the rest after); returns the arms that
+    failed permanently. A sequential audit runs this once per look."""
+    analysis = ArmAnalysis(
+        plan,
+        store,
+        config,
+        embed_batch=EMBED_BATCH,
+        test_task_runs=TEST_TASK_RUNS,
+        tests_per_task_run=TESTS_PER_TASK_RUN,
+    )
+    with _timed(f"sampling (k={plan.k})"):
+        sampling = sample_phase(
+            plan, store, db, run_id, SAMPLE_TASK_RUNS, SAMPLING_THREADS, counter
+        )
+        for arm_ids in sampling.completed_arms(background):  # as each task run ends
+            with sampling.holding_errors():  # raised by finish(), once all have ended
+                analysis.embed_arms(arm_ids)
+                analysis.test_ready(min_tests=TESTS_PER_TASK_RUN)
+        failures = sampling.finish()
+    early = analysis.tally()
+    with _timed("embedding and testing the rest"):
+        analysis.embed_arms(a.arm_id for a in plan.arms if a.arm_id not in failures)
+        analysis.test_ready(min_tests=1)
+    analysis.log_summary(early)
+    return failures
+
+
+def _log_savings(outcome: SequentialOutcome) -> None:
+    """Say where the tests stopped and what the design saved against fixed k."""
+    reasons: dict[str, int] = {}
+    for stop in outcome.stops.values():
+        reasons[stop.reason] = reasons.get(stop.reason, 0) + 1
+    saved = 1 - outcome.outputs / max(outcome.fixed_outputs, 1)
+    get_run_logger().info(
+        "sequential: %s; %d outputs per arm in all against %d at fixed k=%d (%.0f%% fewer)",
+        ", ".join(f"{n} {reason}" for reason, n in sorted(reasons.items())),
+        outcome.outputs,
+        outcome.fixed_outputs,
+        outcome.design.k_max,
+        100 * saved,
     )
 
 

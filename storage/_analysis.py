@@ -41,6 +41,18 @@ _INTERVAL_COLUMNS = {
 }
 """Each test's effect interval and each decision's equivalence columns (migration 4)."""
 _INTERVAL_JOIN = {True: "LEFT JOIN effect_intervals ei ON ei.test_id = rt.test_id", False: ""}
+_STOP_COLUMNS = {
+    True: "c.stopped_at, c.stop_reason, t.p_value AS look_p_value",
+    False: "NULL AS stopped_at, NULL AS stop_reason, NULL AS look_p_value",
+}
+"""Where and why a sequential test stopped, and the permutation p-value of its last look
+(migration 5); NULL for a fixed-k run."""
+_P_VALUE = {
+    True: "CASE WHEN c.stop_reason IS NULL OR NOT c.tested THEN t.p_value ELSE c.p_value END "
+    "AS p_value",
+    False: "t.p_value",
+}
+"""A test's p-value: its permutation test's, or a sequential test's sequential p-value."""
 
 
 def results_sql(schema_version: int) -> str:
@@ -49,16 +61,18 @@ def results_sql(schema_version: int) -> str:
         RESULTS_SQL.replace("{driver}", _DRIVER_COLUMNS[schema_version >= 3])
         .replace("{interval}", _INTERVAL_COLUMNS[schema_version >= 4])
         .replace("{interval_join}", _INTERVAL_JOIN[schema_version >= 4])
+        .replace("{stops}", _STOP_COLUMNS[schema_version >= 5])
+        .replace("{p_value}", _P_VALUE[schema_version >= 5])
     )
 
 
 RESULTS_SQL = """
     SELECT rt.run_id, rt.family, rt.position, rt.perturbation_id, rt.kind, rt.label,
            rt.description, t.omega, t.similarity, t.embedder, t.statistic, t.effect, t.z,
-           t.null_mean, t.null_std, t.p_value, c.adjusted_p, c.reject, c.method, c.alpha,
+           t.null_mean, t.null_std, {p_value}, c.adjusted_p, c.reject, c.method, c.alpha,
            COALESCE(c.tested, t.test_id IS NOT NULL) AS tested,
            t.k_a, t.k_b, t.n_permutations, t.evaluated, t.exact, {driver},
-           rt.original_arm, rt.perturbed_arm, rt.test_id, {interval}
+           rt.original_arm, rt.perturbed_arm, rt.test_id, {interval}, {stops}
     FROM run_tests rt
     LEFT JOIN tests t ON t.test_id = rt.test_id
     LEFT JOIN corrections c
@@ -66,7 +80,7 @@ RESULTS_SQL = """
     {interval_join}
 """
 """Per-perturbation results: a run's family joined with its tests, their effect intervals
-and its corrections (``{driver}``, ``{interval}``: see ``results_sql``)."""
+and its corrections (``{driver}``, ``{interval}``, ``{stops}``: see ``results_sql``)."""
 
 RUNS_SQL = """
     WITH running AS (
@@ -339,9 +353,12 @@ class AnalysisRecord(StoreCore):
         alpha: float,
         decisions: Sequence[Decision],
         margin: Margin | None = None,
+        stops: Mapping[str, tuple[int | None, str]] | None = None,
     ) -> None:
         """Store (or replace) the corrected decisions of one family of a run, with the
-        family's equivalence ``margin`` when it has one."""
+        family's equivalence ``margin`` when it has one and, in a sequential audit, where
+        and why each test stopped (perturbation id -> (outputs per arm, reason))."""
+        stopped = stops or {}
         calibration = {
             "margin_source": margin.source if margin else None,
             "margin_quantile": margin.quantile if margin else None,
@@ -365,10 +382,53 @@ class AnalysisRecord(StoreCore):
                     "adjusted_equivalence_p": d.adjusted_equivalence_p,
                     "margin": d.margin,
                     **calibration,
+                    "stopped_at": stopped.get(d.perturbation_id, (None, None))[0],
+                    "stop_reason": stopped.get(d.perturbation_id, (None, None))[1],
                 }
                 for d in decisions
             ]
             self._insert(con, "corrections", pa.Table.from_pylist(rows, schema=_CORRECTIONS))
+
+    def add_sequential_looks(
+        self, run_id: str, family: str, rows: Sequence[Mapping[str, Any]]
+    ) -> None:
+        """Store (or replace) the looks of one family of a sequential run (keys:
+        perturbation_id, look, k, test_id, p_value, weight), and point each perturbation of
+        the run's family at the test of its last look (the test it stopped at)."""
+        values = [{"run_id": run_id, "family": family, **row} for row in rows]
+        last = {row["perturbation_id"]: row["test_id"] for row in rows}
+        with self._transaction() as con:
+            con.execute(
+                "DELETE FROM sequential_looks WHERE run_id = ? AND family = ?", [run_id, family]
+            )
+            if values:
+                self._insert(con, "sequential_looks", pa.Table.from_pylist(values, _LOOKS))
+            for perturbation_id, test_id in last.items():
+                con.execute(
+                    "UPDATE run_tests SET test_id = ? "
+                    "WHERE run_id = ? AND family = ? AND perturbation_id = ?",
+                    [test_id, run_id, family, perturbation_id],
+                )
+
+    def sequential_looks(self, run_id: str) -> pd.DataFrame:
+        """Every look of a sequential run, in family and look order (empty for a fixed-k
+        run, or a record before sequential audits)."""
+        if self.schema_version < 5:
+            return pd.DataFrame(columns=[name for name in _LOOKS.names if name != "run_id"])
+        return self._df(
+            "SELECT family, perturbation_id, look, k, test_id, p_value, weight "
+            "FROM sequential_looks WHERE run_id = ? ORDER BY family, perturbation_id, look",
+            [run_id],
+        )
+
+    def set_run_outputs(self, run_id: str, used: int, fixed: int) -> None:
+        """Outputs per arm a sequential run's design asked for, summed over its arms
+        (``used``), and what the fixed-k design asks (``fixed``)."""
+        with self._transaction() as con:
+            con.execute(
+                "UPDATE runs SET outputs_used = ?, outputs_fixed = ? WHERE run_id = ?",
+                [used, fixed, run_id],
+            )
 
     def results(self, run_id: str) -> pd.DataFrame:
         """Per-perturbation results of a run, in family order."""
@@ -409,9 +469,26 @@ _CORRECTIONS = pa.schema(
         ("margin_source", pa.string()),
         ("margin_quantile", pa.float64()),
         ("margin_pairs", pa.int32()),
+        ("stopped_at", pa.int32()),
+        ("stop_reason", pa.string()),
     ]
 )
-"""Column types of a correction row (its equivalence columns are NULL without a margin)."""
+"""Column types of a correction row (its equivalence columns are NULL without a margin,
+its stop columns in a fixed-k run)."""
+
+_LOOKS = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("family", pa.string()),
+        ("perturbation_id", pa.string()),
+        ("look", pa.int32()),
+        ("k", pa.int32()),
+        ("test_id", pa.string()),
+        ("p_value", pa.float64()),
+        ("weight", pa.float64()),
+    ]
+)
+"""Column types of a sequential look's row."""
 
 
 def _intervals_table(records: Sequence[PerturbationTestRecord]) -> pa.Table:

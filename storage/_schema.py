@@ -199,5 +199,28 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             "ALTER TABLE corrections ADD COLUMN margin_pairs INTEGER",
         ],
     ),
+    (
+        5,
+        "sequential audits: each look of a test, where and why each test stopped, calls used",
+        [
+            """
+            CREATE TABLE sequential_looks (
+                run_id VARCHAR NOT NULL,
+                family VARCHAR NOT NULL,
+                perturbation_id VARCHAR NOT NULL,
+                look INTEGER NOT NULL,
+                k INTEGER NOT NULL,
+                test_id VARCHAR NOT NULL,
+                p_value DOUBLE NOT NULL,
+                weight DOUBLE NOT NULL,
+                PRIMARY KEY (run_id, family, perturbation_id, look)
+            )
+            """,
+            "ALTER TABLE corrections ADD COLUMN stopped_at INTEGER",
+            "ALTER TABLE corrections ADD COLUMN stop_reason VARCHAR",
+            "ALTER TABLE runs ADD COLUMN outputs_used BIGINT",
+            "ALTER TABLE runs ADD COLUMN outputs_fixed BIGINT",
+        ],
+    ),
 ]
 """(version, description, statements) in the order they are applied."""

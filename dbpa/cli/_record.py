@@ -81,6 +81,9 @@ def show_results(row: dict[str, Any], df: pd.DataFrame, all_rows: bool = False) 
     and its smallest p-values, unless ``all_rows``). A perturbation tested but not yet
     corrected (a running run) is ``pending``."""
     rows = _result_rows(df)
+    if is_sequential(df):  # where each test stopped, before its decision
+        for cells, at, why in zip(rows, df.stopped_at, df.stop_reason, strict=True):
+            cells.insert(-1, _stop_cell(at, why))
     if len(df) <= SUMMARY_OVER:
         out.print(_results_table(row, df, rows))
     elif all_rows:
@@ -94,8 +97,33 @@ def show_results(row: dict[str, Any], df: pd.DataFrame, all_rows: bool = False) 
             "decided when the run corrects each model's family",
             highlight=False,
         )
-    for line in [*_margin_lines(df), *_settling_lines(df)]:
+    for line in [*_margin_lines(df), *_settling_lines(df), *_calls_lines(row, df)]:
         out.print(line, highlight=False, markup=False)
+
+
+def is_sequential(df: pd.DataFrame) -> bool:
+    """The run stopped its tests sequentially (its results say where and why)."""
+    return "stop_reason" in df and bool(df.stop_reason.notna().any())
+
+
+def _stop_cell(at: Any, why: Any) -> str:
+    """Where a sequential test stopped: ``8 changed``, ``12 futile``, ``20`` (at k max)."""
+    if cell(why) in ("", "not tested"):
+        return "-"
+    return f"{int(at)}" if why == "k_max" else f"{int(at)} {why}"
+
+
+def _calls_lines(row: dict[str, Any], df: pd.DataFrame) -> list[str]:
+    """A sequential run's outputs against the fixed-k design's."""
+    used, fixed = row.get("outputs_used"), row.get("outputs_fixed")
+    if not is_sequential(df) or cell(used) == "" or cell(fixed) == "":
+        return []
+    saved = 1 - int(used) / max(int(fixed), 1)
+    config = row["config"] if isinstance(row["config"], dict) else json.loads(row["config"])
+    return [
+        f"sequential: {int(used):,} outputs sampled against {int(fixed):,} at a fixed "
+        f"k={config['k']}: {100 * saved:.0f}% fewer model calls"
+    ]
 
 
 def _margin_lines(df: pd.DataFrame) -> list[str]:
@@ -263,6 +291,8 @@ def _results_table(row: dict[str, Any], df: pd.DataFrame, rows: list[list[str]])
     effect = "distance [90% CI]" if has_margin(df) else "effect"
     for name in ("omega", effect, "p", "adj. p"):
         table.add_column(name, justify="right", no_wrap=True, min_width=6)
+    if is_sequential(df):
+        table.add_column("stopped", no_wrap=True)
     table.add_column("decision", no_wrap=True, min_width=9)
     for cells in rows:
         decision = "[red]changed[/]" if cells[-1] == "changed" else cells[-1]
@@ -310,10 +340,10 @@ def _print_result_columns(row: dict[str, Any], df: pd.DataFrame, rows: list[list
     several = df.family.nunique() > 1
     header = [*(["model"] if several else []), "perturbation", "label"]
     header += ["omega", "distance [90% CI]" if has_margin(df) else "effect", "p", "adj. p"]
-    header += ["decision"]
+    numeric = range(len(header) - 4, len(header))
+    header += [*(["stopped"] if is_sequential(df) else []), "decision"]
     lines = [header, *rows]
     widths = [max(len(cells[c]) for cells in lines) for c in range(len(header))]
-    numeric = range(len(header) - 5, len(header) - 1)
     text = "\n".join(
         "  ".join(
             cells[c].rjust(widths[c]) if c in numeric else cells[c].ljust(widths[c])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 from collections.abc import Iterator
@@ -121,7 +122,8 @@ def run(
     # With paraphrases still to generate, the flow generates, then plans; the arms that need
     # none (the original's, other specs') get their head start all the same.
     work = pending_work(plan, db) if plan is not None else generation_work(cfg)
-    if plan is not None and work.done and _without_prefect(server):
+    # A sequential audit's decisions come from its looks, which only the flow reads.
+    if plan is not None and work.done and not cfg.sequential and _without_prefect(server):
         err.print(
             f"[bold]{cfg.name}[/]: every output, vector and test is in {db}: deciding and "
             "reporting from the record (Prefect not started)"
@@ -136,6 +138,8 @@ def run(
     from dbpa.plan import plan_audit
 
     ready = plan if plan is not None else plan_audit(cfg.ready_part())
+    if cfg.sequential:  # no head start beyond the first look: a test may stop there
+        ready = dataclasses.replace(ready, k=cfg.sequential.design(cfg.k).looks[0])
     head_start = HeadStart(ready, db) if work.models else None
     try:
         from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
@@ -145,7 +149,8 @@ def run(
 
         server.confirm()
         err.print(
-            f"[bold]{cfg.name}[/]: {len(plan.tests)} tests, {len(plan.arms)} arms x k={cfg.k}; "
+            f"[bold]{cfg.name}[/]: {len(plan.tests)} tests, {len(plan.arms)} arms x "
+            f"k={'up to ' if cfg.sequential else ''}{cfg.k}; "
             f"record: {db}"
             if plan is not None
             else f"[bold]{cfg.name}[/]: paraphrases first, then k={cfg.k}; record: {db}"

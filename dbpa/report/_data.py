@@ -133,6 +133,41 @@ class EquivalenceView:
 
 
 @dataclass(frozen=True)
+class StopView:
+    """Where and why a test of a sequential audit stopped."""
+
+    at: int | None
+    """Outputs per arm at the stop; None when the test could not run."""
+    reason: str
+    """``changed``, ``futile`` (could no longer reach its level), ``k_max`` or ``not tested``."""
+
+    @property
+    def text(self) -> str:
+        """``stopped at k=8: changed``, ``ran to k=20``."""
+        if self.at is None:
+            return "not tested"
+        if self.reason == "k_max":
+            return f"ran to k={self.at}"
+        return f"stopped at k={self.at}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class SequentialView:
+    """What a sequential audit's design sampled against the fixed-k design."""
+
+    outputs: int
+    """Outputs sampled over all arms (each up to where its tests stopped)."""
+    fixed_outputs: int
+    """Outputs every arm at the largest k would take."""
+    k_max: int
+
+    @property
+    def saved(self) -> float:
+        """Share of model calls saved against the fixed-k design."""
+        return 1.0 - self.outputs / max(self.fixed_outputs, 1)
+
+
+@dataclass(frozen=True)
 class TestRow:
     """One perturbation of one family: its test and its corrected decision."""
 
@@ -176,6 +211,8 @@ class TestRow:
     interval: EffectBounds | None = None
     """The effect's estimate and interval (the energy distance between the arms)."""
     equivalence: EquivalenceView | None = None
+    stop: StopView | None = None
+    """Where and why it stopped, in a sequential audit."""
     """The equivalence test against the family's margin; None without a margin."""
 
     @property
@@ -490,6 +527,8 @@ class ReportData:
     """Drift between the audit's ticks; None unless several ticks are recorded."""
     dropped_paraphrases: tuple[DroppedParaphrase, ...] = ()
     """Generated paraphrases the run left out of the family, and why."""
+    sequential: SequentialView | None = None
+    """A sequential audit's outputs against the fixed-k design's; None for a fixed-k run."""
 
     @property
     def rows(self) -> tuple[TestRow, ...]:

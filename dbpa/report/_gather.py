@@ -27,7 +27,9 @@ from ._data import (
     ReportData,
     RocView,
     RunInfo,
+    SequentialView,
     Settings,
+    StopView,
     TestRow,
 )
 from ._values import as_bool, as_float, as_int, as_iso, as_json, as_str
@@ -134,7 +136,22 @@ def gather(
         generator=f"dbpa {_dbpa_version()}",
         drift=read_history(store, run.audit, run.epoch),
         dropped_paraphrases=_dropped_paraphrases(run.config),
+        sequential=_sequential(run_row, settings),
     )
+
+
+def _sequential(row: Mapping[str, Any], settings: Settings) -> SequentialView | None:
+    used, fixed = as_int(row.get("outputs_used")), as_int(row.get("outputs_fixed"))
+    if used is None or fixed is None or settings.k is None:
+        return None
+    return SequentialView(outputs=used, fixed_outputs=fixed, k_max=settings.k)
+
+
+def _stop(r: Any) -> StopView | None:
+    reason = as_str(getattr(r, "stop_reason", None))
+    if reason is None:
+        return None
+    return StopView(at=as_int(r.stopped_at), reason=reason)
 
 
 def _dropped_paraphrases(config: Mapping[str, Any]) -> tuple[DroppedParaphrase, ...]:
@@ -278,6 +295,7 @@ def _families(
                 components=as_json(r.components),
                 interval=effect_bounds(r) if tested else None,
                 equivalence=_equivalence(r) if tested else None,
+                stop=_stop(r),
             )
         )
     rank = {name: i for i, name in enumerate(order)}

@@ -65,6 +65,9 @@ def report_dict(data: ReportData) -> dict[str, Any]:
         "generator": data.generator,
         "run": run,
         "settings": _jsonable(data.settings),
+        "sequential": None
+        if data.sequential is None
+        else {**_jsonable(data.sequential), "saved": data.sequential.saved},
         "summary": {
             "perturbations": len(data.rows),
             "tested": sum(f.tested for f in data.families),

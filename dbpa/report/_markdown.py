@@ -91,6 +91,13 @@ def summary_markdown(data: ReportData) -> str:
     lines += [
         f"- **{_md(f.name)}**: {_md(family_verdict(f, data.settings))}" for f in data.families
     ]
+    if data.sequential is not None:
+        sq = data.sequential
+        lines.append(
+            f"- Sequential audit: {sq.outputs:,} outputs sampled against {sq.fixed_outputs:,} "
+            f"with every arm at k = {sq.k_max} ({100 * sq.saved:.0f}% fewer model calls); "
+            "p-values are sequential p-values, valid under the stopping rule"
+        )
     controls = [r for f in data.families for r in f.controls_changed]
     if controls:
         names = ", ".join(
@@ -421,9 +428,12 @@ def _dropped(data: ReportData) -> list[str]:
 
 
 def _decision_cell(r: TestRow) -> str:
-    """The decision, why it was not tested, or which component of ``auto`` led it."""
+    """The decision, why it was not tested, or which component of ``auto`` led it; where
+    a sequential test stopped."""
     if not r.tested:
         return f"not tested: {r.reason}"
     if r.settling is not None:
-        return f"inconclusive (k = {r.settling.k} would likely show it {r.settling.towards})"
-    return f"{r.decision} (led by {r.changed_aspect})" if r.changed_aspect else r.decision
+        text = f"inconclusive (k = {r.settling.k} would likely show it {r.settling.towards})"
+    else:
+        text = f"{r.decision} (led by {r.changed_aspect})" if r.changed_aspect else r.decision
+    return f"{text}; {r.stop.text}" if r.stop is not None else text

@@ -117,6 +117,7 @@ def results_table(data: ReportData) -> list[dict[str, str]]:
             "adjusted p": fmt_p(r.adjusted_p),
             "distance [90% CI]": fmt_interval(r.interval),
             "decision": r.decision if r.tested else f"not tested: {r.reason}",
+            **({"stopped": r.stop.text} if r.stop is not None else {}),
         }
         for r in data.rows
     ]

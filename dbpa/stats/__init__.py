@@ -52,11 +52,15 @@ from ._sequential import (
     sequential_design,
     sequential_family,
     sequential_p_value,
+    sequential_stop,
 )
 from ._sequential import (
     min_permutations as sequential_min_permutations,
 )
-from ._settle import Settling, settling_k
+from ._sequential import (
+    stop_threshold as sequential_threshold,
+)
+from ._settle import Settling, corrected_level, settling_k
 from ._similarity import SIMILARITIES, SimilaritySplit, pooled_similarity, split_similarities
 from ._witness import WitnessScores, witness_scores
 
@@ -91,6 +95,7 @@ __all__ = [
     "best_model",
     "calibrate_margin",
     "correct",
+    "corrected_level",
     "decide",
     "decide_family",
     "effect_difference",
@@ -109,6 +114,8 @@ __all__ = [
     "sequential_family",
     "sequential_min_permutations",
     "sequential_p_value",
+    "sequential_stop",
+    "sequential_threshold",
     "settling_k",
     "simulate_power",
     "split_similarities",

@@ -54,6 +54,8 @@ __all__ = [
     "sequential_design",
     "sequential_family",
     "sequential_p_value",
+    "sequential_stop",
+    "stop_threshold",
 ]
 
 StopReason = Literal["changed", "futile", "k_max"]
@@ -146,6 +148,46 @@ class SequentialTest:
     """``changed`` (reached the family's lone threshold), ``futile`` or ``k_max``."""
 
 
+def stop_threshold(m: int, alpha: float, method: str) -> float:
+    """The sequential p-value at which a test of a family of ``m`` stops as changed: the
+    family's lone threshold (alpha/m for Holm, Bonferroni and BH, alpha/(m H_m) for BY),
+    which the final correction rejects whatever the other p-values."""
+    return lone_threshold(
+        as_positive_int(m, "m"),
+        as_probability(alpha, "alpha"),
+        choose(method, "method", CORRECTIONS),
+    )
+
+
+def sequential_stop(
+    p_values: Sequence[float], design: SequentialDesign, threshold: float
+) -> SequentialTest | None:
+    """The stopping rule after the looks taken so far (``p_values``, one per look in
+    order): the test stops as ``changed`` once its sequential p-value reaches
+    ``threshold`` (the family's ``lone_threshold``), as ``futile`` at an interim look whose
+    p-value exceeds ``design.futility``, and at ``k_max`` in any case; None while open."""
+    if not isinstance(design, SequentialDesign):
+        raise ValueError(f"design: expected a SequentialDesign, got {type(design).__name__}")
+    j = len(p_values) - 1
+    if not 0 <= j < len(design.looks):
+        raise ValueError(
+            f"p_values: one per look taken (1 to {len(design.looks)}), got {len(p_values)}"
+        )
+    limit = as_probability(threshold, "threshold")
+    p_seq = sequential_p_value(p_values, design.weights[: j + 1])
+    last = j == len(design.looks) - 1
+    reason: StopReason | None = None
+    if p_seq <= limit:
+        reason = "changed"
+    elif not last and design.futility is not None and p_values[-1] > design.futility:
+        reason = "futile"
+    elif last:
+        reason = "k_max"
+    if reason is None:
+        return None
+    return SequentialTest(tuple(float(p) for p in p_values), p_seq, design.looks[j], reason)
+
+
 @dataclass(frozen=True)
 class SequentialFamily:
     """A family tested sequentially, and its final correction."""
@@ -204,21 +246,15 @@ def sequential_family(
     tests = []
     for b in arms:
         p_values: list[float] = []
-        reason: StopReason = "k_max"
-        for j, k in enumerate(design.looks):
+        for k in design.looks:
             result = permutation_test(
                 a[:k], b[:k], omega=omega, n_permutations=n_permutations, rng=gen, **omega_options
             )
             p_values.append(result.p_value)
-            p_seq = sequential_p_value(p_values, design.weights[: j + 1])
-            last = j == len(design.looks) - 1
-            if p_seq <= threshold:
-                reason = "changed"
+            stopped = sequential_stop(p_values, design, threshold)
+            if stopped is not None:
+                tests.append(stopped)
                 break
-            if not last and design.futility is not None and result.p_value > design.futility:
-                reason = "futile"
-                break
-        tests.append(SequentialTest(tuple(p_values), p_seq, k, reason))
     final = correct([t.p_value for t in tests], method=method, alpha=level)
     stops = [t.stopped_at for t in tests]
     return SequentialFamily(

@@ -87,3 +87,56 @@ def test_kill_minus_9_then_rerun_requests_only_what_is_missing(tmp_path, write_c
         reference = _run(config, tmp_path / "uninterrupted.duckdb")
         assert reference.wait(timeout=300) == 0
     pd.testing.assert_frame_equal(_results(db), _results(tmp_path / "uninterrupted.duckdb"))
+
+
+def _samples(db: Path) -> pd.DataFrame:
+    with Store(db, read_only=True) as store:
+        return store.samples()
+
+
+def test_a_sequential_audit_killed_in_its_second_look_resumes_to_the_same_stops(
+    tmp_path, write_config
+):
+    """Looks at 8 and 16 without futility: the controls' tests stay open after the first
+    look, so the second look samples; killed there, the re-run asks only for outputs it
+    never received and stops every test where an uninterrupted run does."""
+    columns = [*COLUMNS, "stopped_at", "stop_reason", "test_id"]
+    sequential = {"first": 8, "looks": 2, "futility": False}
+    with ScriptedServer(rules=RULES, latency=0.25, embedding_dimension=24) as server:
+        settings = make_config(server, k=16, n_permutations=999, sequential=sequential)
+        settings["models"][0]["max_concurrency"] = 2
+        config = write_config(settings)
+        db = tmp_path / "killed.duckdb"
+
+        first = _run(config, db)
+        deadline = time.monotonic() + 120
+        while server.counts.by_endpoint["/v1/chat/completions"] < 5 * 8 + 6:  # in look 2
+            assert first.poll() is None, first.communicate()[0]
+            assert time.monotonic() < deadline, "the run never reached its second look"
+            time.sleep(0.05)
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait(timeout=30)
+        stored = _samples(db)
+        assert (stored.idx >= 8).any()  # the second look had begun
+        before = len(server.counts.requests)
+
+        second = _run(config, db)
+        output = second.communicate(timeout=300)[0]
+        assert second.returncode == 0, output
+        asked = [r["seed"] for r in server.counts.requests[before:] if "messages" in r]
+        assert not set(stored.seed) & set(asked)  # nothing stored was requested again
+
+        reference = _run(config, tmp_path / "uninterrupted.duckdb")
+        assert reference.wait(timeout=300) == 0
+        wanted = _samples(tmp_path / "uninterrupted.duckdb")
+    assert len(asked) == len(wanted) - len(stored)  # exactly the outputs it never received
+    resumed = _samples(db)
+    key = ["arm_id", "idx"]
+    assert sorted(map(tuple, resumed[key].to_numpy())) == sorted(map(tuple, wanted[key].to_numpy()))
+
+    def results(path: Path) -> pd.DataFrame:
+        with Store(path, read_only=True) as store:
+            df = store.results(store.run("latest")["run_id"])
+        return df[columns].reset_index(drop=True)
+
+    pd.testing.assert_frame_equal(results(db), results(tmp_path / "uninterrupted.duckdb"))

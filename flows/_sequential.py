@@ -1,0 +1,162 @@
+"""A sequential audit's looks: sample every open test's arms to the next look's k, test,
+stop the tests whose answer is clear (``dbpa.stats.sequential_stop``), until none is open.
+
+Prefect-free: the look itself (sampling, embedding and testing at one k) is the audit
+flow's, passed in. Every look is a function of the stored outputs and tests alone (output i
+of an arm depends on its seed and i; a look's test is seeded by its content id), so a killed
+run resumes with the same looks and stops and asks only for outputs it never received.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import storage
+from dbpa.analysis import AnalysisSpec
+from dbpa.config import AuditConfig
+from dbpa.plan import AuditPlan, PlannedTest, look_plan
+from dbpa.progress import Counter
+from dbpa.stats import SequentialDesign, sequential_stop, sequential_threshold
+
+Look = Callable[[AuditPlan, Counter], dict[str, str]]
+"""Runs one look (sampling, embedding and testing of a plan at one k); returns the arms that
+failed permanently (arm_id -> why)."""
+Log = Callable[[str], None]
+
+NOT_TESTED = "not tested"
+"""The stop reason of a test whose arm could not be sampled (it enters the correction as
+p = 1)."""
+
+
+@dataclass(frozen=True)
+class LookResult:
+    """One look of one test: the permutation test of the first ``k`` outputs per arm."""
+
+    k: int
+    test_id: str
+    p_value: float
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Where and why one test of a sequential audit stopped."""
+
+    looks: tuple[LookResult, ...]
+    p_value: float | None
+    """The sequential p-value (``dbpa.stats.sequential_p_value``); None when not tested."""
+    stopped_at: int | None
+    """Outputs per arm at the stop; None when not tested."""
+    reason: str
+    """``changed``, ``futile``, ``k_max`` or ``not tested``."""
+
+
+@dataclass(frozen=True)
+class SequentialOutcome:
+    """The stops of every test of a sequential audit and the outputs its design used."""
+
+    design: SequentialDesign
+    analysis: AnalysisSpec
+    """The looks' analysis settings (B raised to what the first look needs)."""
+    stops: dict[tuple[str, str], Stop]
+    """(family, perturbation id) -> its stop."""
+    arm_outputs: dict[str, int]
+    """arm_id -> the outputs the design asked of it."""
+    failures: dict[str, str]
+    """arm_id -> why it could not be sampled."""
+
+    @property
+    def outputs(self) -> int:
+        """Outputs the sequential design asked for, over all arms."""
+        return sum(self.arm_outputs.values())
+
+    @property
+    def fixed_outputs(self) -> int:
+        """Outputs the fixed design (every arm at k_max) asks for."""
+        return len(self.arm_outputs) * self.design.k_max
+
+
+def run_looks(
+    plan: AuditPlan, config: AuditConfig, store: storage.Store, look: Look, log: Log
+) -> SequentialOutcome:
+    """Run the looks of ``config.sequential`` over ``plan`` (whose k is the maximum) and
+    return where each test stopped."""
+    assert config.sequential is not None
+    design = config.sequential.design(plan.k)
+    sizes = {f: sum(1 for t in plan.tests if t.family == f) for f in plan.families}
+    analysis = config.sequential.look_analysis(config.analysis, plan.k, max(sizes.values()))
+    if analysis.n_permutations != config.analysis.n_permutations:
+        log(
+            f"sequential: B={analysis.n_permutations} permutations per look (the config's "
+            f"{config.analysis.n_permutations} cannot reach the first look's level)"
+        )
+    log(f"sequential: looks at k={', '.join(map(str, design.looks))} outputs per arm")
+    a, m = analysis.alpha, analysis.correction
+    thresholds = {f: sequential_threshold(n, a, m) for f, n in sizes.items() if n}
+    sampled = Counter("sample", 0, unit="outputs")
+    early = Counter("early", len(plan.arms), unit="arms finished early")
+    looks: dict[tuple[str, str], list[LookResult]] = {}
+    stops: dict[tuple[str, str], Stop] = {}
+    failures: dict[str, str] = {}
+    open_tests: list[PlannedTest] = list(plan.tests)
+    for k in design.looks:
+        _recount(sampled, plan, store, _targets(plan, open_tests, stops, design.k_max))
+        this = look_plan(plan, analysis, k, open_tests)
+        failures.update(look(this, sampled))
+        p_values = store.test_p_values([t.test_id for t in this.tests])
+        still: list[PlannedTest] = []
+        for t, at_k in zip(open_tests, this.tests, strict=True):
+            key = (t.family, t.perturbation.id)
+            if at_k.test_id not in p_values:  # an arm failed
+                stops[key] = Stop(tuple(looks.get(key, ())), None, None, NOT_TESTED)
+                continue
+            taken = looks.setdefault(key, [])
+            taken.append(LookResult(k, at_k.test_id, p_values[at_k.test_id]))
+            stopped = sequential_stop([r.p_value for r in taken], design, thresholds[t.family])
+            if stopped is None:
+                still.append(t)
+            else:
+                stops[key] = Stop(tuple(taken), stopped.p_value, stopped.stopped_at, stopped.reason)
+        open_tests = still
+        targets = _targets(plan, open_tests, stops, design.k_max)
+        early.reset(sum(1 for n in targets.values() if n < design.k_max), len(plan.arms))
+        if not open_tests:
+            break
+    targets = _targets(plan, open_tests, stops, design.k_max)
+    _recount(sampled, plan, store, targets)
+    return SequentialOutcome(design, analysis, stops, targets, failures)
+
+
+def family_outputs(plan: AuditPlan, outcome: SequentialOutcome, family: str) -> int:
+    """Outputs per arm of a family's original arm (and its replicates) at the end."""
+    original = next(t.original.arm_id for t in plan.tests if t.family == family)
+    return outcome.arm_outputs.get(original, outcome.design.k_max)
+
+
+def _targets(
+    plan: AuditPlan, open_tests: Sequence[PlannedTest], stops: dict[tuple[str, str], Stop], k: int
+) -> dict[str, int]:
+    """arm_id -> outputs the design asks of it so far: k for an arm of an open test, else
+    the largest stop among its tests (replicate arms follow their original)."""
+    reach: dict[str, int] = {}
+    open_keys = {(t.family, t.perturbation.id) for t in open_tests}
+    for t in plan.tests:
+        key = (t.family, t.perturbation.id)
+        stop = stops.get(key)
+        n = k if key in open_keys else max((r.k for r in stop.looks), default=0) if stop else k
+        for arm in (t.original.arm_id, t.perturbed.arm_id):
+            reach[arm] = max(reach.get(arm, 0), n)
+    for family, copies in plan.replicates.items():
+        original = next((t.original.arm_id for t in plan.tests if t.family == family), None)
+        for arm in copies:
+            reach[arm] = reach.get(original, k) if original else k
+    return {a.arm_id: reach.get(a.arm_id, k) for a in plan.arms}
+
+
+def _recount(
+    counter: Counter, plan: AuditPlan, store: storage.Store, targets: dict[str, int]
+) -> None:
+    """Point the sampling counter at the outputs stored of what the design asks so far."""
+    present = store.sample_indices(list(targets))
+    done = sum(sum(1 for i in present[a] if i < n) for a, n in targets.items())
+    counter.reset(done, sum(targets.values()))

@@ -1,0 +1,136 @@
+"""Sequential audits through the flow against the scripted provider: rounds of sampling,
+tests that stop early, the record of where and why, resumption."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from dbpa.config import parse_config
+from dbpa.stats import correct, sequential_design, sequential_p_value, sequential_threshold
+from flows.audit import audit
+from storage import Store
+from tests.pipeline.conftest import make_config
+from tests.support.scripted_server import ScriptedServer
+
+pytestmark = pytest.mark.usefixtures("prefect_harness")
+
+K_MAX = 16
+SEQUENTIAL = {"first": 8, "looks": 2, "futility": 0.2}
+"""Looks at 8 and 16 outputs per arm; weights 0.15 and 0.85."""
+
+
+def _config(provider: ScriptedServer, **overrides):
+    return parse_config(
+        make_config(provider, k=K_MAX, n_permutations=999, sequential=SEQUENTIAL, **overrides)
+    )
+
+
+def _record(db, run_id):
+    with Store(db, read_only=True) as store:
+        return store.results(run_id), store.sequential_looks(run_id), store.run(run_id)
+
+
+def test_obvious_changes_stop_at_the_first_look_and_save_model_calls(provider, tmp_path):
+    db = tmp_path / "a.duckdb"
+    outcome = audit(config=_config(provider), db=str(db))
+    results, looks, run = _record(db, outcome.run_id)
+    by_id = results.set_index("perturbation_id")
+    # the comedian and the child answer nothing like the original: stopped as changed
+    for target in ("persona-comedian", "persona-child"):
+        assert by_id.loc[target, "stop_reason"] == "changed"
+        assert by_id.loc[target, "reject"]
+    for pid, row in by_id.iterrows():  # the family row points at the test it stopped at
+        assert row.k_a == row.k_b == row.stopped_at, pid
+    # every stop follows the rule from the stored looks
+    design = sequential_design(K_MAX, first=8, n_looks=2, futility=0.2)
+    threshold = sequential_threshold(4, 0.05, "holm")
+    for pid, rows in looks.groupby("perturbation_id"):
+        p = rows.sort_values("look").p_value.tolist()
+        p_seq = sequential_p_value(p, design.weights[: len(p)])
+        assert by_id.loc[pid, "p_value"] == pytest.approx(p_seq)
+        reason = by_id.loc[pid, "stop_reason"]
+        if reason == "changed":
+            assert p_seq <= threshold
+        elif reason == "futile":
+            assert len(p) == 1 and p[0] > 0.2 and p_seq > threshold
+        else:
+            assert (reason, len(p)) == ("k_max", 2)
+        assert by_id.loc[pid, "stopped_at"] == rows.k.max()
+    adjusted = correct(results.p_value.to_numpy(), method="holm", alpha=0.05).adjusted
+    assert results.adjusted_p.to_numpy() == pytest.approx(adjusted)
+    # model calls: one per output; the targets' arms stopped at 8 instead of 16
+    stops = dict(zip(results.perturbed_arm, results.stopped_at, strict=True))
+    original = max(stops.values())
+    assert provider.counts.by_endpoint["/v1/chat/completions"] == original + sum(stops.values())
+    assert run["outputs_used"] == original + sum(stops.values())
+    assert run["outputs_fixed"] == 5 * K_MAX
+
+
+def test_a_rerun_asks_for_nothing_and_reaches_the_same_stops(provider, tmp_path):
+    db = tmp_path / "a.duckdb"
+    first = audit(config=_config(provider), db=str(db))
+    calls = provider.counts.total
+    second = audit(config=_config(provider), db=str(db))
+    assert provider.counts.total == calls
+    columns = ["perturbation_id", "p_value", "adjusted_p", "stopped_at", "stop_reason", "test_id"]
+    a, looks_a, _ = _record(db, first.run_id)
+    b, looks_b, _ = _record(db, second.run_id)
+    pd.testing.assert_frame_equal(a[columns], b[columns])
+    pd.testing.assert_frame_equal(looks_a, looks_b)
+
+
+def test_without_the_switch_the_record_has_no_stops(provider, tmp_path):
+    db = tmp_path / "a.duckdb"
+    outcome = audit(config=parse_config(make_config(provider)), db=str(db))
+    results, looks, run = _record(db, outcome.run_id)
+    assert results.stop_reason.isna().all() and results.stopped_at.isna().all()
+    assert looks.empty
+    assert pd.isna(run["outputs_used"])
+
+
+def test_the_results_table_says_where_each_test_stopped(provider, tmp_path, capsys):
+    from dbpa.cli._record import print_results
+
+    db = tmp_path / "a.duckdb"
+    outcome = audit(config=_config(provider), db=str(db))
+    capsys.readouterr()
+    results = print_results(db, outcome.run_id)
+    shown = capsys.readouterr().out
+    assert "stopped" in shown
+    for r in results.itertuples():
+        line = next(x for x in shown.splitlines() if r.perturbation_id in x)
+        want = f"{r.stopped_at}" if r.stop_reason == "k_max" else f"{r.stopped_at} {r.stop_reason}"
+        assert want in line
+    used = int(results.stopped_at.max() + results.stopped_at.sum())
+    saved = round(100 * (1 - used / (5 * K_MAX)))
+    assert (
+        f"sequential: {used} outputs sampled against {5 * K_MAX} at a fixed k={K_MAX}: "
+        f"{saved}% fewer model calls" in shown
+    )
+
+
+def test_every_report_says_where_each_test_stopped_and_what_it_saved(provider, tmp_path):
+    import json
+
+    db = tmp_path / "a.duckdb"
+    outcome = audit(config=_config(provider), db=str(db))
+    results, _, run = _record(db, outcome.run_id)
+    html = open(outcome.reports["html"]).read()
+    md = open(outcome.reports["md"]).read()
+    report = json.loads(open(outcome.reports["json"]).read())
+    saved = round(100 * (1 - run["outputs_used"] / run["outputs_fixed"]))
+    for text in (html, md):
+        assert f"{saved}% fewer model calls" in text
+    assert report["sequential"]["outputs"] == run["outputs_used"]
+    assert report["sequential"]["fixed_outputs"] == 5 * K_MAX
+    rows = {r["perturbation_id"]: r for f in report["families"] for r in f["results"]}
+    for r in results.itertuples():
+        stop = rows[r.perturbation_id]["stop"]
+        assert (stop["at"], stop["reason"]) == (r.stopped_at, r.stop_reason)
+        text = (
+            f"ran to k={r.stopped_at}"
+            if r.stop_reason == "k_max"
+            else (f"stopped at k={r.stopped_at}: {r.stop_reason}")
+        )
+        assert text in html and text in md
