@@ -15,15 +15,23 @@ families with any unshifted perturbation found changed (95% Clopper-Pearson inte
 
 from __future__ import annotations
 
+import os
+import tempfile
 import time
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 from scipy.stats import binomtest
 
+from benchmarks._provider import RemoteProvider, remote_provider
 from benchmarks._synthetic import Arm, answer_space, sample
 from benchmarks._table import print_table
+from dbpa.config import parse_config
 from dbpa.stats import correct, permutation_test, sequential_design, sequential_family
+from storage import Store
+from tests.support.scripted_server import Rule
 
 ALPHA = 0.05
 M = 10
@@ -108,4 +116,89 @@ def main(quick: bool = False) -> None:
         ["family", "design", "calls", "fewer", "power", "type-I (any false change)"],
         rows,
     )
+    _through_the_flow(quick)
     print(f"\n{time.perf_counter() - start:.0f} s")
+
+
+FLOW_KEY_ENV = "DBPA_BENCH_KEY"
+TARGETS = ("comedian", "pirate", "poet", "toddler", "robot")
+CONTROLS = ("doctor", "nurse", "pharmacist", "physician", "clinician")
+FLOW_RULES = (
+    *(Rule(t, [(f"As a {t}: {i}! The flu is funny.", 1) for i in range(3)]) for t in TARGETS),
+    Rule(
+        "",
+        [
+            ("Rest, drink fluids and see a doctor if it gets worse.", 2),
+            ("See a doctor if your fever lasts more than three days.", 1),
+            ("Most flu gets better with rest at home.", 1),
+        ],
+    ),
+)
+"""Five target personas answer nothing like the original; five controls answer like it."""
+
+
+def _flow_config(server: RemoteProvider, seed: int, sequential: bool) -> dict[str, Any]:
+    scripted = {"api_base": server.api_base, "api_key_env": FLOW_KEY_ENV}
+    return {
+        "name": f"bench-sequential-{seed}",
+        "models": [{"model": "openai/scripted", **scripted, "max_concurrency": 16, "max_n": 1}],
+        "embedder": {"backend": "litellm", "model": "openai/scripted", **scripted},
+        "prompt": "My flu has lasted two days. Should I see a doctor?",
+        "perturbations": [
+            {
+                "kind": "personas",
+                "values": [{"value": v, "label": "target"} for v in TARGETS]
+                + [{"value": v, "label": "control"} for v in CONTROLS],
+            }
+        ],
+        "k": K_MAX,
+        "n_permutations": 3999,
+        "seed": seed,
+        **({"sequential": True} if sequential else {}),
+    }
+
+
+def _through_the_flow(quick: bool) -> None:
+    """The audit flow against the scripted provider, fixed k=20 and sequential on separate
+    records: model calls actually made, and the decisions."""
+    os.environ.setdefault(FLOW_KEY_ENV, "sk-bench")
+    from flows.audit import run_audit  # imports Prefect: after the environment is set
+
+    seeds = range(1 if quick else 3)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp, remote_provider(FLOW_RULES, 0.02) as server:
+        totals = {False: [0, 0, 0, 0.0], True: [0, 0, 0, 0.0]}  # calls, targets, controls, s
+        for seed in seeds:
+            for sequential in (False, True):
+                config = parse_config(_flow_config(server, seed, sequential))
+                db = str(Path(tmp) / f"{seed}-{sequential}.duckdb")
+                before = server.requests().chat
+                started = time.perf_counter()
+                outcome = run_audit(config, db, str(Path(tmp) / "reports"))
+                total = totals[sequential]
+                total[3] += time.perf_counter() - started
+                total[0] += server.requests().chat - before
+                with Store(db, read_only=True) as store:
+                    results = store.results(outcome.run_id)
+                changed = results[results.reject == True]  # noqa: E712
+                total[1] += int((changed.label == "target").sum())
+                total[2] += int((changed.label == "control").sum())
+        n = len(seeds)
+        fixed_calls = totals[False][0] / n
+        for sequential, (calls, targets, controls, seconds) in totals.items():
+            rows.append(
+                [
+                    "sequential (default)" if sequential else f"fixed k={K_MAX}",
+                    f"{calls / n:.0f}",
+                    f"{1 - calls / n / fixed_calls:.0%}",
+                    f"{targets}/{len(TARGETS) * n}",
+                    f"{controls}/{len(CONTROLS) * n}",
+                    f"{seconds / n:.1f}",
+                ]
+            )
+    print_table(
+        f"through the audit flow ({n} audit(s) each: 5 target and 5 control personas, "
+        "scripted provider)",
+        ["design", "model calls", "fewer", "targets changed", "controls changed", "s per audit"],
+        rows,
+    )

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from dbpa.analysis import derive_test_id
+from dbpa.analysis import SequentialSpec, derive_test_id
 from dbpa.config import AuditConfig, parse_config
 from dbpa.plan import AuditPlan, plan_audit
 
@@ -90,7 +91,7 @@ def plan_drift(
         if not 0 <= references[name] < tested:
             continue
         reference = epochs[references[name]]
-        k = min(config.k, int(reference.config.get("k", config.k)))
+        k = min(_common_k(config.model_dump()), _common_k(reference.config, config.k))
         comparisons.append(
             Comparison(
                 audit=audit,
@@ -104,6 +105,16 @@ def plan_drift(
             )
         )
     return tuple(comparisons)
+
+
+def _common_k(config: Mapping[str, Any], default: int = 20) -> int:
+    """Outputs every arm of an epoch's run holds: its k, or in a sequential audit (whose
+    tests stop early) the first look's k."""
+    k = int(config.get("k", default))
+    sequential = config.get("sequential")
+    if not sequential:
+        return k
+    return SequentialSpec.model_validate(sequential).design(k).looks[0]
 
 
 def _position(option: str, value: str, names: Sequence[str], default: int) -> int:

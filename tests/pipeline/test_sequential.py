@@ -3,6 +3,8 @@ tests that stop early, the record of where and why, resumption."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -53,7 +55,9 @@ def test_obvious_changes_stop_at_the_first_look_and_save_model_calls(provider, t
         if reason == "changed":
             assert p_seq <= threshold
         elif reason == "futile":
-            assert len(p) == 1 and p[0] > 0.2 and p_seq > threshold
+            assert len(p) == 1
+            assert p[0] > 0.2
+            assert p_seq > threshold
         else:
             assert (reason, len(p)) == ("k_max", 2)
         assert by_id.loc[pid, "stopped_at"] == rows.k.max()
@@ -84,7 +88,8 @@ def test_without_the_switch_the_record_has_no_stops(provider, tmp_path):
     db = tmp_path / "a.duckdb"
     outcome = audit(config=parse_config(make_config(provider)), db=str(db))
     results, looks, run = _record(db, outcome.run_id)
-    assert results.stop_reason.isna().all() and results.stopped_at.isna().all()
+    assert results.stop_reason.isna().all()
+    assert results.stopped_at.isna().all()
     assert looks.empty
     assert pd.isna(run["outputs_used"])
 
@@ -116,9 +121,9 @@ def test_every_report_says_where_each_test_stopped_and_what_it_saved(provider, t
     db = tmp_path / "a.duckdb"
     outcome = audit(config=_config(provider), db=str(db))
     results, _, run = _record(db, outcome.run_id)
-    html = open(outcome.reports["html"]).read()
-    md = open(outcome.reports["md"]).read()
-    report = json.loads(open(outcome.reports["json"]).read())
+    html = Path(outcome.reports["html"]).read_text()
+    md = Path(outcome.reports["md"]).read_text()
+    report = json.loads(Path(outcome.reports["json"]).read_text())
     saved = round(100 * (1 - run["outputs_used"] / run["outputs_fixed"]))
     for text in (html, md):
         assert f"{saved}% fewer model calls" in text
@@ -133,4 +138,5 @@ def test_every_report_says_where_each_test_stopped_and_what_it_saved(provider, t
             if r.stop_reason == "k_max"
             else (f"stopped at k={r.stopped_at}: {r.stop_reason}")
         )
-        assert text in html and text in md
+        assert text in html
+        assert text in md

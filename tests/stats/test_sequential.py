@@ -16,6 +16,8 @@ from dbpa.stats import (
     sequential_family,
     sequential_min_permutations,
     sequential_p_value,
+    sequential_stop,
+    sequential_threshold,
 )
 from tests.stats.synthetic_effects import SCENARIOS
 
@@ -179,3 +181,43 @@ def test_peeking_at_a_fixed_k_p_value_is_invalid():
             for k in looks
         )
     assert rejected / 300 > ALPHA + 2.5 * math.sqrt(ALPHA * (1 - ALPHA) / 300)
+
+
+def test_the_stopping_rule_look_by_look():
+    design = sequential_design(20)  # looks 8, 12, 16, 20; weights 0.05 x3, 0.85
+    threshold = 0.005
+    assert sequential_stop([0.3], design, threshold).reason == "futile"  # > 0.2 at an interim
+    assert sequential_stop([0.1], design, threshold) is None  # open
+    changed = sequential_stop([0.1, 0.0002], design, threshold)  # 0.0002 / 0.05 = 0.004
+    assert (changed.reason, changed.stopped_at) == ("changed", 12)
+    assert changed.p_value == pytest.approx(0.004)
+    assert sequential_stop([0.1, 0.0003], design, threshold) is None  # 0.006 > 0.005
+    last = sequential_stop([0.1, 0.1, 0.1, 0.9], design, threshold)
+    assert (last.reason, last.stopped_at) == ("k_max", 20)  # futility is for interim looks
+    assert last.p_values == (0.1, 0.1, 0.1, 0.9)
+    assert sequential_stop([0.1, 0.1, 0.1, 0.004], design, threshold).reason == "changed"
+    no_futility = sequential_design(20, futility=None)
+    assert sequential_stop([0.9], no_futility, threshold) is None
+
+
+def test_the_stop_threshold_is_the_familys_lone_threshold():
+    assert sequential_threshold(10, 0.05, "holm") == pytest.approx(0.005)
+    assert sequential_threshold(10, 0.05, "bh") == pytest.approx(0.005)
+    harmonic = sum(1 / i for i in range(1, 11))
+    assert sequential_threshold(10, 0.05, "by") == pytest.approx(0.005 / harmonic)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda d: sequential_stop([], d, 0.01), "p_values: one per look taken (1 to 4), got 0"),
+        (lambda d: sequential_stop([0.1] * 5, d, 0.01), "p_values: one per look taken"),
+        (lambda d: sequential_stop([0.1], "d", 0.01), "design: expected a SequentialDesign"),
+        (lambda d: sequential_stop([0.1], d, 0.0), "threshold"),
+        (lambda d: sequential_threshold(0, 0.05, "holm"), "m: must be >= 1"),
+        (lambda d: sequential_threshold(3, 0.05, "sidak"), "method: unknown"),
+    ],
+)
+def test_stop_validation_names_the_argument(call, message):
+    with pytest.raises(ValueError, match="^" + re.escape(message)):
+        call(sequential_design(20))
