@@ -18,6 +18,7 @@ SUITES = {
     "cli": "benchmarks.bench_cli",
     "equivalence": "benchmarks.bench_equivalence",
     "sequential": "benchmarks.bench_sequential",
+    "interval": "benchmarks.interval_coverage",
 }
 
 
