@@ -194,3 +194,25 @@ def test_the_sampling_progress_is_on_the_ticks_run(tmp_path: Path):
     assert len(mine) == 1
     assert mine[0].type == "progress"
     assert mine[0].data == 100.0
+
+
+def test_sequential_ticks_stop_early_and_drift_compares_the_first_looks(tmp_path: Path):
+    """A scheduled sequential audit: each tick stops its tests by the rule, and drift
+    between ticks tests every arm at the first look's k (the outputs every arm holds)."""
+    db = tmp_path / "ticks.duckdb"
+    sequential = {"first": 6, "looks": 2}  # looks at 6 and 12
+    with ScriptedServer(rules=RULES, embedding_dimension=24) as provider:
+        config = make_config(provider, k=12, n_permutations=999, sequential=sequential)
+        params = {"config_path": _write(tmp_path, config), "db": str(db)}
+        tick(TICKS[0], **params)
+        tick(TICKS[1], **params)
+    with Store(db, read_only=True) as store:
+        runs = store.runs()
+        results = [store.results(r) for r in runs.run_id]
+        drift = store.drift("persona-test")
+        ks = store.tests(sorted(set(drift.test_id)), nulls=False)[["k_a", "k_b"]]
+    for df in results:
+        assert df.stop_reason.notna().all()
+        assert set(df.stopped_at) <= {6, 12}
+    assert len(drift) == 2 * 5  # every arm against the first tick (as previous and baseline)
+    assert set(ks.k_a) == set(ks.k_b) == {6}
