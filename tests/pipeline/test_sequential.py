@@ -140,3 +140,20 @@ def test_every_report_says_where_each_test_stopped_and_what_it_saved(provider, t
         )
         assert text in html
         assert text in md
+
+
+def test_the_progress_counts_what_the_design_asks_and_the_arms_that_finished_early(
+    provider, tmp_path
+):
+    from dbpa import progress
+
+    db = tmp_path / "a.duckdb"
+    updates: list[progress.Progress] = []
+    with progress.listen(updates.append):
+        outcome = audit(config=_config(provider), db=str(db))
+    results, _, run = _record(db, outcome.run_id)
+    last = {u.phase: u for u in updates}
+    assert (last["sample"].done, last["sample"].total) == (run["outputs_used"],) * 2
+    stops = dict(zip(results.perturbed_arm, results.stopped_at, strict=True))
+    early = sum(k < K_MAX for k in stops.values()) + (max(stops.values()) < K_MAX)
+    assert (last["early"].done, last["early"].total) == (early, 5)
