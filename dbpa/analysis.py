@@ -109,6 +109,12 @@ class EquivalenceSpec(Spec):
         return self.replicates if self.margin == "replicates" else 0
 
 
+LOOK_HEADROOM = 4
+"""A sequential look's B allows p-values down to a quarter of its level: at exactly the
+floor a test stops only if no permutation ties with the observed split, and on the embedded
+model an obvious change at k=8 met 2/(B+1) under ``auto`` and never stopped early."""
+
+
 class SequentialSpec(Spec):
     """A sequential audit: arms are sampled in rounds up to ``k`` outputs (the config's k is
     the maximum), every open test is looked at after each round, and a test stops once its
@@ -141,9 +147,11 @@ class SequentialSpec(Spec):
 
     def look_analysis(self, analysis: AnalysisSpec, k: int, m: int) -> AnalysisSpec:
         """``analysis`` with enough permutations for every look to stop a test of a family
-        of ``m`` as changed (``dbpa.stats.sequential_min_permutations``; never fewer than
-        the config's B): each look is a permutation test at its own k with this B."""
-        needed = sequential_min_permutations(self.design(k), m, analysis.alpha, analysis.correction)
+        of ``m`` as changed: ``LOOK_HEADROOM`` times what the floor 1/(B+1) needs
+        (``dbpa.stats.sequential_min_permutations``), never fewer than the config's B. Each
+        look is a permutation test at its own k with this B."""
+        floor = sequential_min_permutations(self.design(k), m, analysis.alpha, analysis.correction)
+        needed = LOOK_HEADROOM * (floor + 1) - 1
         if needed <= analysis.n_permutations:
             return analysis
         return analysis.model_copy(update={"n_permutations": needed})

@@ -67,10 +67,11 @@ def test_the_defaults_look_at_8_12_16_20_and_k_is_the_maximum():
 
 
 def test_each_look_gets_the_permutations_its_level_needs():
-    """B + 1 >= 1 / (w_1 * alpha / m): with m=10, alpha=0.05, w_1=0.05 that is 3999."""
+    """B + 1 >= 4 / (w_1 * alpha / m) (the floor with headroom: a quarter of the level):
+    with m=10, alpha=0.05, w_1=0.05 that is 15999."""
     analysis = AnalysisSpec(alpha=0.05, correction="holm", n_permutations=999)
-    assert SequentialSpec().look_analysis(analysis, 20, 10).n_permutations == 3999
-    roomy = analysis.model_copy(update={"n_permutations": 5000})
+    assert SequentialSpec().look_analysis(analysis, 20, 10).n_permutations == 15999
+    roomy = analysis.model_copy(update={"n_permutations": 20000})
     assert SequentialSpec().look_analysis(roomy, 20, 10) is roomy
 
 
