@@ -19,9 +19,9 @@ from dbpa.plan import AuditPlan, PlannedTest, look_plan
 from dbpa.progress import Counter
 from dbpa.stats import SequentialDesign, sequential_stop, sequential_threshold
 
-Look = Callable[[AuditPlan, Counter], dict[str, str]]
-"""Runs one look (sampling, embedding and testing of a plan at one k); returns the arms that
-failed permanently (arm_id -> why)."""
+Look = Callable[[AuditPlan, AnalysisSpec, Counter], dict[str, str]]
+"""Runs one look (sampling, embedding and testing of a plan at one k, its tests under the
+given analysis settings); returns the arms that failed permanently (arm_id -> why)."""
 Log = Callable[[str], None]
 
 NOT_TESTED = "not tested"
@@ -102,7 +102,7 @@ def run_looks(
     for k in design.looks:
         _recount(sampled, plan, store, _targets(plan, open_tests, stops, design.k_max))
         this = look_plan(plan, analysis, k, open_tests)
-        failures.update(look(this, sampled))
+        failures.update(look(this, analysis, sampled))
         p_values = store.test_p_values([t.test_id for t in this.tests])
         still: list[PlannedTest] = []
         for t, at_k in zip(open_tests, this.tests, strict=True):

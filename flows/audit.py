@@ -118,8 +118,14 @@ def audit(config: AuditConfig, db: str = "dbpa.duckdb", out: str | None = None) 
                     plan,
                     config,
                     store,
-                    lambda look, counter: _sample_and_test(
-                        look, store, config, db, run_id, background, counter
+                    lambda look, analysis, counter: _sample_and_test(
+                        look,
+                        store,
+                        config.model_copy(update={"analysis": analysis}),
+                        db,
+                        run_id,
+                        background,
+                        counter,
                     ),
                     logger.info,
                 )

@@ -61,6 +61,10 @@ def test_obvious_changes_stop_at_the_first_look_and_save_model_calls(provider, t
         else:
             assert (reason, len(p)) == ("k_max", 2)
         assert by_id.loc[pid, "stopped_at"] == rows.k.max()
+    # every look ran with the permutations its content id says (raised for the first look)
+    with Store(db, read_only=True) as store:
+        tests = store.tests(sorted(looks.test_id), nulls=False)
+    assert set(tests.n_permutations) == {4 * (533 + 1) - 1}  # ceil(1/(0.15 * 0.05/4) - 1) = 533
     adjusted = correct(results.p_value.to_numpy(), method="holm", alpha=0.05).adjusted
     assert results.adjusted_p.to_numpy() == pytest.approx(adjusted)
     # model calls: one per output; the targets' arms stopped at 8 instead of 16
