@@ -138,7 +138,7 @@ def sampled_meanwhile(
     """Sample the arms of ``plan`` short of k in task runs while the block runs; leaving the
     block waits for them. Their outputs are in the record for the sampling phase, which
     meets their arms again (and with them any error, reported there)."""
-    have = stored_counts(plan, store)
+    have = _stored_counts(plan, store)
     todo = [a for a in plan.arms if have[a.arm_id] < plan.k]
     labels = arm_labels(plan)
     runner: ThreadPoolTaskRunner[SampleOutcome] = ThreadPoolTaskRunner(max_workers=threads)
@@ -183,7 +183,7 @@ def sample_phase(
     Outputs count on ``counter`` when given (a sequential audit's, across its looks), else on
     a counter of this phase."""
     logger = get_run_logger()
-    have = stored_counts(plan, store)
+    have = _stored_counts(plan, store)
     todo = [a for a in plan.arms if have[a.arm_id] < plan.k]
     total = plan.k * len(plan.arms)
     missing = total - sum(have.values())
@@ -196,7 +196,7 @@ def sample_phase(
     return Sampling(plan, store, db, run_id, todo, counter, task_runs, threads)
 
 
-def stored_counts(plan: AuditPlan, store: storage.Store) -> dict[str, int]:
+def _stored_counts(plan: AuditPlan, store: storage.Store) -> dict[str, int]:
     """Outputs of index below k stored for each arm of ``plan``."""
     present = store.sample_indices([a.arm_id for a in plan.arms])
     return {a: sum(1 for i in idx if i < plan.k) for a, idx in present.items()}

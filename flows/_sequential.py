@@ -99,8 +99,9 @@ def run_looks(
     stops: dict[tuple[str, str], Stop] = {}
     failures: dict[str, str] = {}
     open_tests: list[PlannedTest] = list(plan.tests)
+    targets = _targets(plan, open_tests, stops, design.k_max)
     for k in design.looks:
-        _recount(sampled, plan, store, _targets(plan, open_tests, stops, design.k_max))
+        _recount(sampled, plan, store, targets)
         this = look_plan(plan, analysis, k, open_tests)
         failures.update(look(this, analysis, sampled))
         p_values = store.test_p_values([t.test_id for t in this.tests])
@@ -122,7 +123,6 @@ def run_looks(
         early.reset(sum(1 for n in targets.values() if n < design.k_max), len(plan.arms))
         if not open_tests:
             break
-    targets = _targets(plan, open_tests, stops, design.k_max)
     _recount(sampled, plan, store, targets)
     return SequentialOutcome(design, analysis, stops, targets, failures)
 
@@ -140,16 +140,15 @@ def _targets(
     the largest stop among its tests (replicate arms follow their original)."""
     reach: dict[str, int] = {}
     open_keys = {(t.family, t.perturbation.id) for t in open_tests}
+    originals = {t.family: t.original.arm_id for t in plan.tests}
     for t in plan.tests:
-        key = (t.family, t.perturbation.id)
-        stop = stops.get(key)
-        n = k if key in open_keys else max((r.k for r in stop.looks), default=0) if stop else k
+        key = (t.family, t.perturbation.id)  # every test is open or has stopped
+        n = k if key in open_keys else max((r.k for r in stops[key].looks), default=0)
         for arm in (t.original.arm_id, t.perturbed.arm_id):
             reach[arm] = max(reach.get(arm, 0), n)
     for family, copies in plan.replicates.items():
-        original = next((t.original.arm_id for t in plan.tests if t.family == family), None)
         for arm in copies:
-            reach[arm] = reach.get(original, k) if original else k
+            reach[arm] = reach.get(originals.get(family, ""), k)
     return {a.arm_id: reach.get(a.arm_id, k) for a in plan.arms}
 
 
