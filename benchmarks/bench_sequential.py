@@ -2,15 +2,16 @@
 
 Synthetic families on the answer space of the power benchmark (d=384, a new geometry per
 family): one original arm and m = 10 perturbed arms, some shifted away from the original
-(a "large" shift, obvious after a handful of outputs, or a moderate one that the fixed
-design finds about 9 times in 10), the rest from the original's distribution. The fixed
-design samples k = 20 outputs per arm and corrects the 10 permutation p-values by Holm; the
-sequential design (``dbpa.stats.sequential_design(20)``: looks at 8, 12, 16, 20 outputs,
-weights 0.05, 0.05, 0.05, 0.85, futility 0.2; and variants) stops each test as it goes. All
-use omega ``energy_cosine`` with B = 4999 (what the first look needs at m = 10) on the same
-arms. Calls are outputs sampled (the original arm is sampled while any of its tests is
-open). Power: the share of shifted perturbations found changed; type-I: the share of
-families with any unshifted perturbation found changed (95% Clopper-Pearson intervals).
+(a "large" shift, which a single test at alpha = 0.05 finds at k = 8, or a moderate one that
+the fixed design finds about 9 times in 10), the rest from the original's distribution. The
+fixed design samples k = 20 outputs per arm and corrects the 10 permutation p-values (B =
+4999) by Holm; each sequential design (``dbpa.analysis.SequentialSpec``: the default looks
+at 8, 12, 16, 20 outputs, weights 0.05, 0.05, 0.05, 0.85, futility 0.2; and variants) runs
+``dbpa.stats.sequential_family`` on the same arms with the B the audit flow gives its looks
+(``SequentialSpec.look_analysis``: 15999 for the default at m = 10). All use omega
+``energy_cosine``. Calls are outputs sampled (the original arm is sampled while any of its
+tests is open). Power: the share of shifted perturbations found changed; type-I: the share
+of families with any unshifted perturbation found changed (95% Clopper-Pearson intervals).
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ from scipy.stats import binomtest
 from benchmarks._provider import RemoteProvider, remote_provider
 from benchmarks._synthetic import Arm, answer_space, sample
 from benchmarks._table import print_table
+from dbpa.analysis import AnalysisSpec, SequentialSpec
 from dbpa.config import parse_config
-from dbpa.stats import correct, permutation_test, sequential_design, sequential_family
+from dbpa.stats import correct, permutation_test, sequential_family
 from storage import Store
 from tests.support.scripted_server import Rule
 
@@ -64,18 +66,24 @@ def _family(rng: np.random.Generator, shift: str, effects: int) -> tuple[np.ndar
 
 def main(quick: bool = False) -> None:
     families = 40 if quick else 200
+    specs = {
+        "sequential (default)": SequentialSpec(),
+        "final weight 0.7": SequentialSpec(final_weight=0.7),
+        "futility 0.5": SequentialSpec(futility=0.5),
+        "no futility": SequentialSpec(futility=None),
+    }
+    fixed = AnalysisSpec(omega=OMEGA, n_permutations=B, alpha=ALPHA, correction="holm")
     designs = {
-        "sequential (default)": sequential_design(K_MAX),
-        "final weight 0.7": sequential_design(K_MAX, final_weight=0.7),
-        "futility 0.5": sequential_design(K_MAX, futility=0.5),
-        "no futility": sequential_design(K_MAX, futility=None),
+        key: (spec.design(K_MAX), spec.look_analysis(fixed, K_MAX, M).n_permutations)
+        for key, spec in specs.items()
     }
     start = time.perf_counter()
-    default = designs["sequential (default)"]
+    default, default_b = designs["sequential (default)"]
     print(
         f"sequential: {families} families of m={M} per row, k_max={K_MAX}, looks {default.looks}, "
         f"weights {tuple(round(w, 3) for w in default.weights)}, futility {default.futility} "
-        f"(default), omega {OMEGA}, B={B}, Holm at alpha={ALPHA}"
+        f"(default), omega {OMEGA}, B={B} (fixed) and {default_b} (the default's looks), Holm "
+        f"at alpha={ALPHA}"
     )
     rows = []
     for name, shift, effects in FAMILIES:
@@ -88,10 +96,10 @@ def main(quick: bool = False) -> None:
                 for b in arms
             ]
             outcomes = [("fixed", correct(p, method="holm", alpha=ALPHA).reject, (M + 1) * K_MAX)]
-            for key, design in designs.items():
+            for key, (design, look_b) in designs.items():
                 seq = sequential_family(
                     original, arms, design, alpha=ALPHA, method="holm", omega=OMEGA,
-                    n_permutations=B, rng=rng,
+                    n_permutations=look_b, rng=rng,
                 )  # fmt: skip
                 outcomes.append((key, seq.reject, seq.calls))
             for key, reject, calls in outcomes:

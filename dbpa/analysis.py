@@ -128,21 +128,24 @@ class SequentialSpec(Spec):
     final_weight: float = Field(default=0.85, gt=0, le=1)
     """Share of alpha kept for the last look; the interim looks share the rest equally."""
     futility: float | None = Field(default=0.2, gt=0, lt=1)
-    """Stop a test at an interim look whose p-value exceeds this (``false``: never)."""
+    """Stop a test at an interim look whose p-value exceeds this (``false``: never). Not
+    with an equivalence margin: a test that cannot become changed may still become
+    equivalent, and that takes its outputs."""
 
     @field_validator("futility", mode="before")
     @classmethod
     def _no_futility(cls, value: Any) -> Any:
         return None if value is False else value
 
-    def design(self, k: int) -> SequentialDesign:
-        """The looks and weights of an audit with at most ``k`` outputs per arm."""
+    def design(self, k: int, *, equivalence: bool = False) -> SequentialDesign:
+        """The looks and weights of an audit with at most ``k`` outputs per arm (no futility
+        stops when it has an ``equivalence`` margin)."""
         return sequential_design(
             k,
             first=min(self.first, k),
             n_looks=self.looks,
             final_weight=self.final_weight,
-            futility=self.futility,
+            futility=None if equivalence else self.futility,
         )
 
     def look_analysis(self, analysis: AnalysisSpec, k: int, m: int) -> AnalysisSpec:

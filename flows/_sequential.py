@@ -17,7 +17,7 @@ from dbpa.analysis import AnalysisSpec
 from dbpa.config import AuditConfig
 from dbpa.plan import AuditPlan, PlannedTest, look_plan
 from dbpa.progress import Counter
-from dbpa.stats import SequentialDesign, sequential_stop, sequential_threshold
+from dbpa.stats import SequentialDesign, sequential_family_stops
 
 Look = Callable[[AuditPlan, AnalysisSpec, Counter], dict[str, str]]
 """Runs one look (sampling, embedding and testing of a plan at one k, its tests under the
@@ -82,7 +82,12 @@ def run_looks(
     """Run the looks of ``config.sequential`` over ``plan`` (whose k is the maximum) and
     return where each test stopped."""
     assert config.sequential is not None
-    design = config.sequential.design(plan.k)
+    design = config.sequential.design(plan.k, equivalence=config.equivalence is not None)
+    if config.equivalence is not None and config.sequential.futility is not None:
+        log(
+            "sequential: no futility stops with an equivalence margin (a test that cannot "
+            "become changed may still become equivalent)"
+        )
     sizes = {f: sum(1 for t in plan.tests if t.family == f) for f in plan.families}
     analysis = config.sequential.look_analysis(config.analysis, plan.k, max(sizes.values()))
     if analysis.n_permutations != config.analysis.n_permutations:
@@ -91,8 +96,6 @@ def run_looks(
             f"{config.analysis.n_permutations} cannot reach the first look's level)"
         )
     log(f"sequential: looks at k={', '.join(map(str, design.looks))} outputs per arm")
-    a, m = analysis.alpha, analysis.correction
-    thresholds = {f: sequential_threshold(n, a, m) for f, n in sizes.items() if n}
     sampled = Counter("sample", 0, unit="outputs")
     early = Counter("early", len(plan.arms), unit="arms finished early")
     looks: dict[tuple[str, str], list[LookResult]] = {}
@@ -105,26 +108,48 @@ def run_looks(
         this = look_plan(plan, analysis, k, open_tests)
         failures.update(look(this, analysis, sampled))
         p_values = store.test_p_values([t.test_id for t in this.tests])
-        still: list[PlannedTest] = []
+        tested: dict[str, list[tuple[str, str]]] = {}
         for t, at_k in zip(open_tests, this.tests, strict=True):
             key = (t.family, t.perturbation.id)
             if at_k.test_id not in p_values:  # an arm failed
                 stops[key] = Stop(tuple(looks.get(key, ())), None, None, NOT_TESTED)
                 continue
-            taken = looks.setdefault(key, [])
-            taken.append(LookResult(k, at_k.test_id, p_values[at_k.test_id]))
-            stopped = sequential_stop([r.p_value for r in taken], design, thresholds[t.family])
-            if stopped is None:
-                still.append(t)
-            else:
-                stops[key] = Stop(tuple(taken), stopped.p_value, stopped.stopped_at, stopped.reason)
-        open_tests = still
+            looks.setdefault(key, []).append(LookResult(k, at_k.test_id, p_values[at_k.test_id]))
+            tested.setdefault(t.family, []).append(key)
+        for family, keys in tested.items():
+            _stop_family(family, keys, looks, stops, design, analysis, sizes[family])
+        open_tests = [t for t in open_tests if (t.family, t.perturbation.id) not in stops]
         targets = _targets(plan, open_tests, stops, design.k_max)
         early.reset(sum(1 for n in targets.values() if n < design.k_max), len(plan.arms))
         if not open_tests:
             break
     _recount(sampled, plan, store, targets)
     return SequentialOutcome(design, analysis, stops, targets, failures)
+
+
+def _stop_family(
+    family: str,
+    keys: Sequence[tuple[str, str]],
+    looks: dict[tuple[str, str], list[LookResult]],
+    stops: dict[tuple[str, str], Stop],
+    design: SequentialDesign,
+    analysis: AnalysisSpec,
+    m: int,
+) -> None:
+    """Stop the tests ``keys`` of ``family`` whose answer is clear after this look."""
+    changed = sum(1 for (f, _), s in stops.items() if f == family and s.reason == "changed")
+    found = sequential_family_stops(
+        [[r.p_value for r in looks[key]] for key in keys],
+        design,
+        m=m,
+        alpha=analysis.alpha,
+        method=analysis.correction,
+        changed=changed,
+    )
+    for key, stopped in zip(keys, found, strict=True):
+        if stopped is not None:
+            taken = tuple(looks[key])
+            stops[key] = Stop(taken, stopped.p_value, stopped.stopped_at, stopped.reason)
 
 
 def family_outputs(plan: AuditPlan, outcome: SequentialOutcome, family: str) -> int:
@@ -144,11 +169,11 @@ def _targets(
     for t in plan.tests:
         key = (t.family, t.perturbation.id)  # every test is open or has stopped
         n = k if key in open_keys else max((r.k for r in stops[key].looks), default=0)
-        for arm in (t.original.arm_id, t.perturbed.arm_id):
-            reach[arm] = max(reach.get(arm, 0), n)
+        for arm_id in (t.original.arm_id, t.perturbed.arm_id):
+            reach[arm_id] = max(reach.get(arm_id, 0), n)
     for family, copies in plan.replicates.items():
-        for arm in copies:
-            reach[arm] = reach.get(originals.get(family, ""), k)
+        for copy in copies:
+            reach[copy.arm_id] = reach.get(originals.get(family, ""), k)
     return {a.arm_id: reach.get(a.arm_id, k) for a in plan.arms}
 
 

@@ -55,6 +55,9 @@ from ._sequential import (
     sequential_stop,
 )
 from ._sequential import (
+    family_stops as sequential_family_stops,
+)
+from ._sequential import (
     min_permutations as sequential_min_permutations,
 )
 from ._sequential import (
@@ -112,6 +115,7 @@ __all__ = [
     "sample_size",
     "sequential_design",
     "sequential_family",
+    "sequential_family_stops",
     "sequential_min_permutations",
     "sequential_p_value",
     "sequential_stop",

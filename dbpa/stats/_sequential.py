@@ -18,10 +18,16 @@ family-wise error (any dependence), BY the false discovery rate (any dependence)
 false discovery rate as it does for the fixed design (positive dependence).
 
 **Stopping.** A test stops as *changed* at the first look where ``p_seq`` reaches its
-family's lone threshold (``lone_threshold``: alpha/m for Holm, Bonferroni and BH,
-alpha/(m H_m) for BY): the final correction rejects such a p-value whatever the others, so
-the early decision is the one the end would make. With ``futility``, a test also stops
-(as *futile*, non-binding) at an interim look whose ``p_j`` exceeds it: stopping can only
+family's stop threshold: the lone threshold (``lone_threshold``: alpha/m for Holm,
+Bonferroni and BH, alpha/(m H_m) for BY) while none of the family has stopped as changed,
+and, once ``r`` have, the threshold of the correction's step ``r + 1``: alpha/(m - r) for
+Holm (Holm 1979), alpha (r + 1)/m for BH and alpha (r + 1)/(m H_m) for BY (Benjamini &
+Hochberg 1995; Benjamini & Yekutieli 2001); Bonferroni has no steps. The final correction
+rejects every test so stopped whatever the open tests' p-values turn out to be (the r + 1
+stopped p-values are each at most the step's threshold, so the step-down reaches, and the
+step-up passes, step r + 1), so the early decision is the one the end would make; tests
+reaching a look are taken in order of their sequential p-values. With ``futility``, a test
+also stops (as *futile*, non-binding) at an interim look whose ``p_j`` exceeds it: stopping can only
 remove rejections, so validity is kept; it costs some power on small effects, measured in
 ``python -m benchmarks sequential``. Tests still open at ``k_max`` stop there.
 
@@ -50,6 +56,7 @@ __all__ = [
     "SequentialDesign",
     "SequentialFamily",
     "SequentialTest",
+    "family_stops",
     "min_permutations",
     "sequential_design",
     "sequential_family",
@@ -145,18 +152,27 @@ class SequentialTest:
     stopped_at: int
     """Outputs per arm when it stopped."""
     reason: StopReason
-    """``changed`` (reached the family's lone threshold), ``futile`` or ``k_max``."""
+    """``changed`` (reached the family's stop threshold), ``futile`` or ``k_max``."""
 
 
-def stop_threshold(m: int, alpha: float, method: str) -> float:
-    """The sequential p-value at which a test of a family of ``m`` stops as changed: the
-    family's lone threshold (alpha/m for Holm, Bonferroni and BH, alpha/(m H_m) for BY),
-    which the final correction rejects whatever the other p-values."""
-    return lone_threshold(
-        as_positive_int(m, "m"),
-        as_probability(alpha, "alpha"),
-        choose(method, "method", CORRECTIONS),
-    )
+def stop_threshold(m: int, alpha: float, method: str, changed: int = 0) -> float:
+    """The sequential p-value at which a test of a family of ``m`` stops as changed once
+    ``changed`` of its tests have: the correction's threshold at step ``changed + 1``
+    (alpha/(m - changed) for Holm, alpha (changed + 1)/m for BH, that over H_m for BY,
+    alpha/m for Bonferroni), which the final correction rejects whatever the open tests'
+    p-values. With ``changed = 0``, the family's lone threshold."""
+    size = as_positive_int(m, "m")
+    level = as_probability(alpha, "alpha")
+    method = choose(method, "method", CORRECTIONS)
+    done = as_positive_int(changed, "changed", minimum=0)
+    if done >= size:
+        raise ValueError(f"changed: must be below m = {size}, got {done}")
+    lone = lone_threshold(size, level, method)
+    if method == "holm":
+        return level / (size - done)
+    if method in {"bh", "by"}:
+        return lone * (done + 1)
+    return lone
 
 
 def sequential_stop(
@@ -186,6 +202,40 @@ def sequential_stop(
     if reason is None:
         return None
     return SequentialTest(tuple(float(p) for p in p_values), p_seq, design.looks[j], reason)
+
+
+def family_stops(
+    histories: Sequence[Sequence[float]],
+    design: SequentialDesign,
+    *,
+    m: int,
+    alpha: float,
+    method: str,
+    changed: int = 0,
+) -> list[SequentialTest | None]:
+    """One look at a family's open tests: ``histories`` holds each open test's p-values at
+    the looks taken so far; ``changed`` tests of the family's ``m`` stopped as changed at
+    earlier looks. Tests are taken in order of their sequential p-values and each is
+    stopped by ``sequential_stop`` at the family's current ``stop_threshold``. Returns
+    each test's stop, in the order given (None while open)."""
+    if not isinstance(design, SequentialDesign):
+        raise ValueError(f"design: expected a SequentialDesign, got {type(design).__name__}")
+    size = as_positive_int(m, "m")
+    done = as_positive_int(changed, "changed", minimum=0)
+    if len(histories) + done > size:
+        raise ValueError(
+            f"histories: {len(histories)} open tests and {done} changed exceed m = {size}"
+        )
+    order = sorted(
+        range(len(histories)),
+        key=lambda i: sequential_p_value(histories[i], design.weights[: len(histories[i])]),
+    )
+    stops: list[SequentialTest | None] = [None] * len(histories)
+    for i in order:
+        threshold = stop_threshold(size, alpha, method, done)
+        stops[i] = stop = sequential_stop(histories[i], design, threshold)
+        done += stop is not None and stop.reason == "changed"
+    return stops
 
 
 @dataclass(frozen=True)
@@ -242,23 +292,29 @@ def sequential_family(
     level = as_probability(alpha, "alpha")
     method = choose(method, "method", CORRECTIONS)
     gen = as_rng(rng)
-    threshold = lone_threshold(len(arms), level, method)
-    tests = []
-    for b in arms:
-        p_values: list[float] = []
-        for k in design.looks:
+    histories: list[list[float]] = [[] for _ in arms]
+    tests: list[SequentialTest | None] = [None] * len(arms)
+    for k in design.looks:
+        open_tests = [i for i, t in enumerate(tests) if t is None]
+        for i in open_tests:
             result = permutation_test(
-                a[:k], b[:k], omega=omega, n_permutations=n_permutations, rng=gen, **omega_options
-            )
-            p_values.append(result.p_value)
-            stopped = sequential_stop(p_values, design, threshold)
-            if stopped is not None:
-                tests.append(stopped)
-                break
-    final = correct([t.p_value for t in tests], method=method, alpha=level)
-    stops = [t.stopped_at for t in tests]
+                a[:k], arms[i][:k], omega=omega, n_permutations=n_permutations, rng=gen,
+                **omega_options,
+            )  # fmt: skip
+            histories[i].append(result.p_value)
+        changed = sum(1 for t in tests if t is not None and t.reason == "changed")
+        found = family_stops(
+            [histories[i] for i in open_tests], design, m=len(arms), alpha=level, method=method,
+            changed=changed,
+        )  # fmt: skip
+        for i, stop in zip(open_tests, found, strict=True):
+            tests[i] = stop
+    finished = [t for t in tests if t is not None]
+    assert len(finished) == len(arms)  # the last look stops every test
+    final = correct([t.p_value for t in finished], method=method, alpha=level)
+    stops = [t.stopped_at for t in finished]
     return SequentialFamily(
-        tests=tuple(tests),
+        tests=tuple(finished),
         adjusted=final.adjusted,
         reject=final.reject,
         calls=max(stops) + sum(stops),

@@ -66,6 +66,14 @@ def test_the_defaults_look_at_8_12_16_20_and_k_is_the_maximum():
     assert spec.design(5).looks == (5,)  # k below the first look: one look, the fixed design
 
 
+def test_an_equivalence_margin_turns_futility_stops_off():
+    spec = SequentialSpec(futility=0.3)
+    assert spec.design(20).futility == 0.3
+    with_margin = spec.design(20, equivalence=True)
+    assert with_margin.futility is None
+    assert with_margin.looks == spec.design(20).looks
+
+
 def test_each_look_gets_the_permutations_its_level_needs():
     """B + 1 >= 4 / (w_1 * alpha / m) (the floor with headroom: a quarter of the level):
     with m=10, alpha=0.05, w_1=0.05 that is 15999."""

@@ -161,3 +161,22 @@ def test_the_progress_counts_what_the_design_asks_and_the_arms_that_finished_ear
     stops = dict(zip(results.perturbed_arm, results.stopped_at, strict=True))
     early = sum(k < K_MAX for k in stops.values()) + (max(stops.values()) < K_MAX)
     assert (last["early"].done, last["early"].total) == (early, 5)
+
+
+def test_with_an_equivalence_margin_no_test_stops_for_futility(provider, tmp_path):
+    """A control that cannot become changed may still become equivalent: it samples to k max
+    (energy distances between unit vectors are at most 4, so a margin of 5 holds them all)."""
+    db = tmp_path / "a.duckdb"
+    config = _config(provider, equivalence={"margin": 5.0})
+    outcome = audit(config=config, db=str(db))
+    results, looks, _ = _record(db, outcome.run_id)
+    by_id = results.set_index("perturbation_id")
+    assert set(by_id.stop_reason) <= {"changed", "k_max"}
+    assert (by_id.loc[by_id.stop_reason == "k_max", "stopped_at"] == K_MAX).all()
+    assert (by_id.loc[["persona-comedian", "persona-child"], "stop_reason"] == "changed").all()
+    assert (by_id.decision == "equivalent").all()
+    # every look's bootstrap replicates lie below 5: p_eq = 1/(B+1) at each look, B = the
+    # looks' raised 2135 permutations; combined as min_j p_j / w_j over the looks taken
+    for pid, rows in looks.groupby("perturbation_id"):
+        weight = max((0.15, 0.85)[: len(rows)])
+        assert by_id.loc[pid, "equivalence_p"] == pytest.approx(1 / 2136 / weight)
