@@ -17,7 +17,7 @@ from dbpa.analysis import AnalysisSpec
 from dbpa.config import AuditConfig
 from dbpa.plan import AuditPlan, PlannedTest, look_plan
 from dbpa.progress import Counter
-from dbpa.stats import SequentialDesign, sequential_family_stops
+from dbpa.stats import SequentialDesign, sequential_family_stops, sequential_unreachable_looks
 
 Look = Callable[[AuditPlan, AnalysisSpec, Counter], dict[str, str]]
 """Runs one look (sampling, embedding and testing of a plan at one k, its tests under the
@@ -96,6 +96,14 @@ def run_looks(
             f"{config.analysis.n_permutations} cannot reach the first look's level)"
         )
     log(f"sequential: looks at k={', '.join(map(str, design.looks))} outputs per arm")
+    a, m = analysis.alpha, analysis.correction
+    for family, size in sizes.items():
+        if futile_only := sequential_unreachable_looks(design, size, a, m):
+            log(
+                f"sequential: {family}: no test of {size} can stop as changed at "
+                f"k={', '.join(map(str, futile_only))} (the smallest permutation p-value there, "
+                "1/C(2k, k), is above the look's level): those looks stop tests for futility only"
+            )
     sampled = Counter("sample", 0, unit="outputs")
     early = Counter("early", len(plan.arms), unit="arms finished early")
     looks: dict[tuple[str, str], list[LookResult]] = {}

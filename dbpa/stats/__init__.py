@@ -63,6 +63,9 @@ from ._sequential import (
 from ._sequential import (
     stop_threshold as sequential_threshold,
 )
+from ._sequential import (
+    unreachable_looks as sequential_unreachable_looks,
+)
 from ._settle import Settling, corrected_level, settling_k
 from ._similarity import SIMILARITIES, SimilaritySplit, pooled_similarity, split_similarities
 from ._witness import WitnessScores, witness_scores
@@ -120,6 +123,7 @@ __all__ = [
     "sequential_p_value",
     "sequential_stop",
     "sequential_threshold",
+    "sequential_unreachable_looks",
     "settling_k",
     "simulate_power",
     "split_similarities",

@@ -41,6 +41,7 @@ lone threshold: ``min_permutations`` says how many permutations that takes.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -63,6 +64,7 @@ __all__ = [
     "sequential_p_value",
     "sequential_stop",
     "stop_threshold",
+    "unreachable_looks",
 ]
 
 StopReason = Literal["changed", "futile", "k_max"]
@@ -123,6 +125,23 @@ def min_permutations(design: SequentialDesign, m: int, alpha: float, method: str
         size, as_probability(alpha, "alpha"), choose(method, "method", CORRECTIONS)
     )
     return int(np.ceil(1.0 / (min(design.weights) * threshold) - 1.0 - 1e-9))
+
+
+def unreachable_looks(
+    design: SequentialDesign, m: int, alpha: float, method: str
+) -> tuple[int, ...]:
+    """The looks at which no test of a family of ``m`` can stop as changed, whatever B: at
+    k outputs per arm no permutation p-value is below 1/C(2k, k) (the observed split alone),
+    and there that is above ``w_j`` times the lone threshold. Such looks stop tests for
+    futility only."""
+    if not isinstance(design, SequentialDesign):
+        raise ValueError(f"design: expected a SequentialDesign, got {type(design).__name__}")
+    threshold = stop_threshold(m, alpha, method)
+    return tuple(
+        k
+        for k, w in zip(design.looks, design.weights, strict=True)
+        if 1.0 / math.comb(2 * k, k) > w * threshold
+    )
 
 
 def sequential_p_value(p_values: ArrayLike, weights: ArrayLike) -> float:

@@ -163,12 +163,14 @@ def test_the_progress_counts_what_the_design_asks_and_the_arms_that_finished_ear
     assert (last["early"].done, last["early"].total) == (early, 5)
 
 
-def test_with_an_equivalence_margin_no_test_stops_for_futility(provider, tmp_path):
+def test_with_an_equivalence_margin_no_test_stops_for_futility(provider, tmp_path, caplog):
     """A control that cannot become changed may still become equivalent: it samples to k max
     (energy distances between unit vectors are at most 4, so a margin of 5 holds them all)."""
     db = tmp_path / "a.duckdb"
     config = _config(provider, equivalence={"margin": 5.0})
-    outcome = audit(config=config, db=str(db))
+    with caplog.at_level("INFO"):
+        outcome = audit(config=config, db=str(db))
+    assert "sequential: no futility stops with an equivalence margin" in caplog.text
     results, looks, _ = _record(db, outcome.run_id)
     by_id = results.set_index("perturbation_id")
     assert set(by_id.stop_reason) <= {"changed", "k_max"}

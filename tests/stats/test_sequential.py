@@ -22,6 +22,7 @@ from dbpa.stats import (
     sequential_p_value,
     sequential_stop,
     sequential_threshold,
+    sequential_unreachable_looks,
 )
 from tests.stats.synthetic_effects import SCENARIOS, scenario, true_effect
 
@@ -340,3 +341,15 @@ def test_no_sequential_equivalence_at_the_margin(name):
           f"Holm family of 4: {family / 100:.3f}")  # fmt: skip
     _assert_at_most_alpha(single / 400, 400, f"{name}: single test")
     _assert_at_most_alpha(family / 100, 100, f"{name}: Holm family of 4")
+
+
+def test_looks_where_no_test_can_stop_as_changed():
+    """m = 100, Holm: the first look's level is 0.05 * 0.05/100 = 2.5e-5, below 1/C(16, 8) =
+    7.8e-5 (8 outputs per arm); at 12, 1/C(24, 12) = 3.7e-7 is below it. m = 10: 2.5e-4."""
+    design = sequential_design(20)
+    assert sequential_unreachable_looks(design, 100, ALPHA, "holm") == (8,)
+    assert sequential_unreachable_looks(design, 10, ALPHA, "holm") == ()
+    small = sequential_design(6, first=3, n_looks=2)  # looks at 3 and 6: 1/20 and 1/924
+    assert sequential_unreachable_looks(small, 1, ALPHA, "holm") == (3,)
+    with pytest.raises(ValueError, match=r"^design: expected a SequentialDesign"):
+        sequential_unreachable_looks("d", 1, ALPHA, "holm")
