@@ -199,7 +199,7 @@ def sequential_stop(
 ) -> SequentialTest | None:
     """The stopping rule after the looks taken so far (``p_values``, one per look in
     order): the test stops as ``changed`` once its sequential p-value reaches
-    ``threshold`` (the family's ``lone_threshold``), as ``futile`` at an interim look whose
+    ``threshold`` (the family's ``stop_threshold``), as ``futile`` at an interim look whose
     p-value exceeds ``design.futility``, and at ``k_max`` in any case; None while open."""
     if not isinstance(design, SequentialDesign):
         raise ValueError(f"design: expected a SequentialDesign, got {type(design).__name__}")
