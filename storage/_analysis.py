@@ -84,7 +84,8 @@ and its corrections (``{driver}``, ``{interval}``, ``{stops}``: see ``results_sq
 
 RUNS_SQL = """
     WITH running AS (
-        SELECT run_id, TRY_CAST(json_extract_string(config, '$.k') AS INTEGER) AS k
+        SELECT run_id, TRY_CAST(json_extract_string(config, '$.k') AS INTEGER) AS k,
+               json_extract(config, '$.sequential') IS NOT NULL AS sequential
         FROM runs WHERE status = 'running'),
     run_arms AS (
         SELECT DISTINCT rt.run_id, arm.arm_id, r.k
@@ -100,8 +101,10 @@ RUNS_SQL = """
         FROM running r JOIN run_tests rt USING (run_id)
         LEFT JOIN tests t ON t.test_id = rt.test_id GROUP BY rt.run_id)
     SELECT r.run_id, r.audit, r.status, r.epoch, r.started_at, r.finished_at, r.message,
-           r.report_path, s.outputs_stored, s.outputs_planned, t.tests_stored, t.tests_planned
+           r.report_path, s.outputs_stored, s.outputs_planned, t.tests_stored, t.tests_planned,
+           g.sequential
     FROM runs r LEFT JOIN sampled s USING (run_id) LEFT JOIN tested t USING (run_id)
+    LEFT JOIN running g USING (run_id)
     ORDER BY r.started_at DESC
 """
 """Every run, with the progress of the running ones."""
@@ -306,7 +309,8 @@ class AnalysisRecord(StoreCore):
 
     def runs(self) -> pd.DataFrame:
         """Every run, newest first; a running run with its progress so far (outputs stored of
-        those planned, tests stored of those planned; missing for the others)."""
+        those planned, tests stored of those planned, whether it is sequential: then the
+        planned outputs are a maximum; missing for the others)."""
         return self._df(RUNS_SQL)
 
     def run(self, run_id: str) -> dict[str, Any]:

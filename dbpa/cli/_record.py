@@ -377,6 +377,8 @@ def _progress(run: Any, writing: bool) -> str:
     """What a running run has done so far; without a writing process, that it stopped."""
     if cell(run.outputs_planned) == "":
         done = "starting"
+    elif bool(run.sequential == True):  # noqa: E712 (a NumPy bool); the outputs are a maximum
+        done = f"{int(run.outputs_stored)} of at most {int(run.outputs_planned)} outputs so far"
     else:
         done = (
             f"{int(run.outputs_stored)}/{int(run.outputs_planned)} outputs, "

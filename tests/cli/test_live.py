@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -91,3 +92,15 @@ def test_a_second_run_waits_for_the_first_then_runs(tmp_path, provider, write_co
     runs = invoke("runs", "--db", str(db))
     assert "completed" in text(runs)
     assert f"{LIVE_RUN} │ a │ crashed" in text(runs)  # the first run never finished its run
+
+
+def test_a_running_sequential_run_counts_outputs_against_the_most_it_may_take():
+    from types import SimpleNamespace
+
+    from dbpa.cli._record import _progress
+
+    row = dict(outputs_stored=88, outputs_planned=220, tests_stored=0, tests_planned=10)
+    sequential = SimpleNamespace(**row, sequential=np.bool_(True))
+    fixed = SimpleNamespace(**row, sequential=np.bool_(False))
+    assert _progress(sequential, writing=True) == "88 of at most 220 outputs so far"
+    assert _progress(fixed, writing=True) == "88/220 outputs, 0/10 tests so far"

@@ -83,6 +83,7 @@ def test_readers_get_what_the_writer_has_stored_so_far(record, tmp_path):
     assert running.status == "running"
     assert (running.outputs_stored, running.outputs_planned) == (9, 12)
     assert (running.tests_stored, running.tests_planned) == (1, 2)
+    assert not running.sequential
     assert remote["results"].tested.tolist() == [True, False]
 
 
