@@ -99,10 +99,11 @@ def run_looks(
     a, m = analysis.alpha, analysis.correction
     for family, size in sizes.items():
         if futile_only := sequential_unreachable_looks(design, size, a, m):
+            then = "for futility only" if design.futility is not None else "no test"
             log(
                 f"sequential: {family}: no test of {size} can stop as changed at "
                 f"k={', '.join(map(str, futile_only))} (the smallest permutation p-value there, "
-                "1/C(2k, k), is above the look's level): those looks stop tests for futility only"
+                f"1/C(2k, k), is above the look's level): those looks stop {then}"
             )
     sampled = Counter("sample", 0, unit="outputs")
     early = Counter("early", len(plan.arms), unit="arms finished early")
