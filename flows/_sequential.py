@@ -98,11 +98,11 @@ def run_looks(
     log(f"sequential: looks at k={', '.join(map(str, design.looks))} outputs per arm")
     a, m = analysis.alpha, analysis.correction
     for family, size in sizes.items():
-        if futile_only := sequential_unreachable_looks(design, size, a, m):
+        if unreachable := sequential_unreachable_looks(design, size, a, m):
             then = "for futility only" if design.futility is not None else "no test"
             log(
                 f"sequential: {family}: no test of {size} can stop as changed at "
-                f"k={', '.join(map(str, futile_only))} (the smallest permutation p-value there, "
+                f"k={', '.join(map(str, unreachable))} (the smallest permutation p-value there, "
                 f"1/C(2k, k), is above the look's level): those looks stop {then}"
             )
     sampled = Counter("sample", 0, unit="outputs")
