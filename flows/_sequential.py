@@ -83,7 +83,7 @@ def run_looks(
     return where each test stopped."""
     assert config.sequential is not None
     design = config.sequential.design(plan.k, equivalence=config.equivalence is not None)
-    if config.equivalence is not None and config.sequential.futility is not None:
+    if design.futility is None and config.sequential.futility is not None:
         log(
             "sequential: no futility stops with an equivalence margin (a test that cannot "
             "become changed may still become equivalent)"

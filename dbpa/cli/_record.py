@@ -377,7 +377,7 @@ def _progress(run: Any, writing: bool) -> str:
     """What a running run has done so far; without a writing process, that it stopped."""
     if cell(run.outputs_planned) == "":
         done = "starting"
-    elif bool(run.sequential == True):  # noqa: E712 (a NumPy bool); the outputs are a maximum
+    elif run.sequential:  # its tests stop early: the planned outputs are a maximum
         done = f"{int(run.outputs_stored)} of at most {int(run.outputs_planned)} outputs so far"
     else:
         done = (

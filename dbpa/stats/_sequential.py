@@ -120,10 +120,7 @@ def min_permutations(design: SequentialDesign, m: int, alpha: float, method: str
     changed: the smallest p-value, 1/(B+1), must reach ``w_j`` times the lone threshold."""
     if not isinstance(design, SequentialDesign):
         raise ValueError(f"design: expected a SequentialDesign, got {type(design).__name__}")
-    size = as_positive_int(m, "m")
-    threshold = lone_threshold(
-        size, as_probability(alpha, "alpha"), choose(method, "method", CORRECTIONS)
-    )
+    threshold = stop_threshold(m, alpha, method)
     return int(np.ceil(1.0 / (min(design.weights) * threshold) - 1.0 - 1e-9))
 
 
