@@ -321,7 +321,8 @@ class Margin:
     """The equivalence margin of one family, and what it was calibrated on."""
 
     value: float | None
-    """On the interval's scale; None when it could not be calibrated (arms missing)."""
+    """On the interval's scale; None when it could not be calibrated (arms missing); 0 when
+    calibrated on outputs that never vary (then nothing can be shown equivalent)."""
     source: str
     """``fixed``, ``replicates`` or ``controls``."""
     quantile: float | None = None
@@ -335,6 +336,10 @@ class Margin:
     def pairs(self) -> int:
         """Pairs of samples the margin was calibrated on."""
         return len(self.distances)
+
+
+ZERO_MARGIN = "0: the outputs it rests on do not vary, so nothing can be shown equivalent"
+"""What a calibrated margin of 0 means, for reports and the command line."""
 
 
 def family_margin(
@@ -360,9 +365,10 @@ def family_margin(
 def equivalence_p_values(
     intervals: Mapping[str, EffectInterval | None], margin: float | None
 ) -> dict[str, float]:
-    """perturbation id -> p-value of "effect >= margin"; 1.0 without interval or margin."""
+    """perturbation id -> p-value of "effect >= margin"; 1.0 without interval or margin, and
+    with a margin of 0 (calibrated on outputs that never vary: no distance is shown below 0)."""
     return {
-        pid: 1.0 if interval is None or margin is None else equivalence_p_value(interval, margin)
+        pid: 1.0 if interval is None or not margin else equivalence_p_value(interval, margin)
         for pid, interval in intervals.items()
     }
 

@@ -194,4 +194,10 @@ def _margin(
             f"{family}: no equivalence margin (the {spec.margin} arms are not all sampled): "
             "every perturbation is changed or inconclusive"
         )
+    elif margin.value == 0:
+        warn(
+            f"{family}: the {spec.margin} arms calibrate a margin of 0 (their outputs do not "
+            "vary: deterministic decoding?), so no perturbation can be shown equivalent and "
+            "each is changed or inconclusive; set a fixed equivalence.margin to test one"
+        )
     return margin

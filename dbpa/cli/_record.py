@@ -150,6 +150,10 @@ def _margin_lines(df: pd.DataFrame) -> list[str]:
                 else f"the original and {pairs} control(s)"
             )
             basis = f"the {100 * quantile:g}th percentile of the distances between {what}"
+            if not margin.empty and margin.iloc[0] == 0:
+                from dbpa.analysis import ZERO_MARGIN
+
+                basis += f" ({ZERO_MARGIN})"
         where = f" ({family})" if several else ""
         lines.append(f"equivalence margin{where}: {value} on the distance scale, {basis}")
     return lines
@@ -262,6 +266,8 @@ def _settling(r: _Result) -> Any:
     from dbpa.stats import corrected_level, settling_k  # scipy: inconclusive rows only
 
     if "" in (cell(r.effect_estimate), cell(r.margin), cell(r.k_a), cell(r.k_b)):
+        return None
+    if float(r.margin) == 0:  # type: ignore[arg-type]  # no k shows a distance below 0
         return None
     return settling_k(
         float(r.effect_estimate),  # type: ignore[arg-type]

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dbpa.analysis import stars
+from dbpa.analysis import ZERO_MARGIN, stars
 from dbpa.drift import DriftHistory
 from dbpa.stats import ModelChoice, OperatingPoint, Settling, corrected_level, settling_k
 
@@ -129,7 +129,10 @@ class EquivalenceView:
             else "the original and a control perturbation"
         )
         share = f"{100 * (self.quantile or 0):g}th percentile"
-        return f"the {share} of the energy distances between {what}, over {self.pairs} pairs"
+        basis = f"the {share} of the energy distances between {what}, over {self.pairs} pairs"
+        if self.margin == 0:
+            basis += f" ({ZERO_MARGIN})"
+        return basis
 
 
 @dataclass(frozen=True)
@@ -249,9 +252,9 @@ class TestRow:
     @property
     def settling(self) -> Settling | None:
         """An inconclusive decision: the k per arm that would likely settle it (80% power,
-        ``dbpa.stats.settling_k``); None otherwise."""
+        ``dbpa.stats.settling_k``); None otherwise, and with a margin of 0."""
         view, bounds = self.equivalence, self.interval
-        if view is None or bounds is None or view.margin is None or self.decision != "inconclusive":
+        if view is None or bounds is None or not view.margin or self.decision != "inconclusive":
             return None
         k = min(self.k_a or 0, self.k_b or 0)
         if k < 2:

@@ -28,6 +28,16 @@ RULES = (
     ),
 )
 
+ONE_ANSWER_EACH = (
+    Rule("comedian", [("Knock knock, it's flu.", 1)]),
+    Rule("child", [("Ask a grown-up!", 1)]),
+    Rule("", [("Rest, drink fluids and see a doctor if it gets worse.", 1)]),
+)
+"""The same personas answering one text each, every time (a deterministic model). Only a
+target's observed split and its mirror image reach its observed statistic, so its p-value is
+the smallest B allows. Under ``RULES`` other splits can tie or beat it, depending on the hashed
+embeddings and the arms' seeds (which depend on the server's random port)."""
+
 BASE: dict[str, Any] = {
     "name": "persona-test",
     "prompt": "My flu has lasted two days. Should I see a doctor?",

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import duckdb
 import numpy as np
 import pandas as pd
 import pytest
+from typer.testing import CliRunner
 
+from dbpa.cli import app
 from dbpa.config import parse_config
 from flows.audit import audit
 from storage import Store
-from tests.pipeline.conftest import make_config
+from tests.pipeline.conftest import ONE_ANSWER_EACH, make_config
 from tests.support.scripted_server import ScriptedServer
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
@@ -76,6 +80,30 @@ def test_replicate_arms_calibrate_the_margin(provider: ScriptedServer, tmp_path)
     with duckdb.connect(str(tmp_path / "a.duckdb"), read_only=True) as con:
         arms = con.execute("SELECT count(DISTINCT arm_id) FROM samples").fetchone()
     assert arms == (8,)
+
+
+def test_outputs_that_never_vary_calibrate_a_margin_of_0_and_nothing_is_equivalent(
+    tmp_path, caplog
+):
+    """A deterministic model's replicates all say the same: the margin is 0, no distance can be
+    shown below it, and the audit still decides every change (a warning says why)."""
+    db = tmp_path / "a.duckdb"
+    with ScriptedServer(rules=ONE_ANSWER_EACH, embedding_dimension=24) as provider:
+        config = make_config(provider, n_permutations=999, equivalence={"replicates": 2})
+        with caplog.at_level("WARNING"):
+            outcome = audit(config=parse_config(config), db=str(db))
+    assert "calibrate a margin of 0" in caplog.text
+    df = _results(db, outcome.run_id)
+    assert (df.margin == 0).all()
+    assert (df.equivalence_p == 1).all()
+    assert (df.loc[CONTROLS, "decision"] == "inconclusive").all()
+    assert (df.loc[TARGETS, "decision"] == "changed").all()
+    assert "nothing can be shown equivalent" in Path(outcome.reports["md"]).read_text()
+    shown = CliRunner().invoke(app, ["results", outcome.run_id, "--db", str(db)]).output
+    shown = " ".join(shown.split())
+    assert "equivalence margin: 0 on the distance scale" in shown
+    assert "nothing can be shown equivalent" in shown
+    assert "would likely settle" not in shown
 
 
 def test_a_margin_above_every_effect_makes_every_perturbation_equivalent(
