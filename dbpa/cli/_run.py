@@ -7,7 +7,7 @@ import os
 import signal
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.progress import (
@@ -43,7 +43,11 @@ from ._quiet import quiet_console
 from ._record import check_gates, print_results
 from ._server import PrefectServer, TemporaryServerError
 from ._validate import bind_stored, load_audit
-from ._warm import embedder_warmed, generation_work, pending_work, warm_up
+from ._warm import embedder_warmed, generation_work, pending_work, wait_for_warm_ups, warm_up
+
+if TYPE_CHECKING:
+    from dbpa.config import AuditConfig
+    from dbpa.plan import AuditPlan
 
 
 @contextmanager
@@ -79,6 +83,16 @@ def _without_prefect(server: PrefectServer) -> bool:
     return True
 
 
+def _first_look(plan: AuditPlan, cfg: AuditConfig) -> AuditPlan:
+    """``plan`` as far as the run surely samples it: a sequential audit only to its first
+    look (a test may stop there; which ones go on, only the flow knows). Head start and
+    warm-ups follow it: a finished sequential audit, its arms short of k where tests
+    stopped, has nothing to sample."""
+    if not cfg.sequential:
+        return plan
+    return dataclasses.replace(plan, k=cfg.sequential.design(cfg.k).looks[0])
+
+
 def _terminated(signum: int, frame: object) -> None:
     """SIGTERM ends a run as Ctrl-C does, through every ``finally`` and exit hook (the
     record closed, Prefect's temporary server stopped), with the shell's code for it."""
@@ -86,6 +100,7 @@ def _terminated(signum: int, frame: object) -> None:
 
 
 def run(
+    context: typer.Context,
     config: ConfigArgument,
     db: DbOption = DEFAULT_DB,
     out_dir: ReportDirOption = None,
@@ -121,7 +136,7 @@ def run(
         cfg, plan = bind_stored(cfg, db)
     # With paraphrases still to generate, the flow generates, then plans; the arms that need
     # none (the original's, other specs') get their head start all the same.
-    work = pending_work(plan, db) if plan is not None else generation_work(cfg)
+    work = pending_work(_first_look(plan, cfg), db) if plan is not None else generation_work(cfg)
     # A sequential audit's decisions come from its looks, which only the flow reads.
     if plan is not None and work.done and not cfg.sequential and _without_prefect(server):
         err.print(
@@ -134,12 +149,11 @@ def run(
             out.print(f"{fmt} report: {path}")
         check_gates(results, fail_on_control_rejection, require_equivalent or [])
         return
+    context.call_on_close(wait_for_warm_ups)  # however the run ends
     warm_up(work)
     from dbpa.plan import plan_audit
 
-    ready = plan if plan is not None else plan_audit(cfg.ready_part())
-    if cfg.sequential:  # no head start beyond the first look: a test may stop there
-        ready = dataclasses.replace(ready, k=cfg.sequential.design(cfg.k).looks[0])
+    ready = _first_look(plan if plan is not None else plan_audit(cfg.ready_part()), cfg)
     head_start = HeadStart(ready, db) if work.models else None
     try:
         from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings

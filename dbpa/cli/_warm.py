@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -141,9 +142,29 @@ def _once_sampled(start: Callable[[], None]) -> progress.Listener:
     return listener
 
 
+WARM_UP_WAIT = 120.0
+"""Seconds the end of a run waits, at most, for the warm-ups still loading."""
+
+_started: list[threading.Thread] = []
+
+
+def wait_for_warm_ups(timeout: float = WARM_UP_WAIT) -> None:
+    """Wait until the background warm-ups have ended (``timeout`` seconds at most, in all).
+
+    A run can end while one still loads (a re-run with nothing to sample). A daemon thread
+    stopped by the interpreter's exit in the middle of an import never releases the import
+    lock, and a finalizer that imports (litellm's HTTP handlers do) then waits for it
+    forever: the command would print its results and never exit."""
+    deadline = time.monotonic() + timeout
+    while _started:
+        _started.pop().join(max(0.0, deadline - time.monotonic()))
+
+
 def _background(name: str, load: Callable[[], object]) -> None:
     def run() -> None:
         with contextlib.suppress(Exception):  # the flow meets and reports it on first use
             load()
 
-    threading.Thread(target=run, name=name, daemon=True).start()
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    _started.append(thread)
+    thread.start()

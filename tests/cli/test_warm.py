@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 
 import pytest
 
 import dbpa.embedding
-from dbpa.cli._warm import PendingWork, embedder_warmed, pending_work
+from dbpa.cli._run import _first_look
+from dbpa.cli._warm import PendingWork, embedder_warmed, pending_work, wait_for_warm_ups
 from dbpa.config import parse_config
 from dbpa.plan import plan_audit
 from dbpa.progress import Counter
@@ -50,6 +52,35 @@ def test_a_finished_audit_needs_nothing_and_more_outputs_need_the_model(tmp_path
     )
 
 
+@pytest.mark.usefixtures("prefect_harness")
+def test_a_finished_sequential_audit_needs_no_model(tmp_path, provider):
+    """Its arms stop short of k where their tests stopped: only the first look is sure."""
+    sequential = {"first": 8, "looks": 2}
+    config = parse_config(make_config(provider, k=16, n_permutations=999, sequential=sequential))
+    db = tmp_path / "done.duckdb"
+    run_audit(config, str(db), str(tmp_path / "reports"))
+    plan = plan_audit(config)
+    assert pending_work(plan, db).models == {"openai/scripted"}  # short of k=16: stopped early
+    assert _first_look(plan, config).k == 8
+    assert pending_work(_first_look(plan, config), db).models == frozenset()
+
+
+def test_the_end_of_a_run_waits_for_a_warm_up_still_loading(monkeypatch):
+    """A daemon thread stopped mid-import at exit would hang the interpreter's exit."""
+    loaded = threading.Event()
+
+    def slow(spec: EmbedderSpec) -> None:
+        time.sleep(0.5)
+        loaded.set()
+
+    monkeypatch.setattr(dbpa.embedding, "get_embedder", slow)
+    with embedder_warmed(EmbedderSpec(), PendingWork(frozenset(), embedding=True)):
+        pass
+    assert not loaded.is_set()
+    wait_for_warm_ups()
+    assert loaded.is_set()
+
+
 def test_the_embedder_loads_once_the_first_output_is_stored(monkeypatch):
     loaded = threading.Event()
     monkeypatch.setattr(dbpa.embedding, "get_embedder", lambda spec: loaded.set())
@@ -76,10 +107,17 @@ def test_no_embedder_when_every_output_has_its_vector(monkeypatch):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    "overrides",
+    [{}, {"k": 16, "sequential": {"first": 8, "looks": 2}}],
+    ids=["fixed", "sequential"],
+)
 def test_the_rerun_of_a_finished_audit_loads_no_model_stack(
-    tmp_path, provider, write_config, prefect_home
+    tmp_path, provider, write_config, prefect_home, overrides
 ):
-    config = str(write_config(make_config(provider)))
+    """A sequential audit's arms stop short of k: its re-run has nothing to sample all the
+    same (before, it warmed litellm and the local models up, and could hang at exit)."""
+    config = str(write_config(make_config(provider, **overrides)))
     args = ["run", config, "--db", str(tmp_path / "a.duckdb")]
     env = {KEY_ENV: "sk-pipeline-test", "PYTHONPROFILEIMPORTTIME": "1"}
     first = run_dbpa(args, prefect_home, cwd=tmp_path, env=env)
