@@ -71,6 +71,13 @@ def provider() -> Iterator[ScriptedServer]:
         yield server
 
 
+@pytest.fixture
+def one_answer_provider() -> Iterator[ScriptedServer]:
+    """The provider answering by ``ONE_ANSWER_EACH``."""
+    with ScriptedServer(rules=ONE_ANSWER_EACH, embedding_dimension=24) as server:
+        yield server
+
+
 def make_config(server: ScriptedServer, **overrides: Any) -> dict[str, Any]:
     """An audit config dict whose model and embedder are the scripted server."""
     config = copy.deepcopy(BASE)

@@ -14,7 +14,7 @@ from dbpa.cli import app
 from dbpa.config import parse_config
 from flows.audit import audit
 from storage import Store
-from tests.pipeline.conftest import ONE_ANSWER_EACH, make_config
+from tests.pipeline.conftest import make_config
 from tests.support.scripted_server import ScriptedServer
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
@@ -83,15 +83,14 @@ def test_replicate_arms_calibrate_the_margin(provider: ScriptedServer, tmp_path)
 
 
 def test_outputs_that_never_vary_calibrate_a_margin_of_0_and_nothing_is_equivalent(
-    tmp_path, caplog
+    one_answer_provider, tmp_path, caplog
 ):
     """A deterministic model's replicates all say the same: the margin is 0, no distance can be
     shown below it, and the audit still decides every change (a warning says why)."""
     db = tmp_path / "a.duckdb"
-    with ScriptedServer(rules=ONE_ANSWER_EACH, embedding_dimension=24) as provider:
-        config = make_config(provider, n_permutations=999, equivalence={"replicates": 2})
-        with caplog.at_level("WARNING"):
-            outcome = audit(config=parse_config(config), db=str(db))
+    config = make_config(one_answer_provider, n_permutations=999, equivalence={"replicates": 2})
+    with caplog.at_level("WARNING"):
+        outcome = audit(config=parse_config(config), db=str(db))
     assert "calibrate a margin of 0" in caplog.text
     df = _results(db, outcome.run_id)
     assert (df.margin == 0).all()

@@ -12,7 +12,7 @@ from dbpa.config import parse_config
 from dbpa.stats import correct, sequential_design, sequential_p_value, sequential_threshold
 from flows.audit import audit
 from storage import Store
-from tests.pipeline.conftest import ONE_ANSWER_EACH, make_config
+from tests.pipeline.conftest import make_config
 from tests.support.scripted_server import ScriptedServer
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
@@ -184,19 +184,17 @@ def test_with_an_equivalence_margin_no_test_stops_for_futility(provider, tmp_pat
         assert by_id.loc[pid, "equivalence_p"] == pytest.approx(1 / 2136 / weight)
 
 
-def test_replicate_arms_follow_the_original(tmp_path):
+def test_replicate_arms_follow_the_original(one_answer_provider, tmp_path):
     """The margin is calibrated at the original arm's final k: its replicates are sampled to
     that k, never further. Two targets, both obvious at the first look."""
     db = tmp_path / "a.duckdb"
     targets = {"kind": "personas", "values": ["comedian", "child"]}
-    with ScriptedServer(rules=ONE_ANSWER_EACH, embedding_dimension=24) as provider:
-        config = _config(provider, perturbations=[targets], equivalence={"replicates": 2})
-        outcome = audit(config=config, db=str(db))
-        calls = provider.counts.by_endpoint["/v1/chat/completions"]
+    config = _config(one_answer_provider, perturbations=[targets], equivalence={"replicates": 2})
+    outcome = audit(config=config, db=str(db))
     results, _, run = _record(db, outcome.run_id)
     assert (results.stop_reason == "changed").all()
     assert (results.stopped_at == 8).all()
     # the original, its 2 replicates and the 2 perturbed arms: 8 outputs each
-    assert calls == 5 * 8
+    assert one_answer_provider.counts.by_endpoint["/v1/chat/completions"] == 5 * 8
     assert (run["outputs_used"], run["outputs_fixed"]) == (5 * 8, 5 * K_MAX)
     assert (results.margin_source == "replicates").all()
