@@ -33,15 +33,27 @@ def _record(db, run_id):
         return store.results(run_id), store.sequential_looks(run_id), store.run(run_id)
 
 
-def test_obvious_changes_stop_at_the_first_look_and_save_model_calls(provider, tmp_path):
+def test_obvious_changes_stop_at_the_first_look_and_save_model_calls(
+    one_answer_provider, tmp_path
+):
+    """Each arm repeats one text (see ``ONE_ANSWER_EACH``): the targets' first-look p-values
+    are the smallest B allows, the controls' are 1."""
+    provider = one_answer_provider
     db = tmp_path / "a.duckdb"
     outcome = audit(config=_config(provider), db=str(db))
     results, looks, run = _record(db, outcome.run_id)
     by_id = results.set_index("perturbation_id")
-    # the comedian and the child answer nothing like the original: stopped as changed
+    # the comedian and the child answer nothing like the original: stopped as changed at 8
     for target in ("persona-comedian", "persona-child"):
         assert by_id.loc[target, "stop_reason"] == "changed"
+        assert by_id.loc[target, "stopped_at"] == 8
         assert by_id.loc[target, "reject"]
+    # the controls answer exactly as the original: p = 1 at the first look, futile
+    for control in ("persona-doctor", "persona-nurse"):
+        assert (by_id.loc[control, "stop_reason"], by_id.loc[control, "stopped_at"]) == (
+            "futile",
+            8,
+        )
     for pid, row in by_id.iterrows():  # the family row points at the test it stopped at
         assert row.k_a == row.k_b == row.stopped_at, pid
     # every stop follows the rule from the stored looks
@@ -163,9 +175,13 @@ def test_the_progress_counts_what_the_design_asks_and_the_arms_that_finished_ear
     assert (last["early"].done, last["early"].total) == (early, 5)
 
 
-def test_with_an_equivalence_margin_no_test_stops_for_futility(provider, tmp_path, caplog):
+def test_with_an_equivalence_margin_no_test_stops_for_futility(
+    one_answer_provider, tmp_path, caplog
+):
     """A control that cannot become changed may still become equivalent: it samples to k max
-    (energy distances between unit vectors are at most 4, so a margin of 5 holds them all)."""
+    (energy distances between unit vectors are at most 4, so a margin of 5 holds them all).
+    Each arm repeats one text, so the targets cross at the first look whatever the port."""
+    provider = one_answer_provider
     db = tmp_path / "a.duckdb"
     config = _config(provider, equivalence={"margin": 5.0})
     with caplog.at_level("INFO"):
@@ -175,7 +191,9 @@ def test_with_an_equivalence_margin_no_test_stops_for_futility(provider, tmp_pat
     by_id = results.set_index("perturbation_id")
     assert set(by_id.stop_reason) <= {"changed", "k_max"}
     assert (by_id.loc[by_id.stop_reason == "k_max", "stopped_at"] == K_MAX).all()
-    assert (by_id.loc[["persona-comedian", "persona-child"], "stop_reason"] == "changed").all()
+    targets = by_id.loc[["persona-comedian", "persona-child"]]
+    assert (targets.stop_reason == "changed").all()
+    assert (targets.stopped_at == 8).all()
     assert (by_id.decision == "equivalent").all()
     # every look's bootstrap replicates lie below 5: p_eq = 1/(B+1) at each look, B = the
     # looks' raised 2135 permutations; combined as min_j p_j / w_j over the looks taken
