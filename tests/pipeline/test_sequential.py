@@ -33,9 +33,7 @@ def _record(db, run_id):
         return store.results(run_id), store.sequential_looks(run_id), store.run(run_id)
 
 
-def test_obvious_changes_stop_at_the_first_look_and_save_model_calls(
-    one_answer_provider, tmp_path
-):
+def test_obvious_changes_stop_at_the_first_look_and_save_model_calls(one_answer_provider, tmp_path):
     """Each arm repeats one text (see ``ONE_ANSWER_EACH``): the targets' first-look p-values
     are the smallest B allows, the controls' are 1."""
     provider = one_answer_provider
