@@ -20,7 +20,14 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ._combined import ComponentResult, combine, component_result, driver, null_summary
+from ._combined import (
+    ComponentResult,
+    at_least_counts,
+    combine,
+    component_result,
+    driver,
+    null_summary,
+)
 from ._omega import OMEGAS, Kernel, Omega
 from ._similarity import SIMILARITIES, pool_arms, pooled_similarity
 from ._validation import RngLike, as_pooled_matrix, as_positive_int, as_rng, choose
@@ -130,19 +137,42 @@ def permutation_test(
     gen = as_rng(rng)
     if spec.components:
         return _run_combined(a, b, spec, similarity, n_perm, gen)
-    if spec.from_embeddings is None:
-        matrix = pooled_similarity(a, b, similarity)
-        used_similarity: str | None = similarity
-    else:
-        if similarity != "cosine":
-            raise ValueError(
-                f"similarity: omega {spec.name!r} is computed on the embeddings with its own "
-                f"distance ({spec.matrix}); similarity {similarity!r} does not apply"
-            )
-        matrix = spec.from_embeddings(pool_arms(a, b, nonzero=spec.name == "energy_cosine"))
-        used_similarity = None
+    matrix = _single_matrix(a, b, spec, similarity)
+    used_similarity = similarity if spec.from_embeddings is None else None
     k_a = len(np.asarray(a))
     return _run(matrix, k_a, spec, options, n_perm, gen, used_similarity)
+
+
+def _single_matrix(a: ArrayLike, b: ArrayLike, spec: Omega, similarity: str) -> NDArray[np.float64]:
+    """The pooled matrix a single omega's kernel reads."""
+    if spec.from_embeddings is None:
+        return pooled_similarity(a, b, similarity)
+    if similarity != "cosine":
+        raise ValueError(
+            f"similarity: omega {spec.name!r} is computed on the embeddings with its own "
+            f"distance ({spec.matrix}); similarity {similarity!r} does not apply"
+        )
+    return spec.from_embeddings(pool_arms(a, b, nonzero=spec.name == "energy_cosine"))
+
+
+def _component_kernels(
+    a: ArrayLike, b: ArrayLike, spec: Omega, similarity: str
+) -> tuple[list[Omega], list[Kernel], int, int]:
+    """(components, their kernels, k_a, n) of a combined omega, each pooled matrix built once."""
+    parts = [OMEGAS[name] for name in spec.components]
+    similarity_fn = SIMILARITIES[choose(similarity, "similarity", SIMILARITIES)]
+    nonzero = similarity == "cosine" or "energy_cosine" in spec.components
+    z = pool_arms(a, b, nonzero=nonzero)
+    similarities = similarity_fn(z, "a or b")
+    kernels = [
+        part.build(
+            similarities if part.from_embeddings is None else part.from_embeddings(z),
+            len(np.asarray(a)),
+            part.defaults,
+        )
+        for part in parts
+    ]
+    return parts, kernels, len(np.asarray(a)), z.shape[0]
 
 
 def permutation_test_matrix(
@@ -172,6 +202,73 @@ def permutation_test_matrix(
     n_perm = as_positive_int(n_permutations, "n_permutations")
     gen = as_rng(rng)
     return _run(arr, k, spec, options, n_perm, gen, None)
+
+
+@dataclass(frozen=True)
+class SplitStatistics:
+    """An omega on given splits of two pooled arms (``split_statistics``)."""
+
+    values: NDArray[np.float64]
+    """The statistic of every split, in the order given; larger is more extreme."""
+    tolerances: NDArray[np.float64]
+    """Each value's tie tolerance: another split's value ``v`` counts as at least as extreme
+    as ``values[i]`` when ``v >= values[i] - tolerances[i]`` (the engine's rule)."""
+
+
+def split_statistics(
+    a: ArrayLike,
+    b: ArrayLike,
+    splits: ArrayLike,
+    *,
+    similarity: str = "cosine",
+    omega: str = "auto",
+    **omega_options: Any,
+) -> SplitStatistics:
+    """Omega on each of ``splits``: (S, k_a + k_b) boolean masks over the pooled rows (``a``'s
+    then ``b``'s), True for the rows put in the first group, ``k_a`` per mask.
+
+    For a single omega the values are its statistic on each split, as ``permutation_test``
+    computes it. For a combined omega (``auto``) a split's value is its rank among the given
+    splits by the combination's ordering (``_combined``: the sorted component p-values among
+    these splits, compared lexicographically; larger is more extreme, equal ranks tie, the
+    tolerances are 0): a symmetric function of the set of splits, so a rule that ranks
+    exchangeable splits by it keeps their exchangeability.
+    """
+    spec, options = _omega_iv(omega, omega_options)
+    k_a = len(np.asarray(a))
+    masks = np.asarray(splits)
+    n = k_a + len(np.asarray(b))
+    if masks.dtype != np.bool_ or masks.ndim != 2 or masks.shape[1] != n:
+        raise ValueError(
+            f"splits: expected (S, {n}) boolean masks over the pooled rows, got "
+            f"{masks.dtype} of shape {masks.shape}"
+        )
+    if masks.shape[0] == 0 or (np.count_nonzero(masks, axis=1) != k_a).any():
+        raise ValueError(f"splits: every mask must put k_a = {k_a} rows in the first group")
+    if not spec.components:
+        kernel = spec.build(_single_matrix(a, b, spec, similarity), k_a, options)
+        values = _in_chunks(kernel, masks, kernel.bytes_per_split)
+        return SplitStatistics(values, TIE_RTOL * (np.abs(values) + kernel.scale))
+    _, kernels, _, _ = _component_kernels(a, b, spec, similarity)
+    per_component = [_in_chunks(k, masks, k.bytes_per_split) for k in kernels]
+    counts = np.column_stack(
+        [
+            at_least_counts(values, kernel.scale, TIE_RTOL)
+            for values, kernel in zip(per_component, kernels, strict=True)
+        ]
+    )
+    # fewer splits at least as extreme, compared lexicographically on the sorted counts, is
+    # more extreme: np.unique orders the distinct rows so, the most extreme first
+    _, order = np.unique(np.sort(counts, axis=1), axis=0, return_inverse=True)
+    ranks = (order.max() - order.ravel()).astype(np.float64)
+    return SplitStatistics(ranks, np.zeros_like(ranks))
+
+
+def _in_chunks(
+    kernel: Kernel, masks: NDArray[np.bool_], bytes_per_split: int
+) -> NDArray[np.float64]:
+    chunk = max(1, MEMORY_BUDGET_BYTES // bytes_per_split)
+    return np.concatenate([kernel(masks[i : i + chunk]) for i in range(0, len(masks), chunk)])
 
 
 def _run(
@@ -252,21 +349,7 @@ def _run_combined(
     the combined evidence, not an effect size; each component's own statistic, p-value
     and bias-corrected effect are in ``components``.
     """
-    parts = [OMEGAS[name] for name in spec.components]
-    similarity_fn = SIMILARITIES[choose(similarity, "similarity", SIMILARITIES)]
-    nonzero = similarity == "cosine" or "energy_cosine" in spec.components
-    z = pool_arms(a, b, nonzero=nonzero)
-    k_a, n = len(np.asarray(a)), z.shape[0]
-
-    similarities = similarity_fn(z, "a or b")
-    kernels = [
-        part.build(
-            similarities if part.from_embeddings is None else part.from_embeddings(z),
-            k_a,
-            part.defaults,
-        )
-        for part in parts
-    ]
+    parts, kernels, k_a, n = _component_kernels(a, b, spec, similarity)
     bytes_per_split = sum(kernel.bytes_per_split for kernel in kernels)
     exact, splits = _splits(n, k_a, n_permutations, bytes_per_split, rng)
     values = np.concatenate([np.column_stack([k(masks) for k in kernels]) for masks in splits])
