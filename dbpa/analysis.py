@@ -25,7 +25,6 @@ from dbpa.stats import (
     equivalence_p_value,
     permutation_test,
     sequential_design,
-    sequential_min_permutations,
 )
 
 INTERVAL_OMEGA = "energy_l2"
@@ -109,23 +108,18 @@ class EquivalenceSpec(Spec):
         return self.replicates if self.margin == "replicates" else 0
 
 
-LOOK_HEADROOM = 4
-"""A sequential look's B allows p-values down to a quarter of its level: at exactly the
-floor a test stops only if no permutation ties with the observed split, and on the embedded
-model an obvious change at k=8 met 2/(B+1) under ``auto`` and never stopped early."""
-
-
 class SequentialSpec(Spec):
     """A sequential audit: arms are sampled in rounds up to ``k`` outputs (the config's k is
     the maximum), every open test is looked at after each round, and a test stops once its
-    answer is clear (``dbpa.stats.sequential_design``: weighted-Bonferroni alpha spending
-    over the looks, so the family's error rate holds under the stopping)."""
+    answer is clear (``dbpa.stats.sequential_design``: alpha spent over the looks on the
+    joint permutation distribution of each test's looks, ``dbpa.stats.group_sequential_stop``,
+    so the family's error rate holds under the stopping)."""
 
     first: int = Field(default=8, ge=2)
     """Outputs per arm at the first look (at most k: a smaller k is a single look)."""
     looks: int = Field(default=4, ge=1, le=50)
     """Looks, evenly spaced from ``first`` to k (the last at k)."""
-    final_weight: float = Field(default=0.85, gt=0, le=1)
+    final_weight: float = Field(default=0.7, gt=0, le=1)
     """Share of alpha kept for the last look; the interim looks share the rest equally."""
     futility: float | None = Field(default=0.2, gt=0, lt=1)
     """Stop a test at an interim look whose p-value exceeds this (``false``: never). Not
@@ -147,17 +141,6 @@ class SequentialSpec(Spec):
             final_weight=self.final_weight,
             futility=None if equivalence else self.futility,
         )
-
-    def look_analysis(self, analysis: AnalysisSpec, k: int, m: int) -> AnalysisSpec:
-        """``analysis`` with enough permutations for every look to stop a test of a family
-        of ``m`` as changed: ``LOOK_HEADROOM`` times what the floor 1/(B+1) needs
-        (``dbpa.stats.sequential_min_permutations``), never fewer than the config's B. Each
-        look is a permutation test at its own k with this B."""
-        floor = sequential_min_permutations(self.design(k), m, analysis.alpha, analysis.correction)
-        needed = LOOK_HEADROOM * (floor + 1) - 1
-        if needed <= analysis.n_permutations:
-            return analysis
-        return analysis.model_copy(update={"n_permutations": needed})
 
 
 def derive_test_id(

@@ -17,7 +17,16 @@ from dbpa.analysis import AnalysisSpec
 from dbpa.config import AuditConfig
 from dbpa.plan import AuditPlan, PlannedTest, look_plan
 from dbpa.progress import Counter
-from dbpa.stats import SequentialDesign, sequential_family_stops, sequential_unreachable_looks
+from dbpa.stats import (
+    GroupSequentialPaths,
+    PathPlan,
+    SequentialDesign,
+    group_sequential_paths,
+    group_sequential_stop,
+    lone_threshold,
+    path_plan,
+    sequential_unreachable_looks,
+)
 
 Look = Callable[[AuditPlan, AnalysisSpec, Counter], dict[str, str]]
 """Runs one look (sampling, embedding and testing of a plan at one k, its tests under the
@@ -89,14 +98,14 @@ def run_looks(
             "become changed may still become equivalent)"
         )
     sizes = {f: sum(1 for t in plan.tests if t.family == f) for f in plan.families}
-    analysis = config.sequential.look_analysis(config.analysis, plan.k, max(sizes.values()))
-    if analysis.n_permutations != config.analysis.n_permutations:
-        log(
-            f"sequential: B={analysis.n_permutations} permutations per look (the config's "
-            f"{config.analysis.n_permutations} cannot reach the first look's level)"
-        )
-    log(f"sequential: looks at k={', '.join(map(str, design.looks))} outputs per arm")
+    analysis = config.analysis
     a, m = analysis.alpha, analysis.correction
+    thresholds = {f: lone_threshold(size, a, m) for f, size in sizes.items()}
+    paths_of = {f: path_plan(design, size, a, m) for f, size in sizes.items()}
+    log(
+        f"sequential: looks at k={', '.join(map(str, design.looks))} outputs per arm; "
+        f"boundaries on {max(p.n_paths for p in paths_of.values())} permutation paths per test"
+    )
     for family, size in sizes.items():
         if unreachable := sequential_unreachable_looks(design, size, a, m):
             then = "for futility only" if design.futility is not None else "no test"
@@ -116,17 +125,18 @@ def run_looks(
         _recount(sampled, plan, store, targets)
         this = look_plan(plan, analysis, k, open_tests)
         failures.update(look(this, analysis, sampled))
-        p_values = store.test_p_values([t.test_id for t in this.tests])
-        tested: dict[str, list[tuple[str, str]]] = {}
+        stored = store.test_p_values([t.test_id for t in this.tests])
+        taken = design.looks[: design.looks.index(k) + 1]
         for t, at_k in zip(open_tests, this.tests, strict=True):
             key = (t.family, t.perturbation.id)
-            if at_k.test_id not in p_values:  # an arm failed
+            if at_k.test_id not in stored:  # an arm failed
                 stops[key] = Stop(tuple(looks.get(key, ())), None, None, NOT_TESTED)
                 continue
-            looks.setdefault(key, []).append(LookResult(k, at_k.test_id, p_values[at_k.test_id]))
-            tested.setdefault(t.family, []).append(key)
-        for family, keys in tested.items():
-            _stop_family(family, keys, looks, stops, design, analysis, sizes[family])
+            paths = _paths(store, plan, t, taken, paths_of[t.family], analysis)
+            look_p = float(paths.look_p_values()[-1])
+            looks.setdefault(key, []).append(LookResult(k, at_k.test_id, look_p))
+            if found := group_sequential_stop(paths, design, thresholds[t.family]):
+                stops[key] = Stop(tuple(looks[key]), found.p_value, found.stopped_at, found.reason)
         open_tests = [t for t in open_tests if (t.family, t.perturbation.id) not in stops]
         targets = _targets(plan, open_tests, stops, design.k_max)
         early.reset(sum(1 for n in targets.values() if n < design.k_max), len(plan.arms))
@@ -136,29 +146,31 @@ def run_looks(
     return SequentialOutcome(design, analysis, stops, targets, failures)
 
 
-def _stop_family(
-    family: str,
-    keys: Sequence[tuple[str, str]],
-    looks: dict[tuple[str, str], list[LookResult]],
-    stops: dict[tuple[str, str], Stop],
-    design: SequentialDesign,
+def _paths(
+    store: storage.Store,
+    plan: AuditPlan,
+    test: PlannedTest,
+    looks: tuple[int, ...],
+    paths: PathPlan,
     analysis: AnalysisSpec,
-    m: int,
-) -> None:
-    """Stop the tests ``keys`` of ``family`` whose answer is clear after this look."""
-    changed = sum(1 for (f, _), s in stops.items() if f == family and s.reason == "changed")
-    found = sequential_family_stops(
-        [[r.p_value for r in looks[key]] for key in keys],
-        design,
-        m=m,
-        alpha=analysis.alpha,
-        method=analysis.correction,
-        changed=changed,
+) -> GroupSequentialPaths:
+    """A test's permutation paths at the looks taken, from its arms' stored vectors: seeded
+    by the audit seed and the test (its content id at k max), never by the look, so a look
+    recomputed after a resume sees the same paths."""
+    k = looks[-1]
+    a = store.arm_vectors(test.original.arm_id, plan.embedder, k)
+    b = store.arm_vectors(test.perturbed.arm_id, plan.embedder, k)
+    return group_sequential_paths(
+        a,
+        b,
+        looks,
+        n_paths=paths.n_paths,
+        seed=(plan.seed, int(test.test_id[:15], 16)),
+        first_block=paths.first_block,
+        omega=analysis.omega,
+        similarity=analysis.similarity,
+        **analysis.omega_options,
     )
-    for key, stopped in zip(keys, found, strict=True):
-        if stopped is not None:
-            taken = tuple(looks[key])
-            stops[key] = Stop(taken, stopped.p_value, stopped.stopped_at, stopped.reason)
 
 
 def family_outputs(plan: AuditPlan, outcome: SequentialOutcome, family: str) -> int:

@@ -22,6 +22,14 @@ from ._equivalence import (
     decide_family,
     equivalence_p_value,
 )
+from ._group_sequential import (
+    GroupSequentialPaths,
+    PathPlan,
+    group_sequential_family,
+    group_sequential_paths,
+    group_sequential_stop,
+    path_plan,
+)
 from ._interval import INTERVAL_OMEGAS, EffectInterval, effect_interval
 from ._interval import MIN_ROWS as INTERVAL_MIN_ROWS
 from ._multiplicity import (
@@ -29,6 +37,7 @@ from ._multiplicity import (
     CorrectionResult,
     PermutationBudgetWarning,
     correct,
+    lone_threshold,
     min_permutations,
 )
 from ._omega import OMEGAS, Omega, histogram_edges
@@ -82,10 +91,12 @@ __all__ = [
     "EffectDifference",
     "EffectInterval",
     "FamilyDecision",
+    "GroupSequentialPaths",
     "MarginCalibration",
     "ModelChoice",
     "Omega",
     "OperatingPoint",
+    "PathPlan",
     "PermutationBudgetWarning",
     "PermutationTestResult",
     "PowerResult",
@@ -107,8 +118,13 @@ __all__ = [
     "effect_difference",
     "effect_interval",
     "equivalence_p_value",
+    "group_sequential_family",
+    "group_sequential_paths",
+    "group_sequential_stop",
     "histogram_edges",
+    "lone_threshold",
     "min_permutations",
+    "path_plan",
     "permutation_test",
     "permutation_test_matrix",
     "plan_k",

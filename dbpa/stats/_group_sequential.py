@@ -413,8 +413,8 @@ def group_sequential_family(
     """A sequential family with the exact group-sequential boundary: every perturbed arm
     against the original, look by look, each test stopped by ``group_sequential_stop`` at
     the family's lone threshold, the stage-wise p-values corrected by ``method``. Paths as
-    ``path_plan`` says unless ``n_paths`` is given (then random unless ``first_block``). One seed is drawn from ``rng``; test ``i``'s block ``j``
-    comes from ``(seed, i, j)``."""
+    ``path_plan`` says unless ``n_paths`` is given (then random unless ``first_block``). One
+    seed is drawn from ``rng``; test ``i``'s block ``j`` comes from ``(seed, i, j)``."""
     if not isinstance(design, SequentialDesign):
         raise ValueError(f"design: expected a SequentialDesign, got {type(design).__name__}")
     a, arms = _arms_iv(original, perturbed, design.k_max)
