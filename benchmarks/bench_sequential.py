@@ -6,12 +6,13 @@ family): one original arm and m = 10 perturbed arms, some shifted away from the 
 the fixed design finds about 9 times in 10), the rest from the original's distribution. The
 fixed design samples k = 20 outputs per arm and corrects the 10 permutation p-values (B =
 4999) by Holm; each sequential design (``dbpa.analysis.SequentialSpec``: the default looks
-at 8, 12, 16, 20 outputs, weights 0.05, 0.05, 0.05, 0.85, futility 0.2; and variants) runs
-``dbpa.stats.sequential_family`` on the same arms with the B the audit flow gives its looks
-(``SequentialSpec.look_analysis``: 15999 for the default at m = 10). All use omega
-``energy_cosine``. Calls are outputs sampled (the original arm is sampled while any of its
-tests is open). Power: the share of shifted perturbations found changed; type-I: the share
-of families with any unshifted perturbation found changed (95% Clopper-Pearson intervals).
+at 8, 12, 16, 20 outputs, weights 0.1, 0.1, 0.1, 0.7, futility 0.2; and variants) runs
+``dbpa.stats.sequential_family`` on the same arms: the group-sequential boundary on the
+permutation paths the audit flow gives each test (``dbpa.stats.path_plan``: the first
+block's 12870 splits enumerated at m = 10). All use omega ``energy_cosine``. Calls are
+outputs sampled (the original arm is sampled while any of its tests is open). Power: the
+share of shifted perturbations found changed; type-I: the share of families with any
+unshifted perturbation found changed (95% Clopper-Pearson intervals).
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ from scipy.stats import binomtest
 from benchmarks._provider import RemoteProvider, remote_provider
 from benchmarks._synthetic import Arm, answer_space, sample
 from benchmarks._table import print_table
-from dbpa.analysis import AnalysisSpec, SequentialSpec
+from dbpa.analysis import SequentialSpec
 from dbpa.config import parse_config
-from dbpa.stats import correct, permutation_test, sequential_family
+from dbpa.stats import correct, path_plan, permutation_test, sequential_family
 from storage import Store
 from tests.support.scripted_server import Rule
 
@@ -68,21 +69,18 @@ def main(quick: bool = False) -> None:
     families = 40 if quick else 200
     specs = {
         "sequential (default)": SequentialSpec(),
-        "final weight 0.7": SequentialSpec(final_weight=0.7),
+        "final weight 0.85": SequentialSpec(final_weight=0.85),
         "futility 0.5": SequentialSpec(futility=0.5),
         "no futility": SequentialSpec(futility=None),
     }
-    fixed = AnalysisSpec(omega=OMEGA, n_permutations=B, alpha=ALPHA, correction="holm")
-    designs = {
-        key: (spec.design(K_MAX), spec.look_analysis(fixed, K_MAX, M).n_permutations)
-        for key, spec in specs.items()
-    }
+    designs = {key: spec.design(K_MAX) for key, spec in specs.items()}
     start = time.perf_counter()
-    default, default_b = designs["sequential (default)"]
+    default = designs["sequential (default)"]
+    paths = path_plan(default, M, ALPHA, "holm").n_paths
     print(
         f"sequential: {families} families of m={M} per row, k_max={K_MAX}, looks {default.looks}, "
         f"weights {tuple(round(w, 3) for w in default.weights)}, futility {default.futility} "
-        f"(default), omega {OMEGA}, B={B} (fixed) and {default_b} (the default's looks), Holm "
+        f"(default), omega {OMEGA}, B={B} (fixed) and {paths} paths (the default's), Holm "
         f"at alpha={ALPHA}"
     )
     rows = []
@@ -96,11 +94,10 @@ def main(quick: bool = False) -> None:
                 for b in arms
             ]
             outcomes = [("fixed", correct(p, method="holm", alpha=ALPHA).reject, (M + 1) * K_MAX)]
-            for key, (design, look_b) in designs.items():
+            for key, design in designs.items():
                 seq = sequential_family(
-                    original, arms, design, alpha=ALPHA, method="holm", omega=OMEGA,
-                    n_permutations=look_b, rng=rng,
-                )  # fmt: skip
+                    original, arms, design, alpha=ALPHA, method="holm", omega=OMEGA, rng=rng
+                )
                 outcomes.append((key, seq.reject, seq.calls))
             for key, reject, calls in outcomes:
                 totals[key][0] += calls

@@ -1,5 +1,5 @@
 """A sequential audit's looks: sample every open test's arms to the next look's k, test,
-stop the tests whose answer is clear (``dbpa.stats.sequential_stop``), until none is open.
+stop the tests whose answer is clear (``dbpa.stats.group_sequential_stop``), until none is open.
 
 Prefect-free: the look itself (sampling, embedding and testing at one k) is the audit
 flow's, passed in. Every look is a function of the stored outputs and tests alone (output i
@@ -53,7 +53,8 @@ class Stop:
 
     looks: tuple[LookResult, ...]
     p_value: float | None
-    """The sequential p-value (``dbpa.stats.sequential_p_value``); None when not tested."""
+    """Its p-value where it stopped: the stage-wise p-value of its paths, 1 when futile
+    (``dbpa.stats.group_sequential_stop``); None when not tested."""
     stopped_at: int | None
     """Outputs per arm at the stop; None when not tested."""
     reason: str

@@ -25,10 +25,10 @@ from ._equivalence import (
 from ._group_sequential import (
     GroupSequentialPaths,
     PathPlan,
-    group_sequential_family,
     group_sequential_paths,
     group_sequential_stop,
     path_plan,
+    sequential_family,
 )
 from ._interval import INTERVAL_OMEGAS, EffectInterval, effect_interval
 from ._interval import MIN_ROWS as INTERVAL_MIN_ROWS
@@ -59,18 +59,7 @@ from ._sequential import (
     SequentialFamily,
     SequentialTest,
     sequential_design,
-    sequential_family,
     sequential_p_value,
-    sequential_stop,
-)
-from ._sequential import (
-    family_stops as sequential_family_stops,
-)
-from ._sequential import (
-    min_permutations as sequential_min_permutations,
-)
-from ._sequential import (
-    stop_threshold as sequential_threshold,
 )
 from ._sequential import (
     unreachable_looks as sequential_unreachable_looks,
@@ -118,7 +107,6 @@ __all__ = [
     "effect_difference",
     "effect_interval",
     "equivalence_p_value",
-    "group_sequential_family",
     "group_sequential_paths",
     "group_sequential_stop",
     "histogram_edges",
@@ -134,11 +122,7 @@ __all__ = [
     "sample_size",
     "sequential_design",
     "sequential_family",
-    "sequential_family_stops",
-    "sequential_min_permutations",
     "sequential_p_value",
-    "sequential_stop",
-    "sequential_threshold",
     "sequential_unreachable_looks",
     "settling_k",
     "simulate_power",

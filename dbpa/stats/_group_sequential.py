@@ -117,10 +117,10 @@ __all__ = [
     "block_splits",
     "first_block_splits",
     "group_sequential_crossings",
-    "group_sequential_family",
     "group_sequential_paths",
     "group_sequential_stop",
     "path_plan",
+    "sequential_family",
     "stagewise_p_value",
 ]
 
@@ -398,7 +398,7 @@ def path_plan(design: SequentialDesign, m: int, alpha: float, method: str) -> Pa
     return PathPlan(max(need, 2), "random")
 
 
-def group_sequential_family(
+def sequential_family(
     original: ArrayLike,
     perturbed: Sequence[ArrayLike],
     design: SequentialDesign,

@@ -15,10 +15,10 @@ from dbpa.stats._group_sequential import (
     GroupSequentialPaths,
     block_splits,
     group_sequential_crossings,
-    group_sequential_family,
     group_sequential_paths,
     group_sequential_stop,
     path_plan,
+    sequential_family,
     stagewise_p_value,
 )
 from tests.stats.synthetic_effects import SCENARIOS
@@ -151,7 +151,7 @@ def test_a_large_effect_stops_at_the_first_look_and_is_rejected():
     original = sample(rng, space, ORIGINAL, 20)
     big = sample(rng, space, SHIFTED.__class__(**{**SHIFTED.__dict__, "drift": 1.0}), 20)
     null = sample(rng, space, ORIGINAL, 20)
-    family = group_sequential_family(
+    family = sequential_family(
         original, [big, null], design, omega="energy_cosine", n_paths=4000, rng=rng
     )
     first, second = family.tests
@@ -167,13 +167,13 @@ def test_validation_names_the_argument():
     design = sequential_design(10, first=6)
     ok = np.ones((10, 4))
     with pytest.raises(ValueError, match=r"^design: expected a SequentialDesign"):
-        group_sequential_family(ok, [ok], "design")  # type: ignore[arg-type]
+        sequential_family(ok, [ok], "design")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"^omega: unknown"):
-        group_sequential_family(ok, [ok], design, omega="cosine")
+        sequential_family(ok, [ok], design, omega="cosine")
     with pytest.raises(ValueError, match=r"^original: needs k_max = 10 rows"):
-        group_sequential_family(ok[:5], [ok], design)
+        sequential_family(ok[:5], [ok], design)
     with pytest.raises(ValueError, match=r"^method: unknown"):
-        group_sequential_family(ok, [ok], design, method="sidak")
+        sequential_family(ok, [ok], design, method="sidak")
     with pytest.raises(ValueError, match=r"^looks: must be increasing"):
         group_sequential_paths(ok, ok, (8, 6), n_paths=10, seed=0)
     with pytest.raises(ValueError, match=r"^b: needs 10 rows"):
@@ -206,7 +206,7 @@ def _single_rejections(n: int, seed: int, futility: float | None) -> int:
     count = 0
     for _ in range(n):
         a, b = _arms(int(rng.integers(2**31)))
-        family = group_sequential_family(
+        family = sequential_family(
             a, [b], design, omega="energy_cosine", n_paths=400, first_block="random", rng=rng
         )
         count += bool(family.reject[0])
@@ -231,9 +231,7 @@ def _family_errors(
         space = answer_space(rng)
         original = sample(rng, space, ORIGINAL, 20)
         arms = [sample(rng, space, SHIFTED if i < effects else ORIGINAL, 20) for i in range(6)]
-        family = group_sequential_family(
-            original, arms, design, method=method, omega=omega, rng=rng
-        )
+        family = sequential_family(original, arms, design, method=method, omega=omega, rng=rng)
         false = int(family.reject[effects:].sum())
         any_false += false > 0
         fdp += false / max(1, int(family.reject.sum()))
@@ -307,7 +305,7 @@ def test_type_one_error_with_an_exhaustive_first_block_fast():
     count = 0
     for _ in range(300):
         a, b = _arms(int(rng.integers(2**31)), k=8)
-        family = group_sequential_family(
+        family = sequential_family(
             a, [b], design, omega="energy_cosine", n_paths=420, first_block="all", rng=rng
         )
         count += bool(family.reject[0])
