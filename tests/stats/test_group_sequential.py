@@ -172,6 +172,10 @@ def test_validation_names_the_argument():
         sequential_family(ok, [ok], design, omega="cosine")
     with pytest.raises(ValueError, match=r"^original: needs k_max = 10 rows"):
         sequential_family(ok[:5], [ok], design)
+    with pytest.raises(ValueError, match=r"^perturbed: arm 0 needs k_max = 10 rows of 4 columns"):
+        sequential_family(ok, [np.ones((10, 3))], design)
+    with pytest.raises(ValueError, match=r"^perturbed: needs at least one perturbed arm"):
+        sequential_family(ok, [], design)
     with pytest.raises(ValueError, match=r"^method: unknown"):
         sequential_family(ok, [ok], design, method="sidak")
     with pytest.raises(ValueError, match=r"^looks: must be increasing"):

@@ -18,7 +18,6 @@ from dbpa.stats import (
     equivalence_p_value,
     permutation_test,
     sequential_design,
-    sequential_family,
     sequential_p_value,
     sequential_unreachable_looks,
 )
@@ -73,21 +72,6 @@ def test_design_validation_names_the_argument(kwargs, message):
 def test_p_value_validation_names_the_argument(p_values, weights, message):
     with pytest.raises(ValueError, match="^" + re.escape(message)):
         sequential_p_value(p_values, weights)
-
-
-def test_family_validation_names_the_argument():
-    design = sequential_design(10, first=6)
-    ok = np.ones((10, 4))
-    with pytest.raises(ValueError, match=r"^design: expected a SequentialDesign"):
-        sequential_family(ok, [ok], "design")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match=r"^original: needs k_max = 10 rows"):
-        sequential_family(ok[:5], [ok], design)
-    with pytest.raises(ValueError, match=r"^perturbed: arm 0 needs k_max = 10 rows of 4 columns"):
-        sequential_family(ok, [np.ones((10, 3))], design)
-    with pytest.raises(ValueError, match=r"^perturbed: needs at least one perturbed arm"):
-        sequential_family(ok, [], design)
-    with pytest.raises(ValueError, match=r"^method: unknown"):
-        sequential_family(ok, [ok], design, method="sidak")
 
 
 @pytest.mark.slow
