@@ -1,10 +1,10 @@
-"""Exact group-sequential permutation tests (a prototype): the level spent look by look on
-permutation *paths*, so that overlapping crossings are not paid for twice.
+"""Exact group-sequential permutation tests: the level spent look by look on permutation
+*paths*, so that overlapping crossings are not paid for twice.
 
-``_sequential`` spends the level by a weighted Bonferroni (union) bound,
-``P(reject) <= sum_j P(p_j <= w_j t)``. The looks share their data, so a null test that
-crosses at an interim look would mostly have crossed at the last one too, and the union bound
-pays for those crossings twice. Here the boundary is computed on the joint permutation
+A weighted Bonferroni (union) bound over the looks, ``P(reject) <= sum_j P(p_j <= w_j t)``,
+is valid too (``_sequential.sequential_p_value``), but the looks share their data, so a null
+test that crosses at an interim look would mostly have crossed at the last one too, and the
+union bound pays for those crossings twice. Here the boundary is computed on the joint permutation
 distribution of the statistic at every look (Mehta, Patel, Senchaudhuri & Tsiatis 1994,
 permutational group-sequential tests; a Monte Carlo version), so the level ``t`` is spent
 exactly: at most ``w_j t`` of it at look ``j``, whatever the overlap.
@@ -42,10 +42,11 @@ count the other ``c_j`` above it), so the observed path crosses at look ``j`` wi
 probability at most ``c_j / (R + 1) <= alpha_j`` and at some look with probability at most
 ``t``: exact for any finite R, whatever the dependence between looks. Paths are only ever
 removed by crossing, never by futility, so the boundary is the same whether or not anyone
-stops for futility (futility is non-binding; stopping only removes rejections). The step
-thresholds of ``_sequential`` (alpha/(m - r) once r tests changed) are *not* used: they
-depend on the other tests, which share the original arm, so the boundary would no longer be
-a symmetric function of this test's paths.
+stops for futility (futility is non-binding; stopping only removes rejections). A
+correction's step thresholds (alpha/(m - r) for Holm once r tests changed) are *not* used
+for stopping: they depend on the other tests, which share the original arm, so the boundary
+would no longer be a symmetric function of this test's paths (stopping at them through
+repeated p-values was valid but measured less powerful: ``benchmarks/README.md``).
 
 **p-value.** The family's correction needs a p-value valid at every level, not only at
 ``t``. The stage-wise ordering (Fairbanks & Madsen 1982; Tsiatis, Rosner & Mehta 1984)
@@ -69,7 +70,7 @@ such as 0.05 x 0.005 x 16000 = 4 is not lost to rounding (an excess of at most 1
 
 **Futility.** At an interim look a test stops as futile when the look's own Monte Carlo
 permutation p-value (the observed ``T_j`` ranked among all R + 1 paths' ``T_j``) exceeds
-``design.futility``, as in ``_sequential``.
+``design.futility`` (``SequentialDesign.futility``).
 
 **Exhaustive first block** (``first_block="all"``). At k_1 = 8 there are only C(16, 8) =
 12870 splits of the first block, and the statistic is symmetric in the labels, so random
