@@ -135,7 +135,7 @@ def test_no_sequential_equivalence_at_the_margin_fast():
 @pytest.mark.parametrize("name", ["shift", "spread", "mixture"])
 def test_no_sequential_equivalence_at_the_margin(name):
     """400 single tests and 100 Holm families of 4, every perturbation at the margin, looks
-    at 8, 12, 16, 20 (about 25 s per shape; measured 0.000, 0.000, 0.028 single, 0.000 for
+    at 8, 12, 16, 20 (about 15 s per shape; measured 0.000, 0.000, 0.022 single, 0.000 for
     the families: conservative, as the fixed-k interval is)."""
     single = _sequential_equivalences(name, 1, 400, seed=31)
     family = _sequential_equivalences(name, 4, 100, seed=32)
