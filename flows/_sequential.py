@@ -9,8 +9,11 @@ run resumes with the same looks and stops and asks only for outputs it never rec
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
 
 import storage
 from dbpa.analysis import AnalysisSpec
@@ -128,12 +131,13 @@ def run_looks(
         failures.update(look(this, analysis, sampled))
         stored = store.test_p_values([t.test_id for t in this.tests])
         taken = design.looks[: design.looks.index(k) + 1]
+        vectors = store.arms_vectors([a.arm_id for a in this.arms], plan.embedder, k)
         for t, at_k in zip(open_tests, this.tests, strict=True):
             key = (t.family, t.perturbation.id)
             if at_k.test_id not in stored:  # an arm failed
                 stops[key] = Stop(tuple(looks.get(key, ())), None, None, NOT_TESTED)
                 continue
-            paths = _paths(store, plan, t, taken, paths_of[t.family], analysis)
+            paths = _paths(vectors, plan, t, taken, paths_of[t.family], analysis)
             look_p = float(paths.look_p_values()[-1])
             looks.setdefault(key, []).append(LookResult(k, at_k.test_id, look_p))
             if found := group_sequential_stop(paths, design, thresholds[t.family]):
@@ -148,22 +152,19 @@ def run_looks(
 
 
 def _paths(
-    store: storage.Store,
+    vectors: Mapping[str, NDArray[np.float32]],
     plan: AuditPlan,
     test: PlannedTest,
     looks: tuple[int, ...],
     paths: PathPlan,
     analysis: AnalysisSpec,
 ) -> GroupSequentialPaths:
-    """A test's permutation paths at the looks taken, from its arms' stored vectors: seeded
-    by the audit seed and the test (its content id at k max), never by the look, so a look
-    recomputed after a resume sees the same paths."""
-    k = looks[-1]
-    a = store.arm_vectors(test.original.arm_id, plan.embedder, k)
-    b = store.arm_vectors(test.perturbed.arm_id, plan.embedder, k)
+    """A test's permutation paths at the looks taken, from its arms' stored vectors (arm_id
+    -> the first k of the last look): seeded by the audit seed and the test (its content id
+    at k max), never by the look, so a look recomputed after a resume sees the same paths."""
     return group_sequential_paths(
-        a,
-        b,
+        vectors[test.original.arm_id],
+        vectors[test.perturbed.arm_id],
         looks,
         n_paths=paths.n_paths,
         seed=(plan.seed, int(test.test_id[:15], 16)),
