@@ -195,6 +195,32 @@ def test_validation_names_the_argument():
         group_sequential_stop(paths, sequential_design(20), 0.0)
     with pytest.raises(ValueError, match=r"^paths: looks \(8, 12\) are not a prefix"):
         group_sequential_stop(paths, sequential_design(20, first=6), 0.05)
+    with pytest.raises(ValueError, match=r"^paths: expected GroupSequentialPaths"):
+        group_sequential_stop("paths", sequential_design(20), 0.05)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^paths: expected GroupSequentialPaths"):
+        group_sequential_crossings("paths", [0.1])  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^levels: must be in \[0, 1\]"):
+        group_sequential_crossings(paths, [0.1, 1.5])
+    with pytest.raises(ValueError, match=re.escape("crossings: one per path (10)")):
+        stagewise_p_value(paths, [0, 1], last=1)
+    with pytest.raises(ValueError, match=r"^last: the observed path stops at look 3"):
+        stagewise_p_value(paths, [5] * 10, last=3)
+    with pytest.raises(ValueError, match=r"^looks: expected a sequence of integers"):
+        group_sequential_paths(ok, ok, 10, n_paths=10, seed=0)  # type: ignore[arg-type]
+
+
+def test_split_statistics_validation_names_the_argument():
+    from dbpa.stats._permutation import split_statistics
+
+    a = np.ones((4, 3))
+    with pytest.raises(ValueError, match=re.escape("splits: expected (S, 8) boolean masks")):
+        split_statistics(a, a, np.ones((2, 7), dtype=bool))
+    with pytest.raises(ValueError, match=re.escape("splits: expected (S, 8) boolean masks")):
+        split_statistics(a, a, np.ones((2, 8)))
+    with pytest.raises(ValueError, match=r"^splits: every mask must put k_a = 4 rows"):
+        split_statistics(a, a, np.ones((2, 8), dtype=bool))
+    with pytest.raises(ValueError, match=r"^omega: unknown"):
+        split_statistics(a, a, np.ones((2, 8), dtype=bool), omega="cosine")
 
 
 def _assert_at_most_alpha(rate: float, n: int, what: str) -> None:
