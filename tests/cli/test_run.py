@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from dbpa.cli import app
 from tests.cli.conftest import invoke, text
-from tests.pipeline.conftest import KEY_ENV, RULES, make_config
+from tests.pipeline.conftest import KEY_ENV, ONE_ANSWER_EACH, RULES, make_config
 from tests.support.cli_process import normalised, run_dbpa
 from tests.support.scripted_server import Fault, Rule, ScriptedServer
 
@@ -155,7 +155,10 @@ def test_a_provider_that_keeps_failing_exits_1_with_a_message(tmp_path, write_co
 
 @pytest.mark.usefixtures("prefect_harness")
 def test_ci_gate_exits_3_when_a_control_changes(tmp_path, write_config):
-    rules = (Rule("Act as a doctor", [("Take antibiotics immediately.", 1)]), *RULES)
+    """The doctor answers otherwise; the nurse repeats the original's one text, so its p-value
+    is 1 whatever the server's port (under ``RULES`` a control is now and then rejected by
+    chance, and the gate would count 2)."""
+    rules = (Rule("Act as a doctor", [("Take antibiotics immediately.", 1)]), *ONE_ANSWER_EACH)
     with ScriptedServer(rules=rules, embedding_dimension=24) as server:
         path = write_config(make_config(server))
         out = str(tmp_path / "reports")

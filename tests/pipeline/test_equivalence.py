@@ -106,9 +106,11 @@ def test_outputs_that_never_vary_calibrate_a_margin_of_0_and_nothing_is_equivale
 
 
 def test_a_margin_above_every_effect_makes_every_perturbation_equivalent(
-    provider: ScriptedServer, tmp_path
+    one_answer_provider: ScriptedServer, tmp_path
 ):
-    """Energy distance between unit vectors is at most 4; equivalence outranks a change."""
+    """Energy distance between unit vectors is at most 4; equivalence outranks a change. On the
+    one-answer provider, so the targets' change tests reject whatever the server's port."""
+    provider = one_answer_provider
     config = parse_config(make_config(provider, equivalence={"margin": 5.0}))
     outcome = audit(config=config, db=str(tmp_path / "a.duckdb"))
     assert provider.counts.by_endpoint["/v1/chat/completions"] == 5 * 8  # no replicate arm
