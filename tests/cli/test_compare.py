@@ -7,13 +7,15 @@ import json
 import pytest
 
 from tests.cli.conftest import invoke, text
-from tests.pipeline.conftest import KEY_ENV, RULES, make_config
+from tests.pipeline.conftest import KEY_ENV, ONE_ANSWER_EACH, make_config
 from tests.support.scripted_server import Rule, ScriptedServer
 
 pytestmark = pytest.mark.usefixtures("wide_console")
 
-# At the second epoch the doctor persona answers like the comedian: its decision flips.
-FLIPPED_RULES = (Rule("Act as a doctor", [("Knock knock, it's flu.", 1)]), *RULES)
+# At the second epoch the doctor persona answers like the comedian: its decision flips. Each
+# arm repeats one text, so every effect and decision is certain whatever the server's port
+# (under ``RULES`` an unchanged control's effect at k=8 is now and then as large as a target's).
+FLIPPED_RULES = (Rule("Act as a doctor", [("Knock knock, it's flu.", 1)]), *ONE_ANSWER_EACH)
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +27,8 @@ def two_epochs(tmp_path_factory, prefect_harness):
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(KEY_ENV, "sk-pipeline-test")
         runs = [
-            _run(tmp, db, epoch, rules) for epoch, rules in (("0", RULES), ("1", FLIPPED_RULES))
+            _run(tmp, db, epoch, rules)
+            for epoch, rules in (("0", ONE_ANSWER_EACH), ("1", FLIPPED_RULES))
         ]
     return db, runs
 
@@ -51,8 +54,7 @@ def test_a_flipped_decision_is_shown_with_the_difference_of_the_effects(two_epoc
     data = json.loads(invoke("compare", first, second, "--db", db, "--format", "json").output)
     assert data["run_a"]["run_id"] == first
     rows = {r["perturbation_id"]: r for r in data["rows"]}
-    # the arms' seeds depend on the scripted server's port: an unchanged control is now and
-    # then rejected by chance, so flips are checked against the decisions, not named
+    assert data["flipped"] == ["persona-doctor"]
     assert data["flipped"] == [pid for pid, r in rows.items() if r["decision_a"] != r["decision_b"]]
     assert ("(flipped)" in shown) == bool(data["flipped"])
     assert f"{len(data['flipped'])} whose decision flipped" in shown

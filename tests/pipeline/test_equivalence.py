@@ -48,8 +48,11 @@ def _results(db, run_id) -> pd.DataFrame:
 
 
 def test_every_test_carries_an_interval_and_no_margin_means_no_three_way_decision(
-    provider: ScriptedServer, tmp_path
+    one_answer_provider: ScriptedServer, tmp_path
 ):
+    """On the one-answer provider: under ``RULES`` a control's effect at k=8 is now and then
+    as large as a target's (the arms' seeds depend on the server's port)."""
+    provider = one_answer_provider
     outcome = audit(config=parse_config(make_config(provider)), db=str(tmp_path / "a.duckdb"))
     df = _results(tmp_path / "a.duckdb", outcome.run_id)
     assert df.decision.isna().all()
@@ -57,9 +60,9 @@ def test_every_test_carries_an_interval_and_no_margin_means_no_three_way_decisio
     assert (df.interval_confidence == 0.90).all()
     assert (df.effect_low <= df.effect_high).all()
     # the targets' answers differ entirely from the original's: their interval excludes 0;
-    # the controls' answers come from the original's distribution (the arms' seeds depend
-    # on the server's port, so the draws differ between runs: only robust facts here)
+    # the controls repeat the original's one text: every replicate is 0
     assert (df.loc[TARGETS, "effect_low"] > 0).all()
+    assert (df.loc[CONTROLS, "effect_high"] == 0).all()
     assert df.loc[CONTROLS, "effect_low"].max() < df.loc[TARGETS, "effect_low"].min()
 
 
