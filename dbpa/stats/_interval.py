@@ -13,20 +13,39 @@ The estimate is the two-sample U-statistic (within-arm means over distinct pairs
 is *exactly* unbiased at every k, so it needs no permutation-null correction: it is the
 unbiased version of the test's bias-corrected ``effect`` for these omegas.
 
-The interval is a percentile bootstrap (Efron & Tibshirani, *An Introduction to the
+Each bound is a one-sided confidence bound at ``(1 + confidence) / 2``, so the pair covers
+with probability at least ``confidence``.
+
+The **upper bound** is a percentile bootstrap (Efron & Tibshirani, *An Introduction to the
 Bootstrap*, 1993, ch. 13) that resamples the outputs within each arm. A resample repeats
 rows, and a repeated row paired with itself has distance 0: counted as a pair it would
 shrink the within-arm means and push every replicate up. Each replicate is therefore
 the U-statistic of the resample over pairs of *distinct original* outputs (the counts
 ``c`` weight the pairs: ``c'Dc / (k^2 - sum c^2)``), whose bootstrap expectation is the
-estimate itself. Measured by simulation (tests/stats/test_interval.py, 400 audits per
-cell, k = 10, 20, 40): the 90% interval covers 0.985-1.000 on the null, shift and spread
-shapes and 0.92-0.96 on the mixture shape; it over-covers where the estimate's degenerate
-(second-order) part dominates, as it does for high-dimensional embeddings: the bootstrap
-overestimates that part's variance. It is conservative, which keeps equivalence claims
-valid (``_equivalence``); a bootstrap-t with jackknife standard errors came closer to
-nominal two-sided but under-covered the upper side (0.90 for a nominal 0.95), which would
-make equivalence claims anti-conservative.
+estimate itself. Its replicates also give the equivalence p-value (``_equivalence``).
+
+The **lower bound** inverts one-sided score tests of ``theta = theta_0`` (as Wilson's
+interval evaluates the binomial variance at the hypothesis): under ``theta_0`` the
+estimate is modelled as ``theta_0 + D + L``, D the degenerate (second-order) part of the
+U-statistic, whose law is that of U over random relabellings of the pooled outputs
+(exact when nothing changed), and L the first-order part, normal with variance at most
+``gamma_max theta_0`` (Cauchy-Schwarz: ``Var 2<delta, eps> <= 4 lambda_max |delta|^2`` in the
+kernel ``-d``'s feature space, ``lambda_max`` the largest eigenvalue of the relabelled
+mean difference's covariance). The bound is the smallest ``theta_0`` that test does not
+reject. At ``theta_0 = 0`` the test is the permutation test of no effect on this
+statistic, so the bound excludes 0 exactly when that test rejects at
+``(1 - confidence) / 2``; above 0 the worst-case first-order variance keeps it valid
+whatever the direction of the change.
+
+Measured by simulation (``python -m benchmarks interval``, tests/stats/test_interval.py):
+the lower side covers at its nominal level on the null and near-null shapes (the
+percentile bound covered 0.99-1.0 there), and conservatively (up to 0.995) where a change
+moves every answer alike (the ``shift`` shape, whose first-order part is ~0 while the bound
+allows the worst case); the upper side covers 0.95-1.0 for a nominal 0.95, conservative
+where the second-order part dominates, which keeps equivalence claims valid. A
+bootstrap-t with jackknife standard errors came closer to nominal two-sided but
+under-covered the upper side (0.90 for a nominal 0.95), which would make equivalence
+claims anti-conservative.
 """
 
 from __future__ import annotations
@@ -36,6 +55,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from scipy.linalg import eigh
+from scipy.special import ndtr
 
 from ._similarity import cosine_distance, l1_distance, l2_distance, pool_arms
 from ._validation import RngLike, as_positive_int, as_probability, as_rng, choose
@@ -46,7 +67,15 @@ Vector = NDArray[np.float64]
 MIN_ROWS = 5
 """Outputs per arm the bootstrap needs (a resample of one repeated row has no pair)."""
 CHUNK = 256
-"""Bootstrap replicates evaluated per vectorized step."""
+"""Bootstrap replicates (or relabellings) evaluated per vectorized step."""
+METHOD = (
+    "lower: score-test inversion (relabelled second-order part, worst-case first-order "
+    "variance); upper: percentile bootstrap within arms of the U-statistic over "
+    "distinct-row pairs"
+)
+"""How ``effect_interval`` computes its bounds (stored with every interval)."""
+GRID = 128
+"""Hypothesised effects in ``(0, estimate]`` scanned for the lower bound before bisection."""
 
 
 def _half_squared_l2(z: Matrix) -> Matrix:
@@ -70,7 +99,8 @@ class EffectInterval:
     estimate: float
     """Unbiased U-statistic estimate of theta (can be slightly negative when theta ~ 0)."""
     low: float
-    """Lower bound (percentile bootstrap), clipped at 0 since theta >= 0."""
+    """Lower bound (score-test inversion; 0 unless the permutation test of no effect
+    rejects at ``(1 - confidence) / 2``), at most ``high``."""
     high: float
     """Upper bound (percentile bootstrap), clipped at 0."""
     confidence: float
@@ -158,6 +188,68 @@ def _bootstrap(distances: Matrix, k_a: int, n_bootstrap: int, rng: np.random.Gen
     return kept
 
 
+def _relabelled(distances: Matrix, k_a: int, n: int, rng: np.random.Generator) -> Vector:
+    """U over ``n`` random relabellings of the pooled outputs: the law of the degenerate
+    part when the arms are exchangeable (mean exactly 0 over all relabellings)."""
+    size = distances.shape[0]
+    out = np.empty(n)
+    for start in range(0, n, CHUNK):
+        labels = np.zeros((min(CHUNK, n - start), size))
+        labels[:, :k_a] = 1.0
+        labels = rng.permuted(labels, axis=1)
+        out[start : start + labels.shape[0]] = _relabelled_u(distances, k_a, labels)
+    return out
+
+
+def _relabelled_u(distances: Matrix, k_a: int, labels: Matrix) -> Vector:
+    k_b = distances.shape[0] - k_a
+    rest = 1.0 - labels
+    within_a = labels @ distances
+    s_aa = np.einsum("ij,ij->i", within_a, labels)
+    s_ab = np.einsum("ij,ij->i", within_a, rest)
+    s_bb = np.einsum("ij,ij->i", rest @ distances, rest)
+    u: Vector = 2.0 * s_ab / (k_a * k_b) - s_aa / (k_a * (k_a - 1)) - s_bb / (k_b * (k_b - 1))
+    return u
+
+
+def _gamma_max(distances: Matrix, k_a: int) -> float:
+    """Largest first-order variance of U per unit theta: ``4 lambda_max`` of the relabelled
+    mean difference's covariance, ``(1/k_a + 1/k_b) (-J D J) / (N - 1)`` (J centres)."""
+    size = distances.shape[0]
+    centred = distances - distances.mean(0) - distances.mean(1)[:, None] + distances.mean()
+    top = float(eigh(-centred, eigvals_only=True, subset_by_index=[size - 1, size - 1])[0])
+    return 4.0 * (1.0 / k_a + 1.0 / (size - k_a)) * max(top, 0.0) / (size - 1)
+
+
+def _score_lower(estimate: float, degenerate: Vector, gamma: float, tail: float) -> float:
+    """Smallest theta_0 whose score test (estimate too large for ``theta_0 + D + L``) does
+    not reject at ``tail``: a grid over ``(0, estimate]``, then bisection."""
+
+    def accepted(theta0: float) -> bool:
+        excess = estimate - theta0 - degenerate
+        sd = np.sqrt(gamma * theta0)
+        if sd > 0.0:
+            above = float(ndtr(-excess / sd).sum())
+        else:
+            above = float(np.count_nonzero(excess <= 0.0))
+        return (1.0 + above) / (1.0 + degenerate.size) > tail
+
+    if estimate <= 0.0 or accepted(0.0):
+        return 0.0
+    grid = np.linspace(0.0, estimate, GRID + 1)
+    first = next((i for i in range(1, grid.size) if accepted(float(grid[i]))), None)
+    if first is None:
+        return estimate
+    rejected, inside = float(grid[first - 1]), float(grid[first])
+    for _ in range(50):
+        middle = 0.5 * (rejected + inside)
+        if accepted(middle):
+            inside = middle
+        else:
+            rejected = middle
+    return inside
+
+
 def effect_interval(
     a: ArrayLike,
     b: ArrayLike,
@@ -167,7 +259,7 @@ def effect_interval(
     n_bootstrap: int = 2000,
     rng: RngLike = None,
 ) -> EffectInterval:
-    """Estimate and percentile-bootstrap interval of the energy distance between two arms.
+    """Estimate and confidence interval of the energy distance between two arms.
 
     Parameters
     ----------
@@ -182,7 +274,7 @@ def effect_interval(
     confidence
         Two-sided level; an equivalence test at alpha reads the ``1 - 2 alpha`` interval.
     n_bootstrap
-        Resamples of each arm (>= 100).
+        Resamples of each arm, and random relabellings of the pooled outputs (>= 100).
     rng
         Seed or ``numpy.random.Generator``.
     """
@@ -192,15 +284,17 @@ def effect_interval(
     estimate = energy_u_statistic(distances, k_a)
     replicates = _bootstrap(distances, k_a, n_boot, gen)
     tail = (1.0 - level) / 2.0
-    low, high = np.quantile(replicates, [tail, 1.0 - tail])
+    high = max(float(np.quantile(replicates, 1.0 - tail)), 0.0)
+    degenerate = _relabelled(distances, k_a, n_boot, gen)
+    low = _score_lower(estimate, degenerate, _gamma_max(distances, k_a), tail)
     replicates.setflags(write=False)
     return EffectInterval(
         estimate=estimate,
-        low=max(float(low), 0.0),
-        high=max(float(high), 0.0),
+        low=min(low, high),
+        high=high,
         confidence=level,
         omega=omega,
-        method="percentile bootstrap within arms of the U-statistic over distinct-row pairs",
+        method=METHOD,
         n_bootstrap=int(replicates.size),
         bootstrap=replicates,
         k_a=k_a,

@@ -16,11 +16,14 @@ from benchmarks._synthetic import AnswerSpace, Arm, answer_space, sample
 
 TYPICAL = Arm(weights=(0.4, 0.3, 0.2, 0.1))
 COMPACT = Arm(weights=(0.6, 0.4), detail=0.3, noise=0.15)
+FEW_TEXTS = Arm(weights=(0.5, 0.3, 0.2), detail=0.0, noise=0.001)
+"""Three nearly fixed answers, as a model that repeats a few texts."""
 SCENARIOS: dict[str, tuple[Arm, Arm]] = {
     "null": (TYPICAL, TYPICAL),
     "shift": (COMPACT, replace(COMPACT, drift=0.2)),
     "spread": (TYPICAL, replace(TYPICAL, detail=0.3)),
     "mixture": (TYPICAL, replace(TYPICAL, weights=(0.1, 0.3, 0.2, 0.4))),
+    "few_texts": (FEW_TEXTS, replace(FEW_TEXTS, weights=(0.3, 0.3, 0.4))),
 }
 TRUTH_N = 4000
 """Outputs per arm behind a true effect."""
