@@ -118,7 +118,7 @@ p-value stay the percentile bootstrap's; the lower bound is the score inversion 
 ``gamma = gamma_max``, the Cauchy-Schwarz bound, so the linear part is never under-stated
 and at theta_0 = 0 the test is the relabelling test of no effect. The ``few_texts`` shape
 (three nearly fixed answers whose shares change: the linear part dominates at a small
-effect) is where a lower bound from the relabellings alone under-covers (0.88-0.92).
+effect) is where a lower bound from the relabellings alone under-covers (0.82-0.91).
 
 Measured 2026-11-24, 400 audits per cell: draws and replicates 7-10 min and the methods about
 3 min on 2 cores shared with another job (the one-step slope's 200 relabellings per audit
