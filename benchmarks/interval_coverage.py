@@ -139,7 +139,13 @@ from numpy.typing import NDArray
 from scipy.stats import norm
 
 from benchmarks._table import print_table
-from dbpa.stats._interval import _bootstrap, energy_u_statistic
+from dbpa.stats._interval import (
+    _bisect,
+    _bootstrap,
+    _gamma_max,
+    _relabelled_u,
+    energy_u_statistic,
+)
 from dbpa.stats._similarity import l2_distance
 from tests.stats.synthetic_effects import scenario, true_effect
 
@@ -275,12 +281,7 @@ def _labels(size: int, m: int, count: int, rng: np.random.Generator) -> Matrix:
 
 def _permuted_u(distances: Matrix, m: int, labels: Matrix) -> Vector:
     """Centred U of each relabelling (a row of ``labels``) of the pooled outputs."""
-    n = distances.shape[0] - m
-    rest = 1.0 - labels
-    s_aa = np.einsum("ij,ij->i", labels @ distances, labels)
-    s_bb = np.einsum("ij,ij->i", rest @ distances, rest)
-    s_ab = np.einsum("ij,ij->i", labels @ distances, rest)
-    u: Vector = 2 * s_ab / (m * n) - s_aa / (m * (m - 1)) - s_bb / (n * (n - 1))
+    u = _relabelled_u(distances, m, labels)
     centred: Vector = u - u.mean()
     return centred
 
@@ -329,16 +330,6 @@ def _slope(distances: Matrix, m: int, labels: Matrix) -> float:
     return float(np.cov(u, linear)[0, 1] / u.var(ddof=1))
 
 
-def _gamma_max(distances: Matrix, m: int) -> float:
-    """``4 lambda_max(Cov eps)``: relabelling weights have covariance
-    ``(1/m + 1/n) J / (N - 1)`` (J the centring matrix), so ``Cov eps`` has the eigenvalues of
-    ``(1/m + 1/n) (-J D J) / (N - 1)``."""
-    size = int(distances.shape[0])
-    centring = np.eye(size) - 1.0 / size
-    top = float(np.linalg.eigvalsh(-centring @ distances @ centring)[-1])
-    return 4.0 * (1.0 / m + 1.0 / (size - m)) * top / (size - 1)
-
-
 Spread = Callable[[float], float]
 
 
@@ -364,19 +355,6 @@ def _score(
         return (1 + int(np.count_nonzero(replicates(theta0) <= u))) / (1 + size)
 
     return above, below
-
-
-def _bisect(accept: Callable[[float], bool], inside: float, outside: float) -> float:
-    """The boundary between ``inside`` (accepted) and ``outside`` (rejected)."""
-    for _ in range(60):
-        middle = 0.5 * (inside + outside)
-        if accept(middle):
-            inside = middle
-        else:
-            outside = middle
-        if abs(outside - inside) <= 1e-9 * max(abs(inside), 1e-12):
-            break
-    return inside
 
 
 def score_interval(

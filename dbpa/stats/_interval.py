@@ -58,6 +58,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.linalg import eigh
 from scipy.special import ndtr
 
+from ._permutation import _random_splits
 from ._similarity import cosine_distance, l1_distance, l2_distance, pool_arms
 from ._validation import RngLike, as_positive_int, as_probability, as_rng, choose
 
@@ -189,19 +190,18 @@ def _bootstrap(distances: Matrix, k_a: int, n_bootstrap: int, rng: np.random.Gen
 
 
 def _relabelled(distances: Matrix, k_a: int, n: int, rng: np.random.Generator) -> Vector:
-    """U over ``n`` random relabellings of the pooled outputs: the law of the degenerate
-    part when the arms are exchangeable (mean exactly 0 over all relabellings)."""
-    size = distances.shape[0]
-    out = np.empty(n)
-    for start in range(0, n, CHUNK):
-        labels = np.zeros((min(CHUNK, n - start), size))
-        labels[:, :k_a] = 1.0
-        labels = rng.permuted(labels, axis=1)
-        out[start : start + labels.shape[0]] = _relabelled_u(distances, k_a, labels)
-    return out
+    """U over ``n`` random relabellings of the pooled outputs (the permutation engine's
+    random splits): the law of the degenerate part when the arms are exchangeable (mean
+    exactly 0 over all relabellings)."""
+    splits = _random_splits(distances.shape[0], k_a, n, CHUNK, rng)
+    return np.concatenate(
+        [_relabelled_u(distances, k_a, masks.astype(np.float64)) for masks in splits]
+    )
 
 
 def _relabelled_u(distances: Matrix, k_a: int, labels: Matrix) -> Vector:
+    """U of each relabelling of the pooled outputs: a row of ``labels`` is 1 on the
+    outputs it puts in arm a, 0 on the rest."""
     k_b = distances.shape[0] - k_a
     rest = 1.0 - labels
     within_a = labels @ distances
@@ -240,13 +240,18 @@ def _score_lower(estimate: float, degenerate: Vector, gamma: float, tail: float)
     first = next((i for i in range(1, grid.size) if accepted(float(grid[i]))), None)
     if first is None:
         return estimate
-    rejected, inside = float(grid[first - 1]), float(grid[first])
+    return _bisect(accepted, float(grid[first]), float(grid[first - 1]))
+
+
+def _bisect(accept: Callable[[float], bool], inside: float, outside: float) -> float:
+    """The boundary between ``inside`` (accepted) and ``outside`` (rejected), to 2^-50 of
+    their distance; the accepted end is returned."""
     for _ in range(50):
-        middle = 0.5 * (rejected + inside)
-        if accepted(middle):
+        middle = 0.5 * (inside + outside)
+        if accept(middle):
             inside = middle
         else:
-            rejected = middle
+            outside = middle
     return inside
 
 

@@ -175,24 +175,12 @@ def test_bounds_are_ordered_and_the_lower_one_below_the_estimate(rng):
         assert 0.0 <= r.low <= min(r.high, max(r.estimate, 0.0)), r
 
 
-def _lower_side(name, k, n_sims, seed):
-    truth = max(true_effect(name), 0.0)
-    rng = np.random.default_rng(seed)
-    s = scenario(name)
-    hits = sum(
-        effect_interval(*s.draw(rng, k), confidence=CONFIDENCE, n_bootstrap=500, rng=rng).low
-        <= truth
-        for _ in range(n_sims)
-    )
-    return hits / n_sims
-
-
 def test_lower_side_is_nominal_when_nothing_changed():
     """With no effect, "low > 0" is a level-(1 - confidence)/2 test: the lower side covers
     at its nominal 0.95, within 2.5 SE from both sides (the percentile bootstrap's covered
     0.99-1.0)."""
     n_sims, side = 300, 1 - (1 - CONFIDENCE) / 2
-    covered = _lower_side("null", 20, n_sims, 51)
+    covered = _coverage("null", 20, n_sims, 51, 500)[2] / n_sims
     assert abs(covered - side) <= 2.5 * math.sqrt(side * (1 - side) / n_sims), covered
 
 
@@ -201,7 +189,7 @@ def test_lower_side_is_valid_where_a_few_repeated_texts_change_shares():
     their shares; the worst-case first-order variance keeps the lower bound valid there (a
     relabelling pivot alone covered 0.82-0.91)."""
     n_sims, side = 300, 1 - (1 - CONFIDENCE) / 2
-    covered = _lower_side("few_texts", 40, n_sims, 52)
+    covered = _coverage("few_texts", 40, n_sims, 52, 500)[2] / n_sims
     assert covered >= side - 2.5 * math.sqrt(side * (1 - side) / n_sims), covered
 
 
