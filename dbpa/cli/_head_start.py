@@ -17,6 +17,7 @@ retry waits keep ``stop`` prompt.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import queue
 import threading
@@ -84,13 +85,19 @@ class HeadStart:
         self.stored = 0
         """Outputs stored so far."""
         self._thread = threading.Thread(target=self._run, name="dbpa-head-start", daemon=True)
+        # A signal can end the run before its caller holds this object to stop it (measured:
+        # in ``start()`` below); the interpreter's exit then killed the threads inside DuckDB,
+        # which aborts the process. Stopped at exit instead, before daemon threads are killed.
+        atexit.register(self.stop)
         self._thread.start()
 
     def stop(self) -> int:
         """Hand out no more work, wait for the chunks in flight, close the record; the number
         of outputs stored."""
         self._stopping.set()
-        self._thread.join()
+        if self._thread.ident is not None:  # started
+            self._thread.join()
+        atexit.unregister(self.stop)
         return self.stored
 
     def _run(self) -> None:

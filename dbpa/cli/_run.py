@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import signal
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING, Annotated
@@ -42,6 +41,7 @@ from ._head_start import HeadStart
 from ._quiet import quiet_console
 from ._record import check_gates, print_results
 from ._server import PrefectServer, TemporaryServerError
+from ._signals import stop_outside_imports
 from ._validate import bind_stored, load_audit
 from ._warm import embedder_warmed, generation_work, pending_work, wait_for_warm_ups, warm_up
 
@@ -93,12 +93,6 @@ def _first_look(plan: AuditPlan, cfg: AuditConfig) -> AuditPlan:
     return dataclasses.replace(plan, k=cfg.sequential.design(cfg.k).looks[0])
 
 
-def _terminated(signum: int, frame: object) -> None:
-    """SIGTERM ends a run as Ctrl-C does, through every ``finally`` and exit hook (the
-    record closed, Prefect's temporary server stopped), with the shell's code for it."""
-    raise SystemExit(128 + signum)
-
-
 def run(
     context: typer.Context,
     config: ConfigArgument,
@@ -118,7 +112,7 @@ def run(
     """Run (or resume) an audit; re-running the same command resumes it."""
     if not verbose:
         os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
-    signal.signal(signal.SIGTERM, _terminated)
+    stop_outside_imports()  # the record closed, Prefect's temporary server stopped
     # Start-up in parallel: Prefect's temporary server starts in its own process first, while
     # this one loads the config, reads what the record still needs and loads that.
     # Sampling starts too, before Prefect is imported (its outputs wait in the record for

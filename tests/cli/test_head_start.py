@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -12,6 +15,7 @@ from dbpa.config import AuditConfig
 from dbpa.plan import plan_audit
 from tests.cli.conftest import invoke
 from tests.pipeline.conftest import KEY_ENV, RULES, make_config
+from tests.support.cli_process import ROOT
 from tests.support.scripted_server import Fault, Rule, ScriptedServer
 
 CHAT = "/v1/chat/completions"
@@ -62,6 +66,37 @@ def test_stop_leaves_whole_outputs_in_the_record(tmp_path, make_server):
     assert sum(len(i) for i in indices.values()) == stored
     assert stored == asked  # every answered request was stored, none after stop
     assert stored < 10 * len(plan.arms)  # stopped before the end
+
+
+ENDS_UNSTOPPED = """
+import sys
+from dbpa.cli._head_start import HeadStart
+from dbpa.config import AuditConfig
+from dbpa.plan import plan_audit
+from tests.pipeline.conftest import RULES, make_config
+from tests.support.scripted_server import ScriptedServer
+
+server = ScriptedServer(rules=RULES).__enter__()  # serves until the very end
+HeadStart(plan_audit(AuditConfig.model_validate(make_config(server, k=10))), sys.argv[1])
+raise SystemExit(143)  # as a signal inside HeadStart's constructor: its caller never stops it
+"""
+
+
+def test_a_run_that_ends_before_stopping_it_still_stops_it_at_exit(tmp_path):
+    db = tmp_path / "a.duckdb"
+    env = os.environ | {"PYTHONPATH": str(ROOT), KEY_ENV: "sk-x"}
+    done = subprocess.run(
+        [sys.executable, "-c", ENDS_UNSTOPPED, str(db)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    # Not stopped, its thread was killed by the interpreter's exit while it opened the record
+    # (inside DuckDB): the process aborted.
+    assert done.returncode == 143, done.stderr
+    with storage.Store(db, read_only=True) as store:  # closed by the head start, not damaged
+        assert store.schema_version > 0
 
 
 @pytest.mark.usefixtures("prefect_harness")

@@ -1,5 +1,6 @@
 """``dbpa run`` stopped by SIGTERM: it exits 143 at once, leaves no process behind, and the
-next run resumes from the record."""
+next run resumes from the record; a signal that arrives in importlib's own code waits until that
+code returns."""
 
 from __future__ import annotations
 
@@ -7,14 +8,17 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.pipeline.conftest import KEY_ENV, RULES, make_config
 from tests.support.cli_process import ROOT, run_dbpa
 from tests.support.scripted_server import ScriptedServer
+from tests.support.signals import interruptible
 
 CHAT = "/v1/chat/completions"
 
@@ -50,15 +54,17 @@ def test_sigterm_while_sampling_exits_143_and_stops_prefects_server(tmp_path, pr
         config = tmp_path / "audit.yaml"
         config.write_text(yaml.safe_dump(make_config(provider, k=10)))
         db = tmp_path / "a.duckdb"
+        stderr = tmp_path / "stderr"
         env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
         env |= {"PREFECT_HOME": str(prefect_home), "PYTHONPATH": str(ROOT), KEY_ENV: "sk-x"}
-        process = subprocess.Popen(
-            [sys.executable, "-m", "dbpa.cli", "run", str(config), "--db", str(db)],
-            env=env,
-            cwd=tmp_path,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        with stderr.open("w") as stderr_file:  # the child holds its own copy
+            process = subprocess.Popen(
+                [sys.executable, "-m", "dbpa.cli", "run", str(config), "--db", str(db)],
+                env=env,
+                cwd=tmp_path,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr_file,
+            )
         try:
             deadline = time.monotonic() + 120
             while provider.counts.by_endpoint[CHAT] < 1:
@@ -66,7 +72,8 @@ def test_sigterm_while_sampling_exits_143_and_stops_prefects_server(tmp_path, pr
                 time.sleep(0.05)
             children = _descendants(process.pid)
             process.send_signal(signal.SIGTERM)
-            assert process.wait(timeout=60) == 128 + signal.SIGTERM
+            code = process.wait(timeout=60)
+            assert code == 128 + signal.SIGTERM, stderr.read_text()[-3000:]
         finally:
             process.kill()
         time.sleep(0.5)
@@ -82,3 +89,90 @@ def test_sigterm_while_sampling_exits_143_and_stops_prefects_server(tmp_path, pr
         # output of the 5 arms x k=10 was asked twice.
         assert 0 < asked_before < 5 * 10
         assert provider.counts.by_endpoint[CHAT] == 5 * 10
+
+
+MACHINERY = """
+def machinery():  # compiled as importlib's own code
+    import os, signal, time
+    os.kill(os.getpid(), signal.{name})
+    time.sleep(0.5)  # the handler runs here, in importlib's code, every 50 ms
+    print("returned", flush=True)
+"""
+
+MODULE = """
+import os, signal, time
+os.kill(os.getpid(), signal.SIGTERM)
+time.sleep(0.5)
+print("imported", flush=True)
+"""
+
+SCRIPT = """
+import time
+from dbpa.cli._signals import stop_outside_imports
+stop_outside_imports()
+try:
+    {body}
+    time.sleep(30)
+finally:
+    print("finally", flush=True)
+"""
+
+
+def _stopped(
+    tmp_path: Path, body: str, preexec_fn=interruptible
+) -> subprocess.CompletedProcess[str]:
+    """A Python process that installs ``stop_outside_imports`` and runs ``body``; the modules
+    of ``tmp_path`` importable."""
+    script = textwrap.dedent(SCRIPT).format(body=body)
+    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)])}
+    return subprocess.run(
+        [sys.executable, "-c", script],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=20,
+        preexec_fn=preexec_fn,
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "code"), [("SIGTERM", 128 + signal.SIGTERM), ("SIGINT", -signal.SIGINT)]
+)
+def test_a_signal_in_importlibs_code_acts_once_that_code_returns(tmp_path, name, code):
+    source = tmp_path / "machinery.py"
+    source.write_text(MACHINERY.format(name=name))
+    done = _stopped(
+        tmp_path,
+        f"ns = {{}}; exec(compile(open({str(source)!r}).read(), "
+        "'<frozen importlib._bootstrap>', 'exec'), ns); ns['machinery']()",
+    )
+    # Python reports an uncaught KeyboardInterrupt by dying of SIGINT.
+    assert done.returncode == code, done.stderr
+    assert done.stdout.split() == ["returned", "finally"]
+
+
+def test_a_signal_in_a_modules_own_code_acts_at_once(tmp_path):
+    # Raised there, the exception unwinds through importlib's blocks, which release its locks.
+    (tmp_path / "slow_module.py").write_text(MODULE)
+    done = _stopped(tmp_path, "import slow_module")
+    assert done.returncode == 128 + signal.SIGTERM, done.stderr
+    assert done.stdout.split() == ["finally"]
+
+
+def test_a_signal_outside_imports_stops_the_process_at_once(tmp_path):
+    started = time.monotonic()
+    done = _stopped(tmp_path, "import os, signal; os.kill(os.getpid(), signal.SIGTERM)")
+    assert done.returncode == 128 + signal.SIGTERM, done.stderr
+    assert done.stdout.split() == ["finally"]
+    assert time.monotonic() - started < 15  # not the 30 s sleep
+
+
+def test_an_ignored_sigint_stays_ignored(tmp_path):
+    done = _stopped(
+        tmp_path,
+        "import os, signal; os.kill(os.getpid(), signal.SIGINT); time.sleep(0.2); "
+        "print('alive', flush=True); raise SystemExit(0)",
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["alive", "finally"]
