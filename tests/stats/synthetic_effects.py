@@ -1,8 +1,10 @@
-"""Answer-space scenarios for the interval and equivalence simulations, with their true effect.
+"""Scenarios for the interval and equivalence simulations, with their true effect.
 
-The shapes are those of benchmarks/_synthetic.py (the power benchmark's arms); the true
-energy distance of a scenario comes from large independent samples stratified by answer
-type (exactly n * w_j answers of type j, so the type shares add no noise).
+The answer-space shapes are those of benchmarks/_synthetic.py (the power benchmark's
+arms); their true energy distance comes from large independent samples stratified by
+answer type (exactly n * w_j answers of type j, so the type shares add no noise). The
+``gauss_shift`` shape (two isotropic normal clouds whose means differ along one axis) has
+a closed-form truth: every direction varies alike there, unlike in an answer space.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from dataclasses import dataclass, replace
 from functools import cache
 
 import numpy as np
+from scipy.special import gammaln, hyp1f1
 
 from benchmarks._synthetic import AnswerSpace, Arm, answer_space, sample
 
@@ -29,6 +32,42 @@ TRUTH_N = 4000
 """Outputs per arm behind a true effect."""
 
 
+GAUSS_DIM = 10
+GAUSS_SHIFT = 0.7
+"""Dimension and mean shift of the ``gauss_shift`` shape (theta about 0.106)."""
+
+
+@dataclass(frozen=True)
+class GaussianShift:
+    """Two standard normal arms in ``dim`` dimensions, the perturbed mean moved by ``shift``."""
+
+    dim: int
+    shift: float
+
+    def draw(self, rng: np.random.Generator, k: int) -> tuple[np.ndarray, np.ndarray]:
+        a = rng.standard_normal((k, self.dim))
+        b = rng.standard_normal((k, self.dim))
+        b[:, 0] += self.shift
+        return a, b
+
+    def energy_distance(self) -> float:
+        """``2 E|X - Y| - E|X - X'| - E|Y - Y'|``: each difference is normal with covariance
+        2I, so each mean is sqrt(2) times a (non-central) chi mean."""
+        return (
+            2.0
+            * np.sqrt(2.0)
+            * (_chi_mean(self.dim, self.shift / np.sqrt(2.0)) - _chi_mean(self.dim, 0.0))
+        )
+
+
+def _chi_mean(dim: int, noncentrality: float) -> float:
+    """Mean of a non-central chi with ``dim`` degrees of freedom: ``sqrt(pi/2)
+    L_{1/2}^{(dim/2 - 1)}(-lambda^2 / 2)``, the generalized Laguerre function as Kummer's M."""
+    a = dim / 2.0 - 1.0
+    scale = np.exp(gammaln(a + 1.5) - gammaln(1.5) - gammaln(a + 1.0))
+    return float(np.sqrt(np.pi / 2.0) * scale * hyp1f1(-0.5, a + 1.0, -(noncentrality**2) / 2.0))
+
+
 @dataclass(frozen=True)
 class Scenario:
     """Two arms in one answer space."""
@@ -40,8 +79,21 @@ class Scenario:
     def draw(self, rng: np.random.Generator, k: int) -> tuple[np.ndarray, np.ndarray]:
         return sample(rng, self.space, self.original, k), sample(rng, self.space, self.perturbed, k)
 
+    def energy_distance(self) -> float:
+        """Energy distance (Euclidean) between the arms, from TRUTH_N outputs each."""
+        rng = np.random.default_rng(99)
+        a = _stratified(rng, self.space, self.original, TRUTH_N)
+        b = _stratified(rng, self.space, self.perturbed, TRUTH_N)
+        return (
+            2.0 * _mean_distance(a, b, same=False)
+            - _mean_distance(a, a, same=True)
+            - _mean_distance(b, b, same=True)
+        )
 
-def scenario(name: str) -> Scenario:
+
+def scenario(name: str) -> Scenario | GaussianShift:
+    if name == "gauss_shift":
+        return GaussianShift(GAUSS_DIM, GAUSS_SHIFT)
     return Scenario(answer_space(np.random.default_rng(7)), *SCENARIOS[name])
 
 
@@ -65,13 +117,6 @@ def _mean_distance(x: np.ndarray, y: np.ndarray, same: bool, block: int = 1000) 
 
 @cache
 def true_effect(name: str) -> float:
-    """Energy distance (Euclidean) between the scenario's arms, from TRUTH_N outputs each."""
-    rng = np.random.default_rng(99)
-    s = scenario(name)
-    a = _stratified(rng, s.space, s.original, TRUTH_N)
-    b = _stratified(rng, s.space, s.perturbed, TRUTH_N)
-    return (
-        2.0 * _mean_distance(a, b, same=False)
-        - _mean_distance(a, a, same=True)
-        - _mean_distance(b, b, same=True)
-    )
+    """The scenario's true energy distance (Euclidean): from TRUTH_N outputs per arm, or in
+    closed form for ``gauss_shift``."""
+    return scenario(name).energy_distance()

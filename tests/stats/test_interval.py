@@ -198,11 +198,14 @@ def test_coverage_fast():
     _assert_covers("shift", 20, n_sims, _coverage("shift", 20, n_sims, 31, 500))
 
 
+SHAPES = ["null", "shift", "spread", "mixture", "few_texts", "gauss_shift"]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("k", [10, 20, 40])
-@pytest.mark.parametrize("name", ["null", "shift", "spread", "mixture", "few_texts"])
+@pytest.mark.parametrize("name", SHAPES)
 def test_coverage(name, k):
-    """400 intervals (B=1000) per shape and k; about 4 min for the 15 cells (shared machine).
+    """400 intervals (B=1000) per shape and k; about 5 min for the 18 cells (shared machine).
 
     Checks coverage >= nominal - 2.5 SE, two-sided at 0.90 and on the upper side at 0.95
     (the side an equivalence claim rests on). The interval is conservative where the
@@ -210,7 +213,7 @@ def test_coverage(name, k):
     dbpa/stats/_interval.py and the README).
     """
     n_sims = 400
-    seed = 1000 + 10 * k + ["null", "shift", "spread", "mixture", "few_texts"].index(name)
+    seed = 1000 + 10 * k + SHAPES.index(name)
     _assert_covers(name, k, n_sims, _coverage(name, k, n_sims, seed, 1000))
 
 

@@ -1,0 +1,42 @@
+"""The simulations' ground truth: the closed-form effect of the Gaussian shape."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import integrate, stats
+
+from dbpa.stats._interval import energy_u_statistic
+from dbpa.stats._similarity import l2_distance
+from tests.stats.synthetic_effects import GaussianShift, _chi_mean, scenario, true_effect
+
+
+@pytest.mark.parametrize("dim", [1, 4, 10])
+def test_central_chi_mean_is_scipys(dim):
+    assert math.isclose(_chi_mean(dim, 0.0), stats.chi(dim).mean(), rel_tol=1e-12)
+
+
+@pytest.mark.parametrize(("dim", "noncentrality"), [(1, 0.3), (4, 1.0), (10, 0.5)])
+def test_noncentral_chi_mean_integrates_the_noncentral_chi_square(dim, noncentrality):
+    def root_times_density(w):
+        return math.sqrt(w) * stats.ncx2.pdf(w, dim, noncentrality**2)
+
+    expected = integrate.quad(root_times_density, 0.0, np.inf, limit=200)[0]
+    assert math.isclose(_chi_mean(dim, noncentrality), expected, rel_tol=1e-7)
+
+
+def test_one_dimensional_shift_matches_the_folded_normal():
+    """In one dimension E|N(mu, 2)| is a folded normal's mean."""
+    shift = 0.8
+    sd = math.sqrt(2.0)
+    folded = sd * math.sqrt(2 / math.pi) * math.exp(-(shift**2) / (2 * sd**2)) + shift * (
+        1 - 2 * stats.norm.cdf(-shift / sd)
+    )
+    expected = 2 * folded - 2 * sd * math.sqrt(2 / math.pi)
+    assert math.isclose(GaussianShift(1, shift).energy_distance(), expected, rel_tol=1e-10)
+
+
+def test_gaussian_truth_agrees_with_a_large_sample():
+    a, b = scenario("gauss_shift").draw(np.random.default_rng(3), 2500)
+    estimate = energy_u_statistic(l2_distance(np.vstack([a, b])), 2500)
+    assert abs(estimate - true_effect("gauss_shift")) < 0.025  # sd of the estimate ~0.007
