@@ -41,7 +41,7 @@ from ._head_start import HeadStart
 from ._quiet import quiet_console
 from ._record import check_gates, print_results
 from ._server import PrefectServer, TemporaryServerError
-from ._signals import stop_outside_imports
+from ._signals import stopped_by_signals
 from ._validate import bind_stored, load_audit
 from ._warm import embedder_warmed, generation_work, pending_work, wait_for_warm_ups, warm_up
 
@@ -93,6 +93,7 @@ def _first_look(plan: AuditPlan, cfg: AuditConfig) -> AuditPlan:
     return dataclasses.replace(plan, k=cfg.sequential.design(cfg.k).looks[0])
 
 
+@stopped_by_signals()  # the record closed, Prefect's temporary server stopped
 def run(
     context: typer.Context,
     config: ConfigArgument,
@@ -112,7 +113,6 @@ def run(
     """Run (or resume) an audit; re-running the same command resumes it."""
     if not verbose:
         os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
-    stop_outside_imports()  # the record closed, Prefect's temporary server stopped
     # Start-up in parallel: Prefect's temporary server starts in its own process first, while
     # this one loads the config, reads what the record still needs and loads that.
     # Sampling starts too, before Prefect is imported (its outputs wait in the record for

@@ -8,38 +8,71 @@ them (measured: a SIGTERM 7 s into a run hung it). So a signal that arrives ther
 delivered again a moment later, once that code has moved on; anywhere else, a module's own
 code included (the exception then unwinds through importlib's ``with`` blocks, which release
 their locks), it stops the run at once, as before.
+
+The exception a handler raises can also be changed on its way out by C code that calls back
+into Python: pydantic-core turned a ``SystemExit`` raised inside Prefect's settings serializer
+into a ``PydanticSerializationError``, a ``ValueError``, so the run exited 2 instead of 143
+(measured in CI). So once a signal has acted, the run ends by it whatever came out.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import queue
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from types import FrameType
 
 RETRY_S = 0.05
 """How long a signal that arrived in importlib's code waits before it is delivered again."""
 
 
-def stop_outside_imports() -> None:
-    """SIGTERM ends the run with exit 128 + 15 (through every ``finally`` and exit hook, as
-    Ctrl-C does); SIGINT raises ``KeyboardInterrupt`` unless it is ignored (a background
-    job). Neither acts inside importlib's own code. Call from the main thread."""
+_acted: list[int] = []
+"""The signals whose handler has raised, first first (this process's, reset on entry)."""
+
+
+@contextlib.contextmanager
+def stopped_by_signals() -> Iterator[None]:
+    """Within it, SIGTERM ends the run with exit 128 + 15 (through every ``finally`` and exit
+    hook, as Ctrl-C does) and SIGINT raises ``KeyboardInterrupt`` unless it is ignored (a
+    background job); neither acts inside importlib's own code. Once one has acted, the block
+    ends by it, whatever exception it became on the way out, or none. Main thread only."""
+    _acted.clear()
     signal.signal(signal.SIGTERM, _stop)
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _stop)
     _later()  # its thread started now, not in a handler
+    try:
+        yield
+    except BaseException as error:
+        if not _acted or _is_stop(error, _acted[0]):
+            raise
+        raise _stop_exception(_acted[0]) from error
+    if _acted:  # swallowed on the way
+        raise _stop_exception(_acted[0])
 
 
 def _stop(signum: int, frame: FrameType | None) -> None:
     if _in_import_machinery(frame):
         _later().put(signum)  # SimpleQueue.put is safe in a handler
         return
+    _acted.append(signum)
+    raise _stop_exception(signum)
+
+
+def _stop_exception(signum: int) -> BaseException:
     if signum == signal.SIGINT:
-        raise KeyboardInterrupt
-    raise SystemExit(128 + signum)
+        return KeyboardInterrupt()
+    return SystemExit(128 + signum)
+
+
+def _is_stop(error: BaseException, signum: int) -> bool:
+    if signum == signal.SIGINT:
+        return isinstance(error, KeyboardInterrupt)
+    return isinstance(error, SystemExit) and error.code == 128 + signum
 
 
 @functools.cache

@@ -1,6 +1,7 @@
 """``dbpa run`` stopped by SIGTERM: it exits 143 at once, leaves no process behind, and the
 next run resumes from the record; a signal that arrives in importlib's own code waits until that
-code returns."""
+code returns; a stop turned into another error, or swallowed, on its way out still ends the
+run by it."""
 
 from __future__ import annotations
 
@@ -106,24 +107,47 @@ time.sleep(0.5)
 print("imported", flush=True)
 """
 
+SERIALIZER = """
+import os, signal, time
+from pydantic import BaseModel, model_serializer
+
+class Settings(BaseModel):  # as Prefect's settings serialize themselves
+    @model_serializer(mode="wrap")
+    def _ser_model(self, handler):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.5)  # the handler runs here, inside pydantic-core's call
+        return handler(self)
+"""
+
+SWALLOWED = """
+import os, signal, time
+
+def swallow():
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.5)
+    except BaseException:
+        print("swallowed", flush=True)
+"""
+
 SCRIPT = """
 import time
-from dbpa.cli._signals import stop_outside_imports
-stop_outside_imports()
-try:
-    {body}
-    time.sleep(30)
-finally:
-    print("finally", flush=True)
+from dbpa.cli._signals import stopped_by_signals
+with stopped_by_signals():
+    try:
+        {body}
+        {then}
+    finally:
+        print("finally", flush=True)
 """
 
 
 def _stopped(
-    tmp_path: Path, body: str, preexec_fn=interruptible
+    tmp_path: Path, body: str, preexec_fn=interruptible, then: str = "time.sleep(30)"
 ) -> subprocess.CompletedProcess[str]:
-    """A Python process that installs ``stop_outside_imports`` and runs ``body``; the modules
-    of ``tmp_path`` importable."""
-    script = textwrap.dedent(SCRIPT).format(body=body)
+    """A Python process that runs ``body``, then ``then``, within ``stopped_by_signals``; the
+    modules of ``tmp_path`` importable."""
+    script = textwrap.dedent(SCRIPT).format(body=body, then=then)
     env = os.environ | {"PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)])}
     return subprocess.run(
         [sys.executable, "-c", script],
@@ -176,3 +200,18 @@ def test_an_ignored_sigint_stays_ignored(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["alive", "finally"]
+
+
+def test_a_stop_that_c_code_turned_into_another_error_still_exits_143(tmp_path):
+    # CI's exit 2: pydantic-core wrapped the SystemExit into a ValueError.
+    (tmp_path / "serialized.py").write_text(SERIALIZER)
+    done = _stopped(tmp_path, "import serialized; serialized.Settings().model_dump_json()")
+    assert done.returncode == 128 + signal.SIGTERM, done.stderr
+    assert done.stdout.split() == ["finally"]
+
+
+def test_a_stop_that_was_swallowed_ends_the_block_with_143(tmp_path):
+    (tmp_path / "swallowing.py").write_text(SWALLOWED)
+    done = _stopped(tmp_path, "import swallowing; swallowing.swallow()", then="pass")
+    assert done.returncode == 128 + signal.SIGTERM, done.stderr
+    assert done.stdout.split() == ["swallowed", "finally"]
