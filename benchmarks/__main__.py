@@ -20,6 +20,7 @@ SUITES = {
     "sequential": "benchmarks.bench_sequential",
     "interval": "benchmarks.interval_coverage",
     "equivalence-bc": "benchmarks.equivalence_bc",
+    "equivalence-score": "benchmarks.equivalence_score",
 }
 
 

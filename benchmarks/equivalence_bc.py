@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Callable
 
 import numpy as np
 from scipy.stats import binomtest, norm
@@ -36,6 +37,10 @@ ALPHA = 0.05
 N_BOOTSTRAP = 1000
 SHAPES = ("few_texts", "mixture", "shift", "spread", "gauss_shift")
 FIXED_MARGINS = (0.02, 0.04, 0.08)
+
+
+Rule = Callable[[np.ndarray, np.ndarray, float, np.random.Generator], tuple[float, ...]]
+"""P-values of ``theta >= margin`` for one audit (original, perturbed, margin, rng)."""
 
 
 def p_values(
@@ -54,58 +59,68 @@ def p_values(
     return percentile, float(1 - norm.cdf(norm.ppf(below_margin) - 2 * z0))
 
 
-def _cell(name: str, k: int, audits: int, seed: int, margin: float | None) -> tuple[int, int]:
-    """Audits of ``name`` declared equivalent (percentile, BC); ``margin`` None: calibrated
-    per audit on 3 replicate arms of the original."""
+def cell(
+    name: str, k: int, audits: int, seed: int, margin: float | None, rule: Rule = p_values
+) -> tuple[int, ...]:
+    """Audits of ``name`` declared equivalent by each p-value of ``rule`` (here percentile,
+    BC); ``margin`` None: calibrated per audit on 3 replicate arms of the original."""
     s, rng = scenario(name), np.random.default_rng(seed)
-    hits = np.zeros(2, dtype=int)
+    hits: np.ndarray | None = None
     for _ in range(audits):
         original, perturbed = s.draw(rng, k)
         m = margin
         if m is None:
             copies = [original, *(s.draw(rng, k)[0] for _ in range(3))]
             m = calibrate_margin(list(itertools.combinations(copies, 2)), quantile=0.95).margin
-        hits += np.array(p_values(original, perturbed, m, rng)) <= ALPHA
-    return int(hits[0]), int(hits[1])
+        declared = np.array(rule(original, perturbed, m, rng)) <= ALPHA
+        hits = declared.astype(int) if hits is None else hits + declared
+    assert hits is not None
+    return tuple(int(h) for h in hits)
 
 
-def _rate(hits: int, n: int) -> str:
+def rate(hits: int, n: int) -> str:
     ci = binomtest(hits, n).proportion_ci(0.95, method="exact")
     return f"{hits / n:.3f} [{ci.low:.3f}, {ci.high:.3f}]"
 
 
-def main(quick: bool = False) -> None:
+def tables(rule: Rule, title: str, columns: list[str], quick: bool) -> None:
+    """The three tables (level at the margin, power with the calibrated and with fixed margins)
+    of ``rule``'s p-values, one column each."""
     audits = 100 if quick else 1000
     ks = (20, 40) if quick else (10, 20, 40, 80, 160)
     start = time.perf_counter()
-    print(f"equivalence, percentile vs BC: {audits} audits per cell, B={N_BOOTSTRAP}")
+    print(f"equivalence, {title}: {audits} audits per cell, B={N_BOOTSTRAP}")
     rows = []
     for name in SHAPES:
         for k in ks:
-            hits = _cell(name, k, audits, 1000 + k, true_effect(name))
-            rows.append([name, f"{true_effect(name):.4f}", k, *(_rate(h, audits) for h in hits)])
+            hits = cell(name, k, audits, 1000 + k, true_effect(name), rule)
+            rows.append([name, f"{true_effect(name):.4f}", k, *(rate(h, audits) for h in hits)])
     print_table(
         f"effect exactly at the margin: share declared equivalent (nominal <= {ALPHA})",
-        ["scenario", "margin = effect", "k", "percentile (product)", "BC"],
+        ["scenario", "margin = effect", "k", *columns],
         rows,
     )
-    rows = [[k, *(_rate(h, audits) for h in _cell("null", k, audits, 2000 + k, None))] for k in ks]
+    rows = [
+        [k, *(rate(h, audits) for h in cell("null", k, audits, 2000 + k, None, rule))] for k in ks
+    ]
     print_table(
         "no effect, margin calibrated on 3 replicate arms: share declared equivalent",
-        ["k", "percentile (product)", "BC"],
+        ["k", *columns],
         rows,
     )
     rows = []
     for m in FIXED_MARGINS:
         for k in ks[1:]:
-            hits = _cell("null", k, audits // 2, 3000 + k, m)
-            rows.append([m, k, *(_rate(h, audits // 2) for h in hits)])
+            hits = cell("null", k, audits // 2, 3000 + k, m, rule)
+            rows.append([m, k, *(rate(h, audits // 2) for h in hits)])
     print_table(
-        "no effect, fixed margins: share declared equivalent",
-        ["margin", "k", "percentile (product)", "BC"],
-        rows,
+        "no effect, fixed margins: share declared equivalent", ["margin", "k", *columns], rows
     )
     print(f"\n{time.perf_counter() - start:.0f} s")
+
+
+def main(quick: bool = False) -> None:
+    tables(p_values, "percentile vs BC", ["percentile (product)", "BC"], quick)
 
 
 if __name__ == "__main__":
