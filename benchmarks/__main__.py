@@ -19,8 +19,6 @@ SUITES = {
     "equivalence": "benchmarks.bench_equivalence",
     "sequential": "benchmarks.bench_sequential",
     "interval": "benchmarks.interval_coverage",
-    "equivalence-bc": "benchmarks.equivalence_bc",
-    "equivalence-score": "benchmarks.equivalence_score",
 }
 
 

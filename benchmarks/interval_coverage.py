@@ -149,6 +149,7 @@ from numpy.typing import NDArray
 from scipy.stats import norm
 
 from benchmarks._table import print_table
+from dbpa.stats._boundary import BoundaryDraws, boundary_bound, boundary_p_value
 from dbpa.stats._interval import (
     _bisect,
     _bootstrap,
@@ -166,7 +167,7 @@ CONFIDENCE = 0.90
 ALPHA = 0.05
 TAIL = (1.0 - CONFIDENCE) / 2.0
 N_BOOTSTRAP = 1000
-SHAPES = ("null", "shift", "spread", "mixture", "few_texts", "gauss_shift")
+SHAPES = ("null", "shift", "spread", "mixture", "few_texts", "two_texts", "gauss_shift")
 SPLITS = 8
 """Random halvings behind the held-out first-order variance (each used both ways)."""
 KS = (10, 20, 40)
@@ -244,6 +245,9 @@ class Audit:
     gamma_held_out: float
     """As ``gamma_max``, the top eigenvalue replaced by the variance of one half of the pooled
     outputs along the other half's top principal direction (``_held_out_gamma``)."""
+    boundary: BoundaryDraws
+    """The product's noise draws for its least-favourable upper bound (``_boundary``), from
+    the same resamples as ``deviations``."""
 
 
 # method -> (audit -> replicates standing for U's sampling distribution, or None for a
@@ -467,6 +471,16 @@ def _gamma_lin(audit: Audit) -> float:
     return _bounded_ratio(audit.linear, audit)
 
 
+def _product(audit: Audit, margin: float) -> tuple[float, float, float]:
+    """The product since 2026-11-26: the score lower bound with ``gamma_max``, the upper
+    bound and p-value of the least-favourable boundary test."""
+    low = score_interval(
+        audit.u, audit.permuted, audit.normal, TAIL, lambda t: math.sqrt(audit.gamma_max * t)
+    )[0]
+    high = boundary_bound(audit.boundary, TAIL)
+    return min(low, high), high, boundary_p_value(audit.boundary, margin)
+
+
 def _score_lower_percentile_upper(gamma: Callable[[Audit], float]) -> Interval:
     """The score lower bound with linear variance ``gamma(audit) theta_0``, the percentile
     upper bound and p-value (as the product)."""
@@ -508,10 +522,11 @@ METHODS: dict[str, Interval] = {
     "score, residuals, gamma = lin/U": _score_method(
         lambda audit: (audit.residual, _scaled(audit.cross_residual, _gamma_lin(audit)))
     ),
-    # the product since 2026-11-25
-    "product: score lower (worst-case gamma), percentile upper": _score_lower_percentile_upper(
+    # the product from 2026-11-25 to 2026-11-26
+    "score lower (worst-case gamma), percentile upper": _score_lower_percentile_upper(
         lambda audit: audit.gamma_max
     ),
+    "product: score lower (worst-case gamma), least-favourable upper": _product,
     "score lower (held-out gamma), percentile upper": _score_lower_percentile_upper(
         lambda audit: min(audit.gamma_held_out, audit.gamma_max)
     ),
@@ -525,7 +540,8 @@ def _audits(name: str, k: int, sims: int, rng: np.random.Generator) -> list[Audi
         a, b = s.draw(rng, k)
         distances = l2_distance(np.vstack([a, b]))
         u = energy_u_statistic(distances, k)
-        deviations = _bootstrap(distances, k, N_BOOTSTRAP, rng) - u
+        replicates, boundary = _bootstrap(distances, k, N_BOOTSTRAP, rng)
+        deviations = replicates - u
         degenerate, linear = variance_parts(distances, k)
         labels = _labels(2 * k, k, N_BOOTSTRAP, rng)
         residual_distances, centring = _residual_distances(distances, k)
@@ -544,6 +560,7 @@ def _audits(name: str, k: int, sims: int, rng: np.random.Generator) -> list[Audi
                 _slope(distances, k, labels[:200]),
                 _gamma_max(distances, k),
                 _held_out_gamma(distances, k, rng),
+                boundary,
             )
         )
     return out

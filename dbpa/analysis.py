@@ -82,7 +82,9 @@ class EquivalenceSpec(Spec):
     ``replicates`` more arms under other seeds, and the margin is the ``quantile`` of the
     energy distances between every two of these samples of the unperturbed model (original
     included); ``controls`` takes the same quantile over the distances between the original
-    and each perturbation labelled ``control``.
+    and each perturbation labelled ``control``. A calibrated margin is ``multiple`` times that
+    quantile, as reference-scaled bioequivalence scales its limit by the reference's own
+    variability.
     """
 
     margin: float | Literal["replicates", "controls"] = "replicates"
@@ -91,6 +93,9 @@ class EquivalenceSpec(Spec):
     """Replicate arms of each original (``margin: replicates``): 3 give 6 pairs of samples."""
     quantile: float = Field(default=0.95, gt=0, lt=1)
     """Which quantile of the calibration distances is the margin."""
+    multiple: float = Field(default=1.0, gt=0, le=100)
+    """A calibrated margin is this multiple of the quantile: 1 claims "no farther apart than
+    two samples of the model itself", 2 "within twice that"."""
 
     @field_validator("margin", mode="before")
     @classmethod
@@ -101,6 +106,15 @@ class EquivalenceSpec(Spec):
         if number is None or not (math.isfinite(number) and number > 0):
             raise ValueError(f"must be a positive number, replicates or controls; got {value!r}")
         return float(number)
+
+    @model_validator(mode="after")
+    def _multiple_of_a_calibration(self) -> EquivalenceSpec:
+        if not isinstance(self.margin, str) and self.multiple != 1.0:
+            raise ValueError(
+                f"multiple: scales a calibrated margin (replicates or controls); with a number "
+                f"as the margin give the number itself ({self.multiple:g} x {self.margin:g})"
+            )
+        return self
 
     @property
     def replicate_arms(self) -> int:
@@ -310,6 +324,8 @@ class Margin:
     """``fixed``, ``replicates`` or ``controls``."""
     quantile: float | None = None
     """The calibration quantile (None for a fixed margin)."""
+    multiple: float | None = None
+    """The margin as a multiple of that quantile (None for a fixed margin)."""
     distances: tuple[float, ...] = ()
     """The calibration distances (energy distance of each pair of samples)."""
     k: int | None = None
@@ -334,12 +350,15 @@ def family_margin(
     if not isinstance(spec.margin, str):
         return Margin(value=float(spec.margin), source="fixed")
     if not pairs:
-        return Margin(value=None, source=spec.margin, quantile=spec.quantile)
+        return Margin(
+            value=None, source=spec.margin, quantile=spec.quantile, multiple=spec.multiple
+        )
     calibration = calibrate_margin(pairs, omega=INTERVAL_OMEGA, quantile=spec.quantile)
     return Margin(
-        value=calibration.margin,
+        value=spec.multiple * calibration.margin,
         source=spec.margin,
         quantile=spec.quantile,
+        multiple=spec.multiple,
         distances=tuple(float(d) for d in calibration.distances),
         k=min(calibration.k),
     )

@@ -15,7 +15,7 @@ import pandas as pd
 import pyarrow as pa
 
 from dbpa.analysis import Decision, Margin, PerturbationTestRecord
-from dbpa.stats import INTERVAL_MIN_ROWS, EffectInterval
+from dbpa.stats import INTERVAL_MIN_ROWS, BoundaryDraws, EffectInterval
 
 from ._core import StoreCore
 from ._errors import UnknownRunError
@@ -41,6 +41,8 @@ _INTERVAL_COLUMNS = {
 }
 """Each test's effect interval and each decision's equivalence columns (migration 4)."""
 _INTERVAL_JOIN = {True: "LEFT JOIN effect_intervals ei ON ei.test_id = rt.test_id", False: ""}
+_MULTIPLE_COLUMN = {True: "c.margin_multiple", False: "NULL AS margin_multiple"}
+"""A calibrated margin's multiple of its quantile (migration 6)."""
 _STOP_COLUMNS = {
     True: "c.stopped_at, c.stop_reason, t.p_value AS look_p_value",
     False: "NULL AS stopped_at, NULL AS stop_reason, NULL AS look_p_value",
@@ -63,6 +65,7 @@ def results_sql(schema_version: int) -> str:
         .replace("{interval_join}", _INTERVAL_JOIN[schema_version >= 4])
         .replace("{stops}", _STOP_COLUMNS[schema_version >= 5])
         .replace("{p_value}", _P_VALUE[schema_version >= 5])
+        .replace("{multiple}", _MULTIPLE_COLUMN[schema_version >= 6])
     )
 
 
@@ -72,7 +75,7 @@ RESULTS_SQL = """
            t.null_mean, t.null_std, {p_value}, c.adjusted_p, c.reject, c.method, c.alpha,
            COALESCE(c.tested, t.test_id IS NOT NULL) AS tested,
            t.k_a, t.k_b, t.n_permutations, t.evaluated, t.exact, {driver},
-           rt.original_arm, rt.perturbed_arm, rt.test_id, {interval}, {stops}
+           rt.original_arm, rt.perturbed_arm, rt.test_id, {interval}, {multiple}, {stops}
     FROM run_tests rt
     LEFT JOIN tests t ON t.test_id = rt.test_id
     LEFT JOIN corrections c
@@ -80,7 +83,8 @@ RESULTS_SQL = """
     {interval_join}
 """
 """Per-perturbation results: a run's family joined with its tests, their effect intervals
-and its corrections (``{driver}``, ``{interval}``, ``{stops}``: see ``results_sql``)."""
+and its corrections (``{driver}``, ``{interval}``, ``{multiple}``, ``{stops}``: see
+``results_sql``)."""
 
 RUNS_SQL = """
     WITH running AS (
@@ -109,6 +113,12 @@ RUNS_SQL = """
 """
 """Every run, with the progress of the running ones."""
 
+_CURRENT_INTERVAL = {
+    False: "FALSE",
+    True: "ei.noise IS NOT NULL",
+}
+"""SQL for "the test's stored interval is current", by whether the record has the columns."""
+
 _FAMILY_KEYS = (
     "family",
     "perturbation_id",
@@ -128,15 +138,16 @@ class AnalysisRecord(StoreCore):
     # ---------------------------------------------------------------------- tests
 
     def existing_tests(self, test_ids: Iterable[str]) -> set[str]:
-        """Which of these tests are stored with their effect interval (a test stored before
-        intervals were is run again: the same result, and its interval)."""
+        """Which of these tests are stored with a current effect interval (a test stored
+        before intervals were, or with an interval whose equivalence test has since been
+        replaced, is run again: the same result, and its interval)."""
         ids = sorted(set(test_ids))
         if not ids:
             return set()
+        current = _CURRENT_INTERVAL[self.schema_version >= 6]
         rows = self._rows(
             "SELECT t.test_id FROM tests t LEFT JOIN effect_intervals ei USING (test_id) "
-            "WHERE list_contains(?, t.test_id) "
-            "AND (ei.test_id IS NOT NULL OR least(t.k_a, t.k_b) < ?)",
+            f"WHERE list_contains(?, t.test_id) AND ({current} OR least(t.k_a, t.k_b) < ?)",
             [ids, INTERVAL_MIN_ROWS],
         )
         return {t for (t,) in rows}
@@ -182,11 +193,14 @@ class AnalysisRecord(StoreCore):
                 ),
             }
         )
+        intervals = _intervals_table(records)
         with self._transaction() as con:
             self._insert(con, "tests", table, "ON CONFLICT DO NOTHING")
-            self._insert(
-                con, "effect_intervals", _intervals_table(records), "ON CONFLICT DO NOTHING"
+            con.execute(  # an interval from before the current equivalence test is replaced
+                "DELETE FROM effect_intervals WHERE noise IS NULL AND list_contains(?, test_id)",
+                [intervals.column("test_id").to_pylist()],
             )
+            self._insert(con, "effect_intervals", intervals, "ON CONFLICT DO NOTHING")
 
     def interval_replicates(self, test_ids: Sequence[str]) -> pd.DataFrame:
         """``test_id``, ``bootstrap``: the replicates behind the stored effect intervals of
@@ -200,20 +214,28 @@ class AnalysisRecord(StoreCore):
         )
 
     def effect_intervals(self, test_ids: Sequence[str]) -> dict[str, EffectInterval]:
-        """test_id -> the stored effect interval of those of these tests that have one."""
-        if not test_ids:
+        """test_id -> the stored effect interval of those of these tests that have a current
+        one (with the noise draws of its equivalence test)."""
+        if not test_ids or self.schema_version < 6:
             return {}
         rows = self._rows(
             "SELECT ei.test_id, ei.estimate, ei.low, ei.high, ei.confidence, ei.omega, "
-            "ei.method, ei.n_bootstrap, ei.bootstrap, t.k_a, t.k_b "
+            "ei.method, ei.n_bootstrap, ei.bootstrap, ei.plug_in, ei.noise, "
+            "ei.directions, t.k_a, t.k_b "
             "FROM effect_intervals ei JOIN tests t USING (test_id) "
-            "WHERE ei.test_id IN (SELECT unnest(?))",
+            "WHERE ei.test_id IN (SELECT unnest(?)) AND ei.noise IS NOT NULL",
             [list(test_ids)],
         )
         found = {}
-        for test_id, estimate, low, high, level, omega, method, n_boot, boot, k_a, k_b in rows:
-            replicates = np.asarray(boot, dtype=np.float64)
-            replicates.setflags(write=False)
+        for row in rows:
+            test_id, estimate, low, high, level, omega, method, n_boot = row[:8]
+            boot, plug_in, noise, directions, k_a, k_b = row[8:]
+            squared = _read_only(noise)
+            boundary = BoundaryDraws(
+                plug_in=float(plug_in),
+                noise=squared,
+                directions=_read_only(directions).reshape(-1, squared.size).T,
+            )
             found[str(test_id)] = EffectInterval(
                 estimate=float(estimate),
                 low=float(low),
@@ -222,7 +244,8 @@ class AnalysisRecord(StoreCore):
                 omega=str(omega),
                 method=str(method),
                 n_bootstrap=int(n_boot),
-                bootstrap=replicates,
+                bootstrap=_read_only(boot),
+                boundary=boundary,
                 k_a=int(k_a),
                 k_b=int(k_b),
             )
@@ -366,6 +389,7 @@ class AnalysisRecord(StoreCore):
         calibration = {
             "margin_source": margin.source if margin else None,
             "margin_quantile": margin.quantile if margin else None,
+            "margin_multiple": margin.multiple if margin else None,
             "margin_pairs": margin.pairs if margin and margin.source != "fixed" else None,
         }
         with self._transaction() as con:
@@ -473,6 +497,7 @@ _CORRECTIONS = pa.schema(
         ("margin_source", pa.string()),
         ("margin_quantile", pa.float64()),
         ("margin_pairs", pa.int32()),
+        ("margin_multiple", pa.float64()),
         ("stopped_at", pa.int32()),
         ("stop_reason", pa.string()),
     ]
@@ -496,9 +521,12 @@ _LOOKS = pa.schema(
 
 
 def _intervals_table(records: Sequence[PerturbationTestRecord]) -> pa.Table:
-    """The effect intervals of the records that have one, as ``effect_intervals`` rows."""
+    """The effect intervals of the records that have one, as ``effect_intervals`` rows
+    (each direction's coordinates one after the other in ``directions``)."""
     kept = [(r.test_id, r.interval) for r in records if r.interval is not None]
-    boots = [np.asarray(i.bootstrap, dtype=np.float32) for _, i in kept]
+    boots = [i.bootstrap for _, i in kept]
+    squared = [i.boundary.noise for _, i in kept]
+    directions = [i.boundary.directions.T.ravel() for _, i in kept]
     return pa.table(
         {
             "test_id": pa.array([t for t, _ in kept], pa.string()),
@@ -509,9 +537,24 @@ def _intervals_table(records: Sequence[PerturbationTestRecord]) -> pa.Table:
             "low": pa.array([i.low for _, i in kept], pa.float64()),
             "high": pa.array([i.high for _, i in kept], pa.float64()),
             "n_bootstrap": pa.array([i.n_bootstrap for _, i in kept], pa.int32()),
-            "bootstrap": pa.ListArray.from_arrays(
-                np.cumsum([0] + [len(b) for b in boots]).astype(np.int32),
-                pa.array(np.concatenate(boots) if boots else np.empty(0, np.float32)),
-            ),
+            "bootstrap": _float_lists(boots),
+            "plug_in": pa.array([i.boundary.plug_in for _, i in kept], pa.float64()),
+            "noise": _float_lists(squared),
+            "directions": _float_lists(directions),
         }
     )
+
+
+def _float_lists(arrays: Sequence[np.ndarray]) -> pa.ListArray:
+    """A FLOAT[] column: one list of float32 values per array."""
+    flat = [np.asarray(a, dtype=np.float32) for a in arrays]
+    return pa.ListArray.from_arrays(
+        np.cumsum([0] + [len(a) for a in flat]).astype(np.int32),
+        pa.array(np.concatenate(flat) if flat else np.empty(0, np.float32)),
+    )
+
+
+def _read_only(values: Sequence[float]) -> np.ndarray:
+    array = np.asarray(values, dtype=np.float64)
+    array.setflags(write=False)
+    return array

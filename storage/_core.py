@@ -198,7 +198,8 @@ class StoreCore:
         try:
             con.execute(f"INSERT INTO {table} ({columns}) SELECT {columns} FROM new_rows {tail}")
         finally:
-            con.unregister("new_rows")
+            with suppress(duckdb.Error):  # an aborted transaction refuses it; keep the cause
+                con.unregister("new_rows")
 
     # ---------------------------------------------------------------------- schema and meta
 

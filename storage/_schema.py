@@ -222,5 +222,16 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             "ALTER TABLE runs ADD COLUMN outputs_fixed BIGINT",
         ],
     ),
+    (
+        6,
+        "effect intervals: the bootstrap draws behind the least-favourable equivalence test; "
+        "a calibrated margin's multiple",
+        [
+            "ALTER TABLE effect_intervals ADD COLUMN plug_in DOUBLE",
+            "ALTER TABLE effect_intervals ADD COLUMN noise FLOAT[]",
+            "ALTER TABLE effect_intervals ADD COLUMN directions FLOAT[]",
+            "ALTER TABLE corrections ADD COLUMN margin_multiple DOUBLE",
+        ],
+    ),
 ]
 """(version, description, statements) in the order they are applied."""

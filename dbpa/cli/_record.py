@@ -150,6 +150,9 @@ def _margin_lines(df: pd.DataFrame) -> list[str]:
                 else f"the original and {pairs} control(s)"
             )
             basis = f"the {100 * quantile:g}th percentile of the distances between {what}"
+            multiple = group.margin_multiple.dropna()
+            if not multiple.empty and multiple.iloc[0] != 1.0:
+                basis = f"{multiple.iloc[0]:g} x {basis}"
             if not margin.empty and margin.iloc[0] == 0:
                 from dbpa.analysis import ZERO_MARGIN
 

@@ -107,8 +107,10 @@ def _equivalence_line(spec: EquivalenceSpec) -> str:
         if spec.margin == "replicates"
         else "the original and each control"
     )
-    share = f"{100 * spec.quantile:g}th percentile"
-    return f"equivalence margin: the {share} of the distances between {between}: {decisions}"
+    share = f"the {100 * spec.quantile:g}th percentile"
+    if spec.multiple != 1.0:
+        share = f"{spec.multiple:g} x {share}"
+    return f"equivalence margin: {share} of the distances between {between}: {decisions}"
 
 
 def _print_family(family: Sequence[Perturbation], all_: bool) -> None:

@@ -105,6 +105,9 @@ class EquivalenceView:
     quantile: float | None
     pairs: int | None
     """Pairs of samples a calibrated margin rests on."""
+    multiple: float | None
+    """A calibrated margin as a multiple of its quantile (None: fixed, or a record from
+    before the option)."""
     alpha: float | None = None
     """The family's level."""
 
@@ -130,6 +133,8 @@ class EquivalenceView:
         )
         share = f"{100 * (self.quantile or 0):g}th percentile"
         basis = f"the {share} of the energy distances between {what}, over {self.pairs} pairs"
+        if self.multiple not in (None, 1.0):
+            basis = f"{self.multiple:g} x {basis}"
         if self.margin == 0:
             basis += f" ({ZERO_MARGIN})"
         return basis

@@ -376,5 +376,6 @@ def _equivalence(r: Any) -> EquivalenceView | None:
         source=str(r.margin_source),
         quantile=as_float(r.margin_quantile),
         pairs=as_int(r.margin_pairs),
+        multiple=as_float(r.margin_multiple),
         alpha=as_float(r.alpha),
     )

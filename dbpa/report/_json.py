@@ -51,6 +51,7 @@ def _margin(view: EquivalenceView | None) -> dict[str, Any] | None:
         "source": view.source,
         "quantile": view.quantile,
         "pairs": view.pairs,
+        "multiple": view.multiple,
         "basis": view.basis,
     }
 

@@ -37,7 +37,8 @@ def legend(s: Settings) -> str:
         f"adj. p: p adjusted within the model's family ({s.correction or 'none'}); "
         "stars: * p<0.05, ** p<0.01, *** p<0.001 on the raw p, as in the paper; "
         "distance [90% CI]: energy distance between the two arms' output distributions on "
-        "the embeddings (0 when nothing changed; unbiased estimate, bootstrap interval); "
+        "the embeddings (0 when nothing changed; unbiased estimate; its upper bound holds "
+        "whatever the direction of the change); "
         f"changed: rejected after correction ({_level(s)})."
     )
 
@@ -51,8 +52,9 @@ def equivalence_note(f: Family, s: Settings) -> str | None:
     alpha = "?" if s.alpha is None else f"{s.alpha:g}"
     return (
         f"Equivalence margin {margin} on the distance scale: {view.basis}. Equivalent: the "
-        "distance is shown to be below the margin (a bootstrap test of distance "
-        f"\N{GREATER-THAN OR EQUAL TO} margin, its p-values corrected by "
+        "distance is shown to be below the margin (a test of distance "
+        f"\N{GREATER-THAN OR EQUAL TO} margin at its least favourable direction, "
+        "its p-values corrected by "
         f"{s.correction or 'none'} at \N{GREEK SMALL LETTER ALPHA} = {alpha} like the "
         "change p-values); changed: rejected and not shown equivalent; inconclusive: neither."
     )

@@ -11,6 +11,7 @@ the jsd kernel, the L1 and L2 distances), so that importing this package, as a c
 check does, stays cheap.
 """
 
+from ._boundary import BoundaryDraws
 from ._combined import ComponentResult
 from ._difference import EffectDifference, effect_difference
 from ._equivalence import (
@@ -74,6 +75,7 @@ __all__ = [
     "INTERVAL_OMEGAS",
     "OMEGAS",
     "SIMILARITIES",
+    "BoundaryDraws",
     "ComponentResult",
     "CorrectionResult",
     "Decision",

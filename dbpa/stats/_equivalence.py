@@ -3,9 +3,11 @@
 The effect theta (the energy distance of ``_interval``) is nonnegative, so the
 equivalence region is ``[0, margin)`` and of Schuirmann's two one-sided tests (TOST,
 1987) only the upper one is needed: H0 ``theta >= margin`` against H1 ``theta < margin``.
-Its bootstrap p-value is ``(1 + #{replicates >= margin}) / (1 + B)``; "equivalent" at
-alpha is the same claim as the upper bound of the ``1 - 2 alpha`` interval lying below
-the margin (up to the discreteness of B).
+Its p-value is the least favourable one over the boundary (``_boundary``): the observed
+plug-in distance against random relabellings of the pooled outputs shifted to distance
+``margin`` along the direction where that is likeliest to look small; "equivalent" at alpha
+is the same claim as the upper bound of the ``1 - 2 alpha`` interval lying below the
+margin.
 
 A perturbation is
 
@@ -31,6 +33,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ._boundary import boundary_bound, boundary_p_value
 from ._interval import INTERVAL_OMEGAS, EffectInterval, energy_u_statistic, energy_v_statistic
 from ._multiplicity import CORRECTIONS, CorrectionResult, correct
 from ._similarity import pool_arms
@@ -52,7 +55,7 @@ class Decision:
     change_p_value: float
     """The permutation test's p-value (raw)."""
     equivalence_p_value: float
-    """Bootstrap p-value of ``theta >= margin`` (raw)."""
+    """p-value of ``theta >= margin`` (raw; least favourable over the boundary)."""
     margin: float
     """The equivalence margin, on the interval's scale."""
     alpha: float
@@ -122,12 +125,12 @@ def _as_margins(margins: float | ArrayLike, m: int) -> NDArray[np.float64]:
 
 
 def equivalence_p_value(interval: EffectInterval, margin: float) -> float:
-    """Bootstrap p-value of H0 ``theta >= margin``: ``(1 + #{replicates >= margin}) / (1 + B)``."""
+    """p-value of H0 ``theta >= margin``: the largest over the boundary of the share of
+    shifted relabellings whose distance is at most the observed one, ``(1 + #) / (1 + B)``
+    (``dbpa.stats._boundary``)."""
     if not isinstance(interval, EffectInterval):
         raise ValueError(f"interval: expected an EffectInterval, got {type(interval).__name__}")
-    delta = _as_margin(margin)
-    count = int(np.count_nonzero(interval.bootstrap >= delta))
-    return (1 + count) / (1 + interval.n_bootstrap)
+    return boundary_p_value(interval.boundary, _as_margin(margin))
 
 
 def decide(
@@ -158,7 +161,7 @@ def decide(
         equivalence_p_value=p_equiv,
         margin=delta,
         alpha=level,
-        upper=max(float(np.quantile(interval.bootstrap, 1.0 - level)), 0.0),
+        upper=boundary_bound(interval.boundary, level),
         interval=interval,
     )
 

@@ -16,13 +16,24 @@ unbiased version of the test's bias-corrected ``effect`` for these omegas.
 Each bound is a one-sided confidence bound at ``(1 + confidence) / 2``, so the pair covers
 with probability at least ``confidence``.
 
-The **upper bound** is a percentile bootstrap (Efron & Tibshirani, *An Introduction to the
-Bootstrap*, 1993, ch. 13) that resamples the outputs within each arm. A resample repeats
-rows, and a repeated row paired with itself has distance 0: counted as a pair it would
-shrink the within-arm means and push every replicate up. Each replicate is therefore
-the U-statistic of the resample over pairs of *distinct original* outputs (the counts
-``c`` weight the pairs: ``c'Dc / (k^2 - sum c^2)``), whose bootstrap expectation is the
-estimate itself. Its replicates also give the equivalence p-value (``_equivalence``).
+The **upper bound** is the smallest margin that the equivalence test of
+``theta >= margin`` (``_boundary``) rejects at ``(1 - confidence) / 2``: the observed
+plug-in distance against bootstrap draws of the noise (each arm's resampled residuals)
+shifted to the least favourable point of the boundary. It holds its level whatever the
+direction of the change; where a change moves the answers along a direction in which they
+vary little (a drift of every answer alike, a change of spread), it is conservative, since
+data at the scale of the noise cannot tell such a change from one along the direction they
+vary most.
+
+The same resamples give a percentile bootstrap (Efron & Tibshirani, *An Introduction to
+the Bootstrap*, 1993, ch. 13), kept as ``bootstrap`` for the difference of two runs'
+effects (``_difference``). A resample repeats rows, and a repeated
+row paired with itself has distance 0: counted as a pair it would shrink the within-arm
+means and push every replicate up. Each replicate is therefore the U-statistic of the
+resample over pairs of *distinct original* outputs (the counts ``c`` weight the pairs:
+``c'Dc / (k^2 - sum c^2)``), whose bootstrap expectation is the estimate itself. It was the
+upper bound until 2026-11-26: it evaluates the spread at the estimate, not at the margin,
+and erred at 0.07-0.10 for a nominal 0.05 where a few answers change shares.
 
 The **lower bound** inverts one-sided score tests of ``theta = theta_0`` (as Wilson's
 interval evaluates the binomial variance at the hypothesis): under ``theta_0`` the
@@ -37,21 +48,17 @@ statistic, so the bound excludes 0 exactly when that test rejects at
 ``(1 - confidence) / 2``; above 0 the worst-case first-order variance keeps it valid
 whatever the direction of the change.
 
-Measured by simulation (``python -m benchmarks interval``, tests/stats/test_interval.py):
-the lower side covers at its nominal level on the null and near-null shapes (the
-percentile bound covered 0.99-1.0 there), and conservatively (up to 0.995) where a change
-moves every answer alike (the ``shift`` shape, whose first-order part is ~0 while the bound
-allows the worst case); the upper side covers 0.92-1.0 for a nominal 0.95,
-conservative where the second-order part dominates, but a little below nominal where a few
-repeated answers change shares (few_texts, k >= 40: about 0.92-0.935, so an equivalence claim
-at the margin errs at about 0.08; README, "Known excess where shares change"). A
-bootstrap-t with jackknife standard errors came closer to nominal two-sided but
-under-covered the upper side (0.90 for a nominal 0.95), which would make equivalence
-claims anti-conservative.
+Measured by simulation (``python -m benchmarks interval``, tests/stats/test_interval.py,
+tests/stats/test_equivalence.py): the lower side covers at its nominal level on the null
+and near-null shapes, and conservatively (up to 0.995) where a change moves every answer
+alike (the ``shift`` shape, whose first-order part is ~0 while the bound allows the worst
+case); the upper side covers at least its nominal level on every shape, about nominally
+where a few answers change shares (the least favourable case) and conservatively elsewhere.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -60,6 +67,13 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.linalg import eigh
 from scipy.special import ndtr
 
+from ._boundary import (
+    BoundaryDraws,
+    boundary_bound,
+    noise_coefficients,
+    quadratic_forms,
+    residual_axes,
+)
 from ._permutation import _random_splits
 from ._similarity import cosine_distance, l1_distance, l2_distance, pool_arms
 from ._validation import RngLike, as_positive_int, as_probability, as_rng, choose
@@ -73,8 +87,8 @@ CHUNK = 256
 """Bootstrap replicates (or relabellings) evaluated per vectorized step."""
 METHOD = (
     "lower: score-test inversion (relabelled second-order part, worst-case first-order "
-    "variance); upper: percentile bootstrap within arms of the U-statistic over "
-    "distinct-row pairs"
+    "variance); upper: inversion of the least-favourable boundary test (within-arm bootstrap "
+    "of residuals shifted along their top principal directions, plug-in statistic)"
 )
 """How ``effect_interval`` computes its bounds (stored with every interval)."""
 GRID = 128
@@ -105,7 +119,8 @@ class EffectInterval:
     """Lower bound (score-test inversion; 0 unless the permutation test of no effect
     rejects at ``(1 - confidence) / 2``), at most ``high``."""
     high: float
-    """Upper bound (percentile bootstrap), clipped at 0."""
+    """Upper bound: the smallest margin the equivalence test rejects at
+    ``(1 - confidence) / 2`` (``_boundary``); a margin above it is shown."""
     confidence: float
     """Two-sided confidence level of ``[low, high]``."""
     omega: str
@@ -115,7 +130,11 @@ class EffectInterval:
     n_bootstrap: int
     """Bootstrap replicates used (draws with a single distinct row per arm are dropped)."""
     bootstrap: Vector
-    """The bootstrap replicates of the estimate (read-only), e.g. for an equivalence p-value."""
+    """Percentile-bootstrap replicates of the estimate (read-only), for the difference of
+    two runs' effects (``effect_difference``)."""
+    boundary: BoundaryDraws
+    """The observed plug-in distance and the bootstrap draws of its noise: the equivalence
+    test of any margin (``equivalence_p_value``)."""
     k_a: int
     """Outputs in the original arm."""
     k_b: int
@@ -140,6 +159,12 @@ def _effect_interval_iv(
             raise ValueError(f"{arg}: the bootstrap needs at least {MIN_ROWS} outputs, got {k}")
     level = as_probability(confidence, "confidence")
     n_boot = as_positive_int(n_bootstrap, "n_bootstrap", minimum=100)
+    needed = math.ceil(2.0 / (1.0 - level) - 1.0 - 1e-9)
+    if n_boot < needed:
+        raise ValueError(
+            f"n_bootstrap: a {level:g} interval's upper bound needs at least {needed} "
+            f"resamples (one beyond its tail), got {n_boot}"
+        )
     return z, k_a, INTERVAL_OMEGAS[name], level, n_boot
 
 
@@ -175,9 +200,15 @@ def _weighted_u(distances: Matrix, k_a: int, counts: Matrix) -> Vector:
     return u
 
 
-def _bootstrap(distances: Matrix, k_a: int, n_bootstrap: int, rng: np.random.Generator) -> Vector:
+def _bootstrap(
+    distances: Matrix, k_a: int, n_bootstrap: int, rng: np.random.Generator
+) -> tuple[Vector, BoundaryDraws]:
+    """From the same resamples of each arm: the percentile bootstrap's replicates of U (NaN
+    draws, an arm with a single distinct row, dropped) and the noise draws of the
+    equivalence test (``_boundary``), kept as float32 values since they are stored so."""
     k_b = distances.shape[0] - k_a
-    out = np.empty(n_bootstrap)
+    axes = residual_axes(distances, k_a)
+    replicates, squared, coordinates = [], [], []
     for start in range(0, n_bootstrap, CHUNK):
         size = min(CHUNK, n_bootstrap - start)
         counts = np.hstack(
@@ -186,9 +217,25 @@ def _bootstrap(distances: Matrix, k_a: int, n_bootstrap: int, rng: np.random.Gen
                 rng.multinomial(k_b, np.full(k_b, 1.0 / k_b), size=size),
             ]
         ).astype(np.float64)
-        out[start : start + size] = _weighted_u(distances, k_a, counts)
+        replicates.append(_weighted_u(distances, k_a, counts))
+        noise = noise_coefficients(counts, k_a)
+        squared.append(quadratic_forms(distances, noise))
+        coordinates.append(noise @ axes)
+    ones = np.concatenate([np.full(k_a, 1.0 / k_a), np.full(k_b, -1.0 / k_b)])
+    draws = BoundaryDraws(
+        plug_in=float(quadratic_forms(distances, ones[None, :])[0]),
+        noise=_float32(np.concatenate(squared)),
+        directions=_float32(np.vstack(coordinates)),
+    )
+    out = np.concatenate(replicates)
     kept: Vector = out[np.isfinite(out)]
-    return kept
+    return kept, draws
+
+
+def _float32(values: Matrix) -> Matrix:
+    rounded: Matrix = values.astype(np.float32).astype(np.float64)
+    rounded.setflags(write=False)
+    return rounded
 
 
 def _relabelled(distances: Matrix, k_a: int, n: int, rng: np.random.Generator) -> Vector:
@@ -220,7 +267,7 @@ def _gamma_max(distances: Matrix, k_a: int) -> float:
     size = distances.shape[0]
     centred = distances - distances.mean(0) - distances.mean(1)[:, None] + distances.mean()
     top = float(eigh(-centred, eigvals_only=True, subset_by_index=[size - 1, size - 1])[0])
-    return 4.0 * (1.0 / k_a + 1.0 / (size - k_a)) * max(top, 0.0) / (size - 1)
+    return float(4.0 * (1.0 / k_a + 1.0 / (size - k_a)) * max(top, 0.0) / (size - 1))
 
 
 def _score_lower(estimate: float, degenerate: Vector, gamma: float, tail: float) -> float:
@@ -281,7 +328,8 @@ def effect_interval(
     confidence
         Two-sided level; an equivalence test at alpha reads the ``1 - 2 alpha`` interval.
     n_bootstrap
-        Resamples of each arm, and random relabellings of the pooled outputs (>= 100).
+        Resamples of each arm, and random relabellings of the pooled outputs (>= 100, and
+        enough resamples for the upper bound's tail: ``(1 - confidence) / 2 * (B + 1) >= 1``).
     rng
         Seed or ``numpy.random.Generator``.
     """
@@ -289,9 +337,9 @@ def effect_interval(
     gen = as_rng(rng)
     distances = distance(z)
     estimate = energy_u_statistic(distances, k_a)
-    replicates = _bootstrap(distances, k_a, n_boot, gen)
+    replicates, boundary = _bootstrap(distances, k_a, n_boot, gen)
     tail = (1.0 - level) / 2.0
-    high = max(float(np.quantile(replicates, 1.0 - tail)), 0.0)
+    high = boundary_bound(boundary, tail)
     degenerate = _relabelled(distances, k_a, n_boot, gen)
     low = _score_lower(estimate, degenerate, _gamma_max(distances, k_a), tail)
     replicates.setflags(write=False)
@@ -304,6 +352,7 @@ def effect_interval(
         method=METHOD,
         n_bootstrap=int(replicates.size),
         bootstrap=replicates,
+        boundary=boundary,
         k_a=k_a,
         k_b=z.shape[0] - k_a,
     )

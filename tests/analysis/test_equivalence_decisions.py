@@ -37,7 +37,7 @@ def test_decisions_match_the_library_rule(correction):
     ]
     p_change = [0.4, 0.9, 0.03, 0.001, 0.002, 0.2, 0.5]
     ids = [f"p{i}" for i in range(len(shifts))]
-    margin = 0.2
+    margin = 0.3
     equiv = equivalence_p_values(dict(zip(ids, intervals, strict=True)), margin)
     got = decide_family(dict(zip(ids, p_change, strict=True)), analysis, equiv, margin)
     want = reference_decisions(p_change, intervals, margin, alpha=0.05, method=correction)
@@ -87,10 +87,14 @@ def test_family_margin_is_the_calibration_of_the_pairs():
         value=reference.margin,
         source="replicates",
         quantile=0.9,
+        multiple=1.0,
         distances=tuple(reference.distances),
         k=10,
     )
     assert margin.pairs == 6
+    twice = family_margin(EquivalenceSpec(quantile=0.9, multiple=2.0), pairs)
+    assert twice.value == 2.0 * reference.margin
+    assert twice.multiple == 2.0
     assert family_margin(EquivalenceSpec(margin=0.3), pairs) == Margin(0.3, "fixed")
     assert family_margin(EquivalenceSpec(), []).value is None
 

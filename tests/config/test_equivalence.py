@@ -77,6 +77,8 @@ def test_a_fixed_margin_plans_no_replicate_arm():
         ({"margin": float("inf")}, "equivalence.margin: must be a positive number"),
         ({"replicates": 0}, "equivalence.replicates: Input should be greater than or equal to 1"),
         ({"quantile": 1.5}, "equivalence.quantile: Input should be less than 1"),
+        ({"multiple": 0}, "equivalence.multiple: Input should be greater than 0"),
+        ({"margin": 0.1, "multiple": 2}, "equivalence: multiple: scales a calibrated margin"),
         ({"margins": 0.1}, "equivalence.margins"),
         (3, "equivalence: Input should be a valid dictionary"),
     ],

@@ -21,13 +21,20 @@ TYPICAL = Arm(weights=(0.4, 0.3, 0.2, 0.1))
 COMPACT = Arm(weights=(0.6, 0.4), detail=0.3, noise=0.15)
 FEW_TEXTS = Arm(weights=(0.5, 0.3, 0.2), detail=0.0, noise=0.001)
 """Three nearly fixed answers, as a model that repeats a few texts."""
+TWO_TEXTS = Arm(weights=(0.5, 0.5), detail=0.0, noise=0.001)
+"""Two nearly fixed answers: all the noise lies along the one direction a change can take."""
 SCENARIOS: dict[str, tuple[Arm, Arm]] = {
     "null": (TYPICAL, TYPICAL),
     "shift": (COMPACT, replace(COMPACT, drift=0.2)),
     "spread": (TYPICAL, replace(TYPICAL, detail=0.3)),
     "mixture": (TYPICAL, replace(TYPICAL, weights=(0.1, 0.3, 0.2, 0.4))),
     "few_texts": (FEW_TEXTS, replace(FEW_TEXTS, weights=(0.3, 0.3, 0.4))),
+    "two_texts": (TWO_TEXTS, replace(TWO_TEXTS, weights=(0.35, 0.65))),
 }
+SHARE_DETAIL = Arm(weights=(0.5, 0.5), type_scale=0.5, detail=0.9, noise=0.2)
+"""Two answer types worded in many ways (``DETAIL_RANK`` directions of detail): most of the
+noise lies in many small directions, the change of shares along the one that varies most."""
+DETAIL_RANK = 64
 TRUTH_N = 4000
 """Outputs per arm behind a true effect."""
 
@@ -94,6 +101,9 @@ class Scenario:
 def scenario(name: str) -> Scenario | GaussianShift:
     if name == "gauss_shift":
         return GaussianShift(GAUSS_DIM, GAUSS_SHIFT)
+    if name == "share_detail":
+        space = answer_space(np.random.default_rng(7), rank=DETAIL_RANK)
+        return Scenario(space, SHARE_DETAIL, replace(SHARE_DETAIL, weights=(0.3, 0.7)))
     return Scenario(answer_space(np.random.default_rng(7)), *SCENARIOS[name])
 
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from dbpa.stats import (
+    BoundaryDraws,
     Decision,
     EffectInterval,
     calibrate_margin,
@@ -23,35 +24,40 @@ from tests.stats.synthetic_effects import scenario, true_effect
 ALPHA = 0.05
 
 
-def _interval(replicates, estimate=0.1):
-    boot = np.asarray(replicates, dtype=float)
-    boot.setflags(write=False)
-    return EffectInterval(estimate, 0.0, float(boot.max()), 0.9, "energy_l2", "test", boot.size,
-                          boot, 10, 10)  # fmt: skip
+SQUARED = np.linspace(0.0, 0.99, 100)
+"""Relabelled squared distances 0.00, 0.01, ..., 0.99 behind an observed one of 1.0, with
+no direction along the noise: ``p(margin) = (1 + #{SQUARED <= 1 - margin}) / 101``."""
 
 
-def test_p_value_counts_replicates_at_or_above_the_margin():
-    r = _interval(np.linspace(0.0, 0.99, 100))  # 0.00, 0.01, ..., 0.99
-    assert equivalence_p_value(r, 0.95) == pytest.approx((1 + 5) / 101)
+def _interval(squared=SQUARED, plug_in=1.0):
+    squared = np.asarray(squared, dtype=float)
+    draws = BoundaryDraws(plug_in, squared, np.zeros((squared.size, 2)))
+    return EffectInterval(0.1, 0.0, 1.0, 0.9, "energy_l2", "test", squared.size, squared,
+                          draws, 10, 10)  # fmt: skip
+
+
+def test_p_value_is_the_boundary_tests():
+    r = _interval()
+    assert equivalence_p_value(r, 0.97) == pytest.approx((1 + 4) / 101)  # 0, .01, .02, .03
     assert equivalence_p_value(r, 2.0) == pytest.approx(1 / 101)
 
 
 @pytest.mark.parametrize(
     ("p_change", "margin", "expected"),
     [
-        (0.001, 0.5, "changed"),  # 50 of 100 replicates >= 0.5: no equivalence
+        (0.001, 0.5, "changed"),  # 51 of 100 within 1 - 0.5: p = 52/101
         (0.30, 0.5, "inconclusive"),
-        (0.30, 0.97, "equivalent"),  # 3 of 100 >= 0.97: p = 4/101
+        (0.30, 0.97, "equivalent"),  # 4 of 100 within 0.03: p = 5/101
         (0.001, 0.97, "equivalent"),  # a detected difference inside the margin
     ],
 )
 def test_decision_rule(p_change, margin, expected):
-    d = decide(p_change, _interval(np.linspace(0.0, 0.99, 100)), margin, alpha=ALPHA)
+    d = decide(p_change, _interval(), margin, alpha=ALPHA)
     assert isinstance(d, Decision)
     assert d.decision == expected
     assert d.rejected == (p_change <= ALPHA)
     assert d.equivalent == (expected == "equivalent")
-    assert d.upper == pytest.approx(np.quantile(np.linspace(0.0, 0.99, 100), 0.95))
+    assert d.upper == pytest.approx(0.96)  # 4 may lie within 1 - margin: the fifth is 0.04
 
 
 def test_equivalent_exactly_when_the_tost_bound_is_below_the_margin(rng):
@@ -65,17 +71,14 @@ def test_equivalent_exactly_when_the_tost_bound_is_below_the_margin(rng):
 
 
 def test_family_corrects_both_kinds_of_p_values():
-    boots = [np.linspace(0.0, 0.99, 100), np.linspace(0.0, 0.99, 100)]
-    # equivalence p-values 4/101 each: equivalent alone, not under holm over two
-    single = decide_family([0.5], [_interval(boots[0])], 0.97, alpha=ALPHA)
+    # equivalence p-values 5/101 each: equivalent alone, not under holm over two
+    single = decide_family([0.5], [_interval()], 0.97, alpha=ALPHA)
     assert single.decisions == ("equivalent",)
-    family = decide_family([0.5, 0.01], [_interval(b) for b in boots], 0.97, alpha=ALPHA)
+    family = decide_family([0.5, 0.01], [_interval(), _interval()], 0.97, alpha=ALPHA)
     assert family.decisions == ("inconclusive", "changed")
     assert family.equivalence.method == family.change.method == "holm"
-    np.testing.assert_allclose(family.equivalence.adjusted, [8 / 101, 8 / 101])
-    wide = decide_family(
-        [0.5, 0.01], [_interval(b) for b in boots], [0.97, 2.0], method="bonferroni"
-    )
+    np.testing.assert_allclose(family.equivalence.adjusted, [10 / 101, 10 / 101])
+    wide = decide_family([0.5, 0.01], [_interval(), _interval()], [0.97, 2.0], method="bonferroni")
     assert wide.decisions == ("inconclusive", "equivalent")
     np.testing.assert_allclose(wide.margins, [0.97, 2.0])
 
@@ -122,7 +125,7 @@ def test_calibrated_margin_is_a_quantile_of_replicate_distances():
     ],
 )
 def test_validation_names_the_argument(call, message):
-    r = _interval(np.linspace(0.0, 0.99, 100))
+    r = _interval()
     if "calibrate_margin([(r, r)]" in message or message.startswith(("omega", "quantile")):
         r = np.ones((5, 2))
     with pytest.raises(ValueError, match="^" + re.escape(message)):
@@ -181,7 +184,7 @@ def test_no_equivalence_at_the_margin(name, k):
 @pytest.mark.parametrize("k", [10, 20, 40, 80])
 def test_power_at_no_effect(k):
     """No effect; margin = 0.95 quantile of the distances of 12 replicate pairs of 20
-    outputs. Prints the power (200 audits; 0.37, 0.79, 0.98, 1.00 measured); asserts it
+    outputs. Prints the power (200 audits; 0.005, 0.335, 0.960, 1.000 measured); asserts it
     only where it must be high. About 30 s in all."""
     rng = np.random.default_rng(16)
     s = scenario("null")

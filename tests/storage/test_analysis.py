@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+import numpy as np
 import pandas as pd
 import pytest
 
 from dbpa.analysis import Decision
+from dbpa.stats import effect_interval, equivalence_p_value
 from storage import UnknownRunError
 from tests.storage.conftest import count, make_record
 
@@ -79,3 +83,39 @@ def test_tests_read_without_nulls_and_p_values_alone(store):
     assert light.equals(full.drop(columns="null_distribution"))
     assert store.test_p_values(["t2", "t1", "t3"]) == {"t1": 0.01, "t2": 0.5}
     assert store.test_p_values([]) == {}
+
+
+def test_an_interval_reads_back_with_the_same_equivalence_test(store):
+    """Its noise draws are stored as float32 and made float32 from the start, so the stored
+    interval gives the bounds and p-values of the one computed."""
+    rng = np.random.default_rng(2)
+    a, b = rng.normal(size=(12, 8)), rng.normal(size=(12, 8)) + 0.3
+    interval = effect_interval(a, b, confidence=0.9, n_bootstrap=300, rng=4)
+    record = dataclasses.replace(make_record("t1"), k_a=12, k_b=12, interval=interval)
+    store.add_tests([record])
+    stored = store.effect_intervals(["t1", "t2"])
+    assert list(stored) == ["t1"]
+    back = stored["t1"].boundary
+    np.testing.assert_array_equal(back.noise, interval.boundary.noise)
+    np.testing.assert_array_equal(back.directions, interval.boundary.directions)
+    assert back.plug_in == interval.boundary.plug_in
+    for margin in np.geomspace(0.01, 10.0, 25):
+        assert equivalence_p_value(stored["t1"], margin) == equivalence_p_value(interval, margin)
+    assert store.existing_tests(["t1"]) == {"t1"}
+
+
+def test_an_interval_from_before_the_boundary_test_is_not_current(store):
+    """A record written before migration 6 has intervals without noise draws: their test
+    counts as not stored (it is run again), and a new interval replaces the old row."""
+    rng = np.random.default_rng(3)
+    interval = effect_interval(rng.normal(size=(6, 4)), rng.normal(size=(6, 4)), rng=1)
+    record = dataclasses.replace(make_record("t1"), k_a=6, k_b=6, interval=interval)
+    store.add_tests([record])
+    store._connection.execute(
+        "UPDATE effect_intervals SET noise = NULL, directions = NULL, plug_in = NULL"
+    )
+    assert store.existing_tests(["t1"]) == set()
+    assert store.effect_intervals(["t1"]) == {}
+    store.add_tests([record])
+    assert store.existing_tests(["t1"]) == {"t1"}
+    assert store._rows("SELECT count(*) FROM effect_intervals") == [(1,)]

@@ -1,0 +1,161 @@
+"""Tests of ``theta >= margin`` at the least favourable point of the boundary.
+
+theta is the energy distance of ``_interval``: the squared distance ``|delta|^2`` between
+the arms' mean embeddings in the feature space of the kernel ``-d``. The arms' observed
+difference is ``delta + e``, e the sampling noise (each arm's mean residual, the
+difference of the two), and its squared length is the plug-in (V-) statistic
+``v = |delta + e|^2``. Under H0 ``theta >= margin`` an equivalence claim errs when ``v``
+comes out small although ``|delta|^2 >= margin``; how often depends on the direction of
+delta, which data at the scale of the noise cannot tell apart.
+
+The test therefore takes the largest probability over the boundary. The noise's law comes
+from the bootstrap of each arm's residuals (its outputs minus its mean, in the feature
+space, scaled by ``sqrt(k / (k - 1))`` so the variance is unbiased): ``e*_j`` is the
+difference of the arms' resampled mean residuals, whatever delta is and whatever each arm's
+own spread. delta is put at length ``s >= sqrt(margin)`` along each of the top principal
+directions of the residuals (either sign) or orthogonal to all of them:
+
+    p(margin) = (1 + max over s >= sqrt(margin), directions u of
+                     #{j : |s u + e*_j|^2 <= v}) / (1 + B).
+
+``|s u + e|^2 = s^2 + 2 s <u, e> + |e|^2`` is exact algebra in the feature space, so for
+each draw the s that count form an interval, and the maximum over s is an exact sweep over
+their ends. The least favourable direction of a small ``v`` is the one along which the
+noise varies most (the ball ``|s u + e| <= sqrt(v)`` then holds the most of the noise's
+mass): that is what the top directions are for. This is the score-test idea (the spread
+evaluated at the hypothesis, as in Farrington & Manning's non-inferiority test, and the
+bootstrap at the boundary of the null, as in Dette et al.'s equivalence tests of curves,
+JASA 2018) with the nuisance, the direction, at its least favourable value, which is what
+makes the level hold whatever the direction (Lehmann & Romano, *Testing Statistical
+Hypotheses*, 3.8). The percentile bootstrap test it replaces evaluated the spread at the
+estimate and erred at 0.07-0.10 for alpha 0.05 where a few answers change shares.
+
+The plug-in ``v`` rather than the unbiased U is what makes the shift exact: U subtracts
+within-arm terms that the shift does not move but the resample does, and with a few
+repeated answers those terms decide the ties. Residuals rather than relabellings of the
+pooled outputs: a relabelling counts the arms' difference itself as noise, so a clear
+difference below a wide margin could never be shown.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy.linalg import eigh
+
+Matrix = NDArray[np.float64]
+Vector = NDArray[np.float64]
+
+N_DIRECTIONS = 2
+"""Top principal directions of the pooled outputs along which delta is put (each sign)."""
+
+
+@dataclass(frozen=True, repr=False)
+class BoundaryDraws:
+    """The observed squared distance between the arms and its bootstrapped noise: everything
+    a test of ``theta >= margin`` needs, for any margin."""
+
+    plug_in: float
+    """``v``: the plug-in energy distance of the observed arms (self-pairs included)."""
+    noise: Vector
+    """``|e*_j|^2``: the squared length of each bootstrap draw of the noise (read-only)."""
+    directions: Matrix
+    """``<u_r, e*_j>``: each draw's coordinate along the top principal directions of the
+    residuals in the kernel's feature space, shape (B, ``N_DIRECTIONS``) (read-only)."""
+
+
+def residual_axes(distances: Matrix, k_a: int, count: int = N_DIRECTIONS) -> Matrix:
+    """(N, count): ``sqrt(lambda_r) u_r`` of the top eigenpairs of ``-P D P``, P centring
+    each arm (a ``-d`` kernel matrix of the residuals), so that coefficients ``c`` summing
+    to 0 within each arm have coordinate ``c @ axes`` along each principal direction."""
+    size = distances.shape[0]
+    count = min(count, size)
+    centred = distances.copy()
+    for arm in (slice(0, k_a), slice(k_a, size)):
+        centred[arm] -= centred[arm].mean(0)
+        centred[:, arm] -= centred[:, arm].mean(1)[:, None]
+    values, vectors = eigh(-centred, subset_by_index=[size - count, size - 1])
+    axes: Matrix = vectors * np.sqrt(np.clip(values, 0.0, None))
+    return axes
+
+
+def noise_coefficients(counts: Matrix, k_a: int) -> Matrix:
+    """Each bootstrap draw's noise ``e*`` as coefficients of the pooled outputs, from the
+    resample counts (a row per draw): ``sqrt(k/(k-1)) (n_i - 1) / k`` in arm a, minus that
+    in arm b (each arm's mean residual, rescaled so its variance is unbiased)."""
+    k_b = counts.shape[1] - k_a
+    scale_a = math.sqrt(k_a / (k_a - 1)) / k_a
+    scale_b = math.sqrt(k_b / (k_b - 1)) / k_b
+    coefficients: Matrix = np.hstack(
+        [(counts[:, :k_a] - 1.0) * scale_a, (1.0 - counts[:, k_a:]) * scale_b]
+    )
+    return coefficients
+
+
+def quadratic_forms(distances: Matrix, coefficients: Matrix) -> Vector:
+    """``|sum_i c_i phi(z_i)|^2 = -c' D c`` for each row c of ``coefficients`` (rows sum
+    to 0): the plug-in energy distance of a labelling."""
+    forms: Vector = -np.einsum("ij,ij->i", coefficients @ distances, coefficients)
+    return forms
+
+
+def boundary_p_value(draws: BoundaryDraws, margin: float) -> float:
+    """p-value of H0 ``theta >= margin`` (``margin`` > 0): the largest rejection
+    probability over the boundary, ``(1 + max count) / (1 + B)`` (module docstring)."""
+    root = math.sqrt(margin)
+    count = 0
+    for lo, hi in _intervals(draws):
+        lo = np.maximum(lo, root)
+        keep = hi >= lo
+        count = max(count, _deepest(lo[keep], hi[keep]))
+    return (1.0 + count) / (1.0 + draws.noise.size)
+
+
+def boundary_bound(draws: BoundaryDraws, tail: float) -> float:
+    """The smallest margin whose p-value is at most ``tail``: the one-sided ``1 - tail``
+    upper confidence bound for theta; ``inf`` when B draws are too few for ``tail``."""
+    allowed = math.floor(tail * (1.0 + draws.noise.size) - 1.0 + 1e-9)
+    if allowed < 0:
+        return math.inf
+    reach = 0.0
+    for lo, hi in _intervals(draws):
+        reach = max(reach, _last_deeper(lo, hi, allowed))
+    return reach * reach
+
+
+def _intervals(draws: BoundaryDraws) -> list[tuple[Vector, Vector]]:
+    """Per direction and sign (and orthogonal to all), the lengths ``s >= 0`` at which each
+    draw satisfies ``s^2 + 2 s w_j + |e*_j|^2 <= v``: the intervals' ends, for the draws
+    where that set is not empty."""
+    v, squared = draws.plug_in, draws.noise
+    found = []
+    for w in [np.zeros_like(squared), *draws.directions.T, *(-draws.directions.T)]:
+        disc = w * w - squared + v
+        ok = disc >= 0.0
+        half = np.sqrt(disc[ok])
+        lo, hi = np.maximum(-w[ok] - half, 0.0), -w[ok] + half
+        keep = hi >= lo
+        found.append((lo[keep], hi[keep]))
+    return found
+
+
+def _deepest(lo: Vector, hi: Vector) -> int:
+    """Most of the closed intervals ``[lo, hi]`` that share a point (0 for none)."""
+    if lo.size == 0:
+        return 0
+    starts, ends = np.sort(lo), np.sort(hi)
+    depth = np.searchsorted(starts, starts, side="right") - np.searchsorted(ends, starts)
+    return int(depth.max())
+
+
+def _last_deeper(lo: Vector, hi: Vector, allowed: int) -> float:
+    """The largest point shared by more than ``allowed`` of the intervals (0 for none)."""
+    if lo.size <= allowed:
+        return 0.0
+    starts, ends = np.sort(lo), np.sort(hi)
+    depth = np.searchsorted(starts, ends, side="right") - np.searchsorted(ends, ends)
+    deeper = ends[depth > allowed]
+    return float(deeper.max()) if deeper.size else 0.0

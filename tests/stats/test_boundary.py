@@ -1,0 +1,167 @@
+"""The least-favourable test of ``theta >= margin``: its exact supremum, its bound, its level.
+
+With the ``centroid`` omega (half the squared Euclidean distance) the kernel's feature space
+is the embedding space itself, so the oracle here rebuilds the test from explicit vectors:
+each arm's residuals resampled, the top principal directions of the residuals (SVD), and
+``|s u + e*_j|^2 <= v`` counted at every s where a count can change.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.spatial.distance import cdist
+
+from dbpa.stats import BoundaryDraws, effect_interval, equivalence_p_value
+from dbpa.stats._boundary import N_DIRECTIONS, boundary_bound, boundary_p_value
+from dbpa.stats._interval import _bootstrap
+from tests.stats.conftest import clustered
+from tests.stats.synthetic_effects import scenario, true_effect
+
+N_DRAWS = 300
+
+
+def _oracle_count(a, b, seed, margin, slack):
+    """Most draws inside the ball, from explicit vectors: resample counts drawn as
+    ``_bootstrap`` draws them (the same rng stream), counts evaluated at every change point;
+    the observed squared distance scaled by ``slack`` (the product's draws are float32)."""
+    rng = np.random.default_rng(seed)
+    k_a, k_b = len(a), len(b)
+    counts = []
+    for start in range(0, N_DRAWS, 256):
+        size = min(256, N_DRAWS - start)
+        draw_a = rng.multinomial(k_a, np.full(k_a, 1 / k_a), size=size)
+        counts.append(np.hstack([draw_a, rng.multinomial(k_b, np.full(k_b, 1 / k_b), size=size)]))
+    counts = np.vstack(counts)
+    pad = np.zeros((k_a + k_b, 1))  # room for a change orthogonal to every output
+    res_a = (a - a.mean(0)) * math.sqrt(k_a / (k_a - 1))
+    res_b = (b - b.mean(0)) * math.sqrt(k_b / (k_b - 1))
+    residuals = np.hstack([np.vstack([res_a, res_b]), pad])
+    e = counts[:, :k_a] @ residuals[:k_a] / k_a - counts[:, k_a:] @ residuals[k_a:] / k_b
+    v = float(np.sum((a.mean(0) - b.mean(0)) ** 2)) * slack
+    _, _, vt = np.linalg.svd(residuals, full_matrices=False)
+    directions = [np.eye(residuals.shape[1])[-1]]
+    for u in vt[:N_DIRECTIONS]:
+        directions += [u, -u]
+    root, best = math.sqrt(margin), 0
+    for u in directions:
+        # |s u + e|^2 = v at s = -<u,e> +- sqrt(<u,e>^2 - |e|^2 + v): where counts change
+        w, squared = e @ u, np.sum(e * e, axis=1)
+        half = np.sqrt(np.clip(w * w - squared + v, 0.0, None))
+        roots = np.concatenate([-w + half, -w - half])
+        for s in np.concatenate([[root], roots[roots >= root]]):
+            best = max(best, int(np.sum(np.sum((s * u + e) ** 2, axis=1) <= v)))
+    return best
+
+
+def test_p_value_is_the_exact_supremum_over_the_boundary(rng):
+    """Equal to the oracle's maximum over every change point of every direction."""
+    for shift in (0.0, 0.3, 1.0):
+        a, b = clustered(rng, 12, 5), clustered(rng, 14, 5, weights=(0.3, 0.7)) + shift
+        distances = 0.5 * cdist(np.vstack([a, b]), np.vstack([a, b]), "sqeuclidean")
+        _, draws = _bootstrap(distances, len(a), N_DRAWS, np.random.default_rng(9))
+        for margin in (0.05, 0.5, 2.0, 8.0):
+            low = _oracle_count(a, b, 9, margin, 1 - 1e-5)
+            high = _oracle_count(a, b, 9, margin, 1 + 1e-5)
+            count = boundary_p_value(draws, margin) * (1 + N_DRAWS) - 1
+            assert low - 1e-9 <= count <= high + 1e-9, (shift, margin, low, count, high)
+
+
+def _draws(plug_in, noise, directions=None):
+    squared = np.asarray(noise, dtype=float)
+    if directions is None:
+        directions = np.zeros((squared.size, N_DIRECTIONS))
+    return BoundaryDraws(plug_in, squared, np.asarray(directions, dtype=float))
+
+
+def test_without_a_direction_the_count_is_of_relabellings_within_the_margin():
+    """Orthogonal to the noise, the boundary's point is ``margin + |e_j|^2 <= v``."""
+    draws = _draws(1.0, np.linspace(0.0, 0.99, 100))
+    assert boundary_p_value(draws, 0.97) == pytest.approx((1 + 4) / 101)  # 0, .01, .02, .03
+    assert boundary_p_value(draws, 0.5) == pytest.approx((1 + 51) / 101)
+    assert boundary_p_value(draws, 2.0) == pytest.approx(1 / 101)
+    # at tail 0.05, 4 of 100 may lie inside: the fifth smallest |e_j|^2 is 0.04
+    assert boundary_bound(draws, 0.05) == pytest.approx(0.96)
+
+
+def test_a_direction_along_the_noise_can_only_raise_the_p_value(rng):
+    """The zero direction is always among those maximised over."""
+    squared = rng.uniform(0.0, 1.0, 400)
+    flat = _draws(0.6, squared)
+    tilted = _draws(0.6, squared, rng.normal(0.0, 0.3, (400, N_DIRECTIONS)))
+    for margin in (0.05, 0.2, 0.5):
+        assert boundary_p_value(tilted, margin) >= boundary_p_value(flat, margin)
+
+
+def test_the_bound_is_the_smallest_margin_shown(rng):
+    """p(margin) <= tail exactly for margins above the bound, and p never rises with it."""
+    for shift in (0.0, 0.5):
+        a, b = clustered(rng, 15, 6), clustered(rng, 15, 6, weights=(0.4, 0.6)) + shift
+        interval = effect_interval(a, b, confidence=0.9, n_bootstrap=999, rng=1)
+        bound = boundary_bound(interval.boundary, 0.05)
+        assert equivalence_p_value(interval, bound * (1 + 1e-9)) <= 0.05
+        assert equivalence_p_value(interval, bound * (1 - 1e-6)) > 0.05
+        margins = np.geomspace(bound / 20, bound * 20, 60)
+        p = [equivalence_p_value(interval, m) for m in margins]
+        assert np.all(np.diff(p) <= 0), p
+        assert interval.high == pytest.approx(bound)
+
+
+def test_too_few_relabellings_for_the_tail_show_no_margin():
+    assert boundary_bound(_draws(1.0, np.zeros(10)), 0.05) == math.inf
+
+
+ALPHA = 0.05
+
+
+def _rate_at_margin(name, k, n_sims, seed, k_b=None):
+    """Share of audits whose test of ``theta >= true effect`` rejects at ALPHA."""
+    rng = np.random.default_rng(seed)
+    s, margin = scenario(name), true_effect(name)
+    hits = 0
+    for _ in range(n_sims):
+        a, b = s.draw(rng, k)
+        if k_b is not None:
+            b = s.draw(rng, k_b)[1]
+        interval = effect_interval(a, b, n_bootstrap=500, rng=rng)
+        hits += equivalence_p_value(interval, margin) <= ALPHA
+    return hits / n_sims
+
+
+def _at_most_alpha(rate, n_sims):
+    return rate <= ALPHA + 2.5 * math.sqrt(ALPHA * (1 - ALPHA) / n_sims)
+
+
+def test_level_at_the_margin_where_the_noise_has_one_direction():
+    """Two repeated answers whose shares change: the least favourable case, where the
+    bootstrap percentile test erred at 0.09 (k = 160)."""
+    n_sims = 200
+    rate = _rate_at_margin("two_texts", 40, n_sims, seed=3)
+    assert _at_most_alpha(rate, n_sims), rate
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("name", "k", "k_b"),
+    [
+        ("few_texts", 40, None),
+        ("few_texts", 160, None),
+        ("two_texts", 10, None),
+        ("two_texts", 160, None),
+        ("mixture", 80, None),
+        ("share_detail", 40, None),
+        ("share_detail", 160, None),
+        ("gauss_shift", 40, None),
+        ("few_texts", 20, 80),
+        ("few_texts", 80, 20),
+    ],
+)
+def test_level_at_the_margin(name, k, k_b):
+    """400 audits per cell (B=500): P(reject theta >= margin | theta = margin) <= alpha
+    + 2.5 SE, equal and unequal arms; about 3 min in all."""
+    n_sims = 400
+    rate = _rate_at_margin(name, k, n_sims, seed=10 * k + (k_b or 0), k_b=k_b)
+    print(f"{name} k={k}/{k_b or k}: P(equivalent | theta = margin) {rate:.3f}")
+    assert _at_most_alpha(rate, n_sims), rate
