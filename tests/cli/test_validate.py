@@ -77,6 +77,11 @@ def test_validate_describes_the_plan(provider, write_config):
             "the 90th percentile of the distances between the original and each control",
         ),
         ({"margin": 0.05}, 5, "equivalence margin 0.05 (distance scale)"),
+        (
+            {"multiple": 2},
+            8,
+            "2 x the 95th percentile of the distances between every two samples of the ",
+        ),
     ],
 )
 def test_validate_says_how_the_margin_will_be_set(provider, write_config, equivalence, arms, says):

@@ -85,6 +85,25 @@ def test_replicate_arms_calibrate_the_margin(provider: ScriptedServer, tmp_path)
     assert arms == (8,)
 
 
+def test_a_multiple_scales_the_calibrated_margin_without_a_model_call(
+    provider: ScriptedServer, tmp_path
+):
+    db = tmp_path / "a.duckdb"
+    once = audit(config=parse_config(make_config(provider, equivalence=True)), db=str(db))
+    calls = provider.counts.by_endpoint["/v1/chat/completions"]
+    config = make_config(provider, equivalence={"multiple": 2.5})
+    twice = audit(config=parse_config(config), db=str(db))
+    assert provider.counts.by_endpoint["/v1/chat/completions"] == calls
+    before, after = _results(db, once.run_id), _results(db, twice.run_id)
+    np.testing.assert_allclose(after.margin, 2.5 * before.margin)
+    assert (after.margin_multiple == 2.5).all()
+    assert (before.margin_multiple == 1.0).all()
+    _follows_the_rule(after, ALPHA)
+    assert "2.5 x the 95th percentile" in Path(twice.reports["md"]).read_text()
+    shown = CliRunner().invoke(app, ["results", twice.run_id, "--db", str(db)]).output
+    assert "2.5 x the 95th percentile" in " ".join(shown.split())
+
+
 def test_outputs_that_never_vary_calibrate_a_margin_of_0_and_nothing_is_equivalent(
     one_answer_provider, tmp_path, caplog
 ):

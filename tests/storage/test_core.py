@@ -10,6 +10,7 @@ import threading
 import duckdb
 import pytest
 
+from dbpa.analysis import Decision
 from storage import MIGRATIONS, DatabaseInUseError, Store
 from tests.storage.conftest import count, make_arm, make_gen
 
@@ -32,6 +33,15 @@ def test_failed_transaction_leaves_nothing(store, monkeypatch):
     with pytest.raises(duckdb.Error):
         store.add_samples(arm.arm_id, [make_gen(0), bad])
     assert store.sample_indices([arm.arm_id]) == {arm.arm_id: set()}
+
+
+def test_a_failed_insert_raises_its_own_error(store):
+    """DuckDB refuses to unregister the inserted rows in the aborted transaction; that
+    refusal must not hide why the insert failed (here: a constraint the rows break)."""
+    store._connection.execute("ALTER TABLE corrections ALTER COLUMN margin_multiple SET NOT NULL")
+    decisions = [Decision("p0", 0.01, 0.02, True, True)]  # no margin: margin_multiple NULL
+    with pytest.raises(duckdb.ConstraintException, match="margin_multiple"):
+        store.add_corrections("run", "m", "holm", 0.05, decisions)
 
 
 def test_threads_share_the_store(store):
