@@ -50,7 +50,7 @@ Matrix = NDArray[np.float64]
 Vector = NDArray[np.float64]
 
 N_DIRECTIONS = 2
-"""Top principal directions of the pooled outputs along which delta is put (each sign)."""
+"""Top principal directions of the residuals along which delta is put (each sign)."""
 
 
 @dataclass(frozen=True, repr=False)
@@ -67,16 +67,18 @@ class BoundaryDraws:
     residuals in the kernel's feature space, shape (B, ``N_DIRECTIONS``) (read-only)."""
 
 
-def residual_axes(distances: Matrix, k_a: int, count: int = N_DIRECTIONS) -> Matrix:
+def principal_axes(distances: Matrix, k_a: int | None = None, count: int = N_DIRECTIONS) -> Matrix:
     """(N, count): ``sqrt(lambda_r) u_r`` of the top eigenpairs of ``-P D P``, P centring
-    each arm (a ``-d`` kernel matrix of the residuals), so that coefficients ``c`` summing
-    to 0 within each arm have coordinate ``c @ axes`` along each principal direction."""
+    each arm (``k_a`` given: the residuals) or the pooled outputs (``k_a`` None), so that
+    coefficients ``c`` summing to 0 (within each arm) have coordinate ``c @ axes`` along
+    each principal direction of the kernel ``-d``'s feature space."""
     size = distances.shape[0]
     count = min(count, size)
     centred = distances.copy()
-    for arm in (slice(0, k_a), slice(k_a, size)):
-        centred[arm] -= centred[arm].mean(0)
-        centred[:, arm] -= centred[:, arm].mean(1)[:, None]
+    groups = [slice(0, size)] if k_a is None else [slice(0, k_a), slice(k_a, size)]
+    for group in groups:
+        centred[group] -= centred[group].mean(0)
+        centred[:, group] -= centred[:, group].mean(1)[:, None]
     values, vectors = eigh(-centred, subset_by_index=[size - count, size - 1])
     axes: Matrix = vectors * np.sqrt(np.clip(values, 0.0, None))
     return axes
@@ -97,7 +99,7 @@ def noise_coefficients(counts: Matrix, k_a: int) -> Matrix:
 
 def quadratic_forms(distances: Matrix, coefficients: Matrix) -> Vector:
     """``|sum_i c_i phi(z_i)|^2 = -c' D c`` for each row c of ``coefficients`` (rows sum
-    to 0): the plug-in energy distance of a labelling."""
+    to 0): the squared length of a difference of weighted means in the feature space."""
     forms: Vector = -np.einsum("ij,ij->i", coefficients @ distances, coefficients)
     return forms
 
@@ -107,7 +109,7 @@ def boundary_p_value(draws: BoundaryDraws, margin: float) -> float:
     probability over the boundary, ``(1 + max count) / (1 + B)`` (module docstring)."""
     root = math.sqrt(margin)
     count = 0
-    for lo, hi in _intervals(draws):
+    for lo, hi in _inside(draws):
         lo = np.maximum(lo, root)
         keep = hi >= lo
         count = max(count, _deepest(lo[keep], hi[keep]))
@@ -117,28 +119,62 @@ def boundary_p_value(draws: BoundaryDraws, margin: float) -> float:
 def boundary_bound(draws: BoundaryDraws, tail: float) -> float:
     """The smallest margin whose p-value is at most ``tail``: the one-sided ``1 - tail``
     upper confidence bound for theta; ``inf`` when B draws are too few for ``tail``."""
-    allowed = math.floor(tail * (1.0 + draws.noise.size) - 1.0 + 1e-9)
+    allowed = _allowed(draws, tail)
     if allowed < 0:
         return math.inf
     reach = 0.0
-    for lo, hi in _intervals(draws):
-        reach = max(reach, _last_deeper(lo, hi, allowed))
+    for lo, hi in _inside(draws):
+        reach = max(reach, _last_deeper(np.maximum(lo, 0.0), hi, allowed))
     return reach * reach
 
 
-def _intervals(draws: BoundaryDraws) -> list[tuple[Vector, Vector]]:
-    """Per direction and sign (and orthogonal to all), the lengths ``s >= 0`` at which each
-    draw satisfies ``s^2 + 2 s w_j + |e*_j|^2 <= v``: the intervals' ends, for the draws
-    where that set is not empty."""
-    v, squared = draws.plug_in, draws.noise
+def boundary_lower(draws: BoundaryDraws, tail: float) -> float:
+    """The one-sided ``1 - tail`` lower confidence bound for theta: the largest theta_0 whose
+    H0 ``theta <= theta_0`` is rejected at ``tail``, i.e. that no delta with ``|delta|^2 <=
+    theta_0`` along the draws' directions (or orthogonal to them) puts more than the allowed
+    draws at or beyond the observed distance. 0 when theta_0 = 0 is not rejected; at 0 this
+    is the test of no effect on ``v`` against the draws (exact for relabellings)."""
+    allowed = _allowed(draws, tail)
+    if allowed < 0:
+        return 0.0
+    need = draws.noise.size - allowed
+    first = math.inf
+    for lo, hi in _inside(draws, strict=True):
+        if np.count_nonzero((lo < 0.0) & (hi > 0.0)) < need:
+            return 0.0
+        starts, ends = np.sort(lo), np.sort(hi)
+        candidates = ends[ends >= 0.0]
+        depth = np.searchsorted(starts, candidates) - np.searchsorted(ends, candidates, "right")
+        failing = candidates[depth < need]
+        if failing.size:
+            first = min(first, float(failing.min()))
+    return first * first
+
+
+TIE_RTOL = 1e-6
+"""Distances within this share of the draws' mean squared length count as ties: stored
+draws are float32, and with repeated answers exact ties are common."""
+
+
+def _allowed(draws: BoundaryDraws, tail: float) -> int:
+    """How many draws may lie beyond the observed distance for a p-value at most ``tail``."""
+    return math.floor(tail * (1.0 + draws.noise.size) - 1.0 + 1e-9)
+
+
+def _inside(draws: BoundaryDraws, *, strict: bool = False) -> list[tuple[Vector, Vector]]:
+    """Per direction and sign (and orthogonal to all), the lengths s at which each draw has
+    ``s^2 + 2 s w_j + |e*_j|^2 <= v`` (a tie counts as inside), or ``< v`` with ``strict``
+    (a tie counts as outside): the intervals' ends, for the draws where that set is not
+    empty; the ends may be negative."""
+    squared = draws.noise
+    tie = TIE_RTOL * float(squared.mean()) if squared.size else 0.0
+    v = draws.plug_in - tie if strict else draws.plug_in + tie
     found = []
     for w in [np.zeros_like(squared), *draws.directions.T, *(-draws.directions.T)]:
         disc = w * w - squared + v
-        ok = disc >= 0.0
+        ok = disc > 0.0 if strict else disc >= 0.0
         half = np.sqrt(disc[ok])
-        lo, hi = np.maximum(-w[ok] - half, 0.0), -w[ok] + half
-        keep = hi >= lo
-        found.append((lo[keep], hi[keep]))
+        found.append((-w[ok] - half, -w[ok] + half))
     return found
 
 
@@ -155,7 +191,8 @@ def _last_deeper(lo: Vector, hi: Vector, allowed: int) -> float:
     """The largest point shared by more than ``allowed`` of the intervals (0 for none)."""
     if lo.size <= allowed:
         return 0.0
-    starts, ends = np.sort(lo), np.sort(hi)
+    keep = hi >= lo
+    starts, ends = np.sort(lo[keep]), np.sort(hi[keep])
     depth = np.searchsorted(starts, ends, side="right") - np.searchsorted(ends, ends)
     deeper = ends[depth > allowed]
     return float(deeper.max()) if deeper.size else 0.0

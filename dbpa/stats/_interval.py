@@ -35,25 +35,22 @@ resample over pairs of *distinct original* outputs (the counts ``c`` weight the 
 upper bound until 2026-11-26: it evaluates the spread at the estimate, not at the margin,
 and erred at 0.07-0.10 for a nominal 0.05 where a few answers change shares.
 
-The **lower bound** inverts one-sided score tests of ``theta = theta_0`` (as Wilson's
-interval evaluates the binomial variance at the hypothesis): under ``theta_0`` the
-estimate is modelled as ``theta_0 + D + L``, D the degenerate (second-order) part of the
-U-statistic, whose law is that of U over random relabellings of the pooled outputs
-(exact when nothing changed), and L the first-order part, normal with variance at most
-``gamma_max theta_0`` (Cauchy-Schwarz: ``Var 2<delta, eps> <= 4 lambda_max |delta|^2`` in the
-kernel ``-d``'s feature space, ``lambda_max`` the largest eigenvalue of the relabelled
-mean difference's covariance). The bound is the smallest ``theta_0`` that test does not
-reject. At ``theta_0 = 0`` the test is the permutation test of no effect on this
-statistic, so the bound excludes 0 exactly when that test rejects at
-``(1 - confidence) / 2``; above 0 the worst-case first-order variance keeps it valid
-whatever the direction of the change.
+The **lower bound** is the largest theta_0 that the test of ``theta <= theta_0`` rejects at
+``(1 - confidence) / 2``: the observed plug-in distance against random relabellings of the
+pooled outputs, shifted by every delta with ``|delta|^2 <= theta_0`` along their top
+principal directions (or orthogonal to them), the largest probability of a distance at
+least the observed one taken (``_boundary.boundary_lower``). At ``theta_0 = 0`` that is the
+permutation test of no effect on the plug-in energy distance (the ``energy_*`` omegas'
+statistic), so the interval excludes 0 exactly when that test rejects at
+``(1 - confidence) / 2``. Relabellings rather than resamples on this side: they are exact
+when nothing changed, and where the arms differ they count the difference as noise too,
+which only widens the law against which the observed distance must look large.
 
 Measured by simulation (``python -m benchmarks interval``, tests/stats/test_interval.py,
-tests/stats/test_equivalence.py): the lower side covers at its nominal level on the null
-and near-null shapes, and conservatively (up to 0.995) where a change moves every answer
-alike (the ``shift`` shape, whose first-order part is ~0 while the bound allows the worst
-case); the upper side covers at least its nominal level on every shape, about nominally
-where a few answers change shares (the least favourable case) and conservatively elsewhere.
+tests/stats/test_boundary.py): each side covers at least its nominal level on every shape
+measured, about nominally where a few repeated answers change shares (the least favourable
+case) and with no effect (the lower side), conservatively elsewhere (up to 0.995 where a
+drift moves every answer alike).
 """
 
 from __future__ import annotations
@@ -64,15 +61,14 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.linalg import eigh
-from scipy.special import ndtr
 
 from ._boundary import (
     BoundaryDraws,
     boundary_bound,
+    boundary_lower,
     noise_coefficients,
+    principal_axes,
     quadratic_forms,
-    residual_axes,
 )
 from ._permutation import _random_splits
 from ._similarity import cosine_distance, l1_distance, l2_distance, pool_arms
@@ -91,8 +87,6 @@ METHOD = (
     "of residuals shifted along their top principal directions, plug-in statistic)"
 )
 """How ``effect_interval`` computes its bounds (stored with every interval)."""
-GRID = 128
-"""Hypothesised effects in ``(0, estimate]`` scanned for the lower bound before bisection."""
 
 
 def _half_squared_l2(z: Matrix) -> Matrix:
@@ -207,7 +201,7 @@ def _bootstrap(
     draws, an arm with a single distinct row, dropped) and the noise draws of the
     equivalence test (``_boundary``), kept as float32 values since they are stored so."""
     k_b = distances.shape[0] - k_a
-    axes = residual_axes(distances, k_a)
+    axes = principal_axes(distances, k_a)
     replicates, squared, coordinates = [], [], []
     for start in range(0, n_bootstrap, CHUNK):
         size = min(CHUNK, n_bootstrap - start)
@@ -221,9 +215,8 @@ def _bootstrap(
         noise = noise_coefficients(counts, k_a)
         squared.append(quadratic_forms(distances, noise))
         coordinates.append(noise @ axes)
-    ones = np.concatenate([np.full(k_a, 1.0 / k_a), np.full(k_b, -1.0 / k_b)])
     draws = BoundaryDraws(
-        plug_in=float(quadratic_forms(distances, ones[None, :])[0]),
+        plug_in=_plug_in(distances, k_a),
         noise=_float32(np.concatenate(squared)),
         directions=_float32(np.vstack(coordinates)),
     )
@@ -238,70 +231,31 @@ def _float32(values: Matrix) -> Matrix:
     return rounded
 
 
-def _relabelled(distances: Matrix, k_a: int, n: int, rng: np.random.Generator) -> Vector:
-    """U over ``n`` random relabellings of the pooled outputs (the permutation engine's
-    random splits): the law of the degenerate part when the arms are exchangeable (mean
-    exactly 0 over all relabellings)."""
-    splits = _random_splits(distances.shape[0], k_a, n, CHUNK, rng)
-    return np.concatenate(
-        [_relabelled_u(distances, k_a, masks.astype(np.float64)) for masks in splits]
+def _relabelled(distances: Matrix, k_a: int, n: int, rng: np.random.Generator) -> BoundaryDraws:
+    """``n`` random relabellings of the pooled outputs (the permutation engine's random
+    splits): the plug-in distance of each and its coordinates along the pooled outputs' top
+    principal directions; exchangeable arms make them the exact law of the noise."""
+    size = distances.shape[0]
+    k_b = size - k_a
+    axes = principal_axes(distances)
+    squared, coordinates = [], []
+    for masks in _random_splits(size, k_a, n, CHUNK, rng):
+        labels = masks.astype(np.float64)
+        coefficients = labels / k_a - (1.0 - labels) / k_b
+        squared.append(quadratic_forms(distances, coefficients))
+        coordinates.append(coefficients @ axes)
+    return BoundaryDraws(
+        plug_in=_plug_in(distances, k_a),
+        noise=np.concatenate(squared),
+        directions=np.vstack(coordinates),
     )
 
 
-def _relabelled_u(distances: Matrix, k_a: int, labels: Matrix) -> Vector:
-    """U of each relabelling of the pooled outputs: a row of ``labels`` is 1 on the
-    outputs it puts in arm a, 0 on the rest."""
+def _plug_in(distances: Matrix, k_a: int) -> float:
+    """The squared length of the observed arms' mean difference (the plug-in distance)."""
     k_b = distances.shape[0] - k_a
-    rest = 1.0 - labels
-    within_a = labels @ distances
-    s_aa = np.einsum("ij,ij->i", within_a, labels)
-    s_ab = np.einsum("ij,ij->i", within_a, rest)
-    s_bb = np.einsum("ij,ij->i", rest @ distances, rest)
-    u: Vector = 2.0 * s_ab / (k_a * k_b) - s_aa / (k_a * (k_a - 1)) - s_bb / (k_b * (k_b - 1))
-    return u
-
-
-def _gamma_max(distances: Matrix, k_a: int) -> float:
-    """Largest first-order variance of U per unit theta: ``4 lambda_max`` of the relabelled
-    mean difference's covariance, ``(1/k_a + 1/k_b) (-J D J) / (N - 1)`` (J centres)."""
-    size = distances.shape[0]
-    centred = distances - distances.mean(0) - distances.mean(1)[:, None] + distances.mean()
-    top = float(eigh(-centred, eigvals_only=True, subset_by_index=[size - 1, size - 1])[0])
-    return float(4.0 * (1.0 / k_a + 1.0 / (size - k_a)) * max(top, 0.0) / (size - 1))
-
-
-def _score_lower(estimate: float, degenerate: Vector, gamma: float, tail: float) -> float:
-    """Smallest theta_0 whose score test (estimate too large for ``theta_0 + D + L``) does
-    not reject at ``tail``: a grid over ``(0, estimate]``, then bisection."""
-
-    def accepted(theta0: float) -> bool:
-        excess = estimate - theta0 - degenerate
-        sd = np.sqrt(gamma * theta0)
-        if sd > 0.0:
-            above = float(ndtr(-excess / sd).sum())
-        else:
-            above = float(np.count_nonzero(excess <= 0.0))
-        return (1.0 + above) / (1.0 + degenerate.size) > tail
-
-    if estimate <= 0.0 or accepted(0.0):
-        return 0.0
-    grid = np.linspace(0.0, estimate, GRID + 1)
-    first = next((i for i in range(1, grid.size) if accepted(float(grid[i]))), None)
-    if first is None:
-        return estimate
-    return _bisect(accepted, float(grid[first]), float(grid[first - 1]))
-
-
-def _bisect(accept: Callable[[float], bool], inside: float, outside: float) -> float:
-    """The boundary between ``inside`` (accepted) and ``outside`` (rejected), to 2^-50 of
-    their distance; the accepted end is returned."""
-    for _ in range(50):
-        middle = 0.5 * (inside + outside)
-        if accept(middle):
-            inside = middle
-        else:
-            outside = middle
-    return inside
+    ones = np.concatenate([np.full(k_a, 1.0 / k_a), np.full(k_b, -1.0 / k_b)])
+    return float(quadratic_forms(distances, ones[None, :])[0])
 
 
 def effect_interval(
@@ -340,8 +294,7 @@ def effect_interval(
     replicates, boundary = _bootstrap(distances, k_a, n_boot, gen)
     tail = (1.0 - level) / 2.0
     high = boundary_bound(boundary, tail)
-    degenerate = _relabelled(distances, k_a, n_boot, gen)
-    low = _score_lower(estimate, degenerate, _gamma_max(distances, k_a), tail)
+    low = boundary_lower(_relabelled(distances, k_a, n_boot, gen), tail)
     replicates.setflags(write=False)
     return EffectInterval(
         estimate=estimate,

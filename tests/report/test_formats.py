@@ -448,18 +448,19 @@ def test_per_test_svg_draws_every_bin_and_the_observed_statistic(labelled_run):
 
 
 def test_a_margin_shows_in_every_format(tmp_path):
-    run = build_run(tmp_path / "m.duckdb", margin=0.5)
+    run = build_run(tmp_path / "m.duckdb", margin=0.8)
     with Store(run.db, read_only=True) as store:
         data = gather(store, run.run_id)
         results = store.results(run.run_id).set_index("perturbation_id")
     markdown, report = render_markdown(data), json.loads(render_json(data))
-    assert "Equivalence margin 0.5 on the distance scale: set in the config." in markdown
+    assert "Equivalence margin 0.8 on the distance scale: set in the config." in markdown
     family = report["families"][0]
     assert family["margin"] == {
-        "value": 0.5,
+        "value": 0.8,
         "source": "fixed",
         "quantile": None,
         "pairs": None,
+        "multiple": None,
         "basis": "set in the config",
     }
     rows = {r["perturbation_id"]: r for r in family["results"]}

@@ -436,15 +436,15 @@ def test_a_family_of_1000_perturbations_is_small_and_opens_fast(
 
 @pytest.fixture(scope="module")
 def margin_run(tmp_path_factory: pytest.TempPathFactory) -> BuiltRun:
-    """Six personas decided against a fixed margin of 0.5: equivalent, changed, inconclusive."""
-    return build_run(tmp_path_factory.mktemp("margin") / "audit.duckdb", margin=0.5)
+    """Six personas decided against a fixed margin of 0.8: equivalent, changed, inconclusive."""
+    return build_run(tmp_path_factory.mktemp("margin") / "audit.duckdb", margin=0.8)
 
 
 def test_a_run_with_a_margin_opens_on_its_three_way_decisions_and_recomputes_them(
     browser: Browser, margin_run: BuiltRun, tmp_path: Path
 ):
     data, html = _report(margin_run)
-    assert "Equivalence margin 0.5 on the distance scale: set in the config" in html
+    assert "Equivalence margin 0.8 on the distance scale: set in the config" in html
     opened = _open(browser, html, tmp_path / "report.html", data)
     page = opened.page
     static = {(r.family, r.perturbation_id): r.decision for r in data.rows}

@@ -15,8 +15,9 @@ import pytest
 from scipy.spatial.distance import cdist
 
 from dbpa.stats import BoundaryDraws, effect_interval, equivalence_p_value
-from dbpa.stats._boundary import N_DIRECTIONS, boundary_bound, boundary_p_value
-from dbpa.stats._interval import _bootstrap
+from dbpa.stats._boundary import N_DIRECTIONS, boundary_bound, boundary_lower, boundary_p_value
+from dbpa.stats._interval import _bootstrap, _relabelled
+from dbpa.stats._permutation import _random_splits
 from tests.stats.conftest import clustered
 from tests.stats.synthetic_effects import scenario, true_effect
 
@@ -67,6 +68,51 @@ def test_p_value_is_the_exact_supremum_over_the_boundary(rng):
             high = _oracle_count(a, b, 9, margin, 1 + 1e-5)
             count = boundary_p_value(draws, margin) * (1 + N_DRAWS) - 1
             assert low - 1e-9 <= count <= high + 1e-9, (shift, margin, low, count, high)
+
+
+def _oracle_outside(a, b, seed, theta0, slack):
+    """Most relabellings at or beyond the observed distance over every ``|delta|^2 <=
+    theta0`` along the pooled outputs' top principal directions (or orthogonal to them),
+    from explicit vectors: the same relabellings as ``_relabelled`` draws, counts evaluated
+    at every change point in [0, sqrt(theta0)]; the observed distance scaled by ``slack``."""
+    k_a = len(a)
+    z = np.hstack([np.vstack([a, b]), np.zeros((k_a + len(b), 1))])
+    rng = np.random.default_rng(seed)
+    masks = np.vstack(list(_random_splits(len(z), k_a, N_DRAWS, 64, rng)))
+    e = np.array([z[m].mean(0) - z[~m].mean(0) for m in masks])
+    v = float(np.sum((a.mean(0) - b.mean(0)) ** 2)) * slack
+    _, _, vt = np.linalg.svd(z - z.mean(0), full_matrices=False)
+    directions = [np.eye(z.shape[1])[-1]]
+    for u in vt[:N_DIRECTIONS]:
+        directions += [u, -u]
+    top, worst = math.sqrt(theta0), 0
+    for u in directions:
+        w, squared = e @ u, np.sum(e * e, axis=1)
+        half = np.sqrt(np.clip(w * w - squared + v, 0.0, None))
+        roots = np.concatenate([-w + half, -w - half])
+        points = np.concatenate([[0.0, top], roots[(roots >= 0) & (roots <= top)]])
+        for s in points:
+            worst = max(worst, int(np.sum(np.sum((s * u + e) ** 2, axis=1) >= v)))
+    return worst
+
+
+def test_lower_bound_is_the_largest_effect_rejected(rng):
+    """Above the bound some delta within reach puts more than the allowed relabellings at
+    or beyond the observed distance; below it none does (the oracle's explicit vectors)."""
+    allowed = math.floor(0.05 * (1 + N_DRAWS) - 1 + 1e-9)
+    seen = 0
+    for shift in (0.5, 1.0, 2.0):
+        a, b = clustered(rng, 12, 5), clustered(rng, 14, 5, weights=(0.3, 0.7)) + shift
+        distances = 0.5 * cdist(np.vstack([a, b]), np.vstack([a, b]), "sqeuclidean")
+        low = boundary_lower(
+            _relabelled(distances, len(a), N_DRAWS, np.random.default_rng(3)), 0.05
+        )
+        if low == 0.0:
+            continue
+        seen += 1
+        assert _oracle_outside(a, b, 3, low * (1 - 1e-4), 1 + 1e-5) <= allowed, shift
+        assert _oracle_outside(a, b, 3, low * (1 + 1e-4), 1 - 1e-5) > allowed, shift
+    assert seen >= 2
 
 
 def _draws(plug_in, noise, directions=None):
