@@ -164,44 +164,32 @@ def test_controls_calibrate_the_margin(provider: ScriptedServer, tmp_path):
     _follows_the_rule(df, ALPHA)
 
 
-def test_tests_stored_without_an_interval_get_one_without_a_model_call(
-    provider: ScriptedServer, tmp_path
+@pytest.mark.parametrize(
+    "as_before",
+    [
+        "DELETE FROM effect_intervals",  # a record written before intervals were
+        "UPDATE effect_intervals SET noise = NULL, directions = NULL, plug_in = NULL, "
+        "high = 99, method = 'upper: percentile bootstrap'",  # before the boundary test
+    ],
+    ids=["no interval", "bootstrap-era interval"],
+)
+def test_tests_stored_without_a_current_interval_get_one_without_a_model_call(
+    provider: ScriptedServer, tmp_path, as_before: str
 ):
-    db = tmp_path / "a.duckdb"
-    config = parse_config(make_config(provider))
-    first = audit(config=config, db=str(db))
-    before = _results(db, first.run_id)
-    with duckdb.connect(str(db)) as con:  # as a record written before intervals were
-        con.execute("DELETE FROM effect_intervals")
-    calls = provider.counts.by_endpoint["/v1/chat/completions"]
-    second = audit(config=config, db=str(db))
-    assert provider.counts.by_endpoint["/v1/chat/completions"] == calls
-    after = _results(db, second.run_id)
-    pd.testing.assert_series_equal(after.p_value, before.p_value)
-    pd.testing.assert_series_equal(after.effect_high, before.effect_high)
-
-
-def test_an_interval_from_before_the_boundary_test_is_computed_again_without_a_model_call(
-    provider: ScriptedServer, tmp_path
-):
-    """A record written before the least-favourable equivalence test has intervals with a
-    bootstrap upper bound and no noise draws: a re-run computes them again from the stored
-    embeddings, and the decisions rest on the new test."""
+    """The interval is computed again from the stored embeddings, with the same result as
+    in a fresh run, and the decisions rest on it."""
     db = tmp_path / "a.duckdb"
     config = parse_config(make_config(provider, equivalence={"margin": "replicates"}))
     first = audit(config=config, db=str(db))
     before = _results(db, first.run_id)
-    with duckdb.connect(str(db)) as con:  # as an interval of the bootstrap era
-        con.execute(
-            "UPDATE effect_intervals SET noise = NULL, directions = NULL, "
-            "plug_in = NULL, high = 99, method = 'upper: percentile bootstrap'"
-        )
+    with duckdb.connect(str(db)) as con:
+        con.execute(as_before)
     calls = provider.counts.by_endpoint["/v1/chat/completions"]
     second = audit(config=config, db=str(db))
     assert provider.counts.by_endpoint["/v1/chat/completions"] == calls
     after = _results(db, second.run_id)
-    pd.testing.assert_series_equal(after.effect_high, before.effect_high)
-    pd.testing.assert_series_equal(after.equivalence_p, before.equivalence_p)
+    for column in ("p_value", "effect_high", "equivalence_p"):
+        pd.testing.assert_series_equal(after[column], before[column])
     with duckdb.connect(str(db), read_only=True) as con:
         methods = {m for (m,) in con.execute("SELECT method FROM effect_intervals").fetchall()}
     assert all("least-favourable" in m for m in methods), methods

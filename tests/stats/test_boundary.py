@@ -9,19 +9,38 @@ each arm's residuals resampled, the top principal directions of the residuals (S
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from scipy.spatial.distance import cdist
 
+from benchmarks._synthetic import answer_space
 from dbpa.stats import BoundaryDraws, effect_interval, equivalence_p_value
 from dbpa.stats._boundary import N_DIRECTIONS, boundary_bound, boundary_lower, boundary_p_value
 from dbpa.stats._interval import _bootstrap, _relabelled
 from dbpa.stats._permutation import _random_splits
 from tests.stats.conftest import clustered
-from tests.stats.synthetic_effects import scenario, true_effect
+from tests.stats.synthetic_effects import TWO_TEXTS, Scenario, scenario, true_effect
 
 N_DRAWS = 300
+
+
+def _directions(centred):
+    """Orthogonal to every output (the padded last axis), then the top principal directions
+    of ``centred`` (rows: outputs, padded with a 0 column), each sign."""
+    _, _, vt = np.linalg.svd(centred, full_matrices=False)
+    found = [np.eye(centred.shape[1])[-1]]
+    for u in vt[:N_DIRECTIONS]:
+        found += [u, -u]
+    return found
+
+
+def _change_points(e, u, v):
+    """The lengths s at which ``|s u + e_j|^2 = v`` for some draw j: where counts change."""
+    w, squared = e @ u, np.sum(e * e, axis=1)
+    half = np.sqrt(np.clip(w * w - squared + v, 0.0, None))
+    return np.concatenate([-w + half, -w - half])
 
 
 def _oracle_count(a, b, seed, margin, slack):
@@ -36,22 +55,14 @@ def _oracle_count(a, b, seed, margin, slack):
         draw_a = rng.multinomial(k_a, np.full(k_a, 1 / k_a), size=size)
         counts.append(np.hstack([draw_a, rng.multinomial(k_b, np.full(k_b, 1 / k_b), size=size)]))
     counts = np.vstack(counts)
-    pad = np.zeros((k_a + k_b, 1))  # room for a change orthogonal to every output
     res_a = (a - a.mean(0)) * math.sqrt(k_a / (k_a - 1))
     res_b = (b - b.mean(0)) * math.sqrt(k_b / (k_b - 1))
-    residuals = np.hstack([np.vstack([res_a, res_b]), pad])
+    residuals = np.hstack([np.vstack([res_a, res_b]), np.zeros((k_a + k_b, 1))])
     e = counts[:, :k_a] @ residuals[:k_a] / k_a - counts[:, k_a:] @ residuals[k_a:] / k_b
     v = float(np.sum((a.mean(0) - b.mean(0)) ** 2)) * slack
-    _, _, vt = np.linalg.svd(residuals, full_matrices=False)
-    directions = [np.eye(residuals.shape[1])[-1]]
-    for u in vt[:N_DIRECTIONS]:
-        directions += [u, -u]
     root, best = math.sqrt(margin), 0
-    for u in directions:
-        # |s u + e|^2 = v at s = -<u,e> +- sqrt(<u,e>^2 - |e|^2 + v): where counts change
-        w, squared = e @ u, np.sum(e * e, axis=1)
-        half = np.sqrt(np.clip(w * w - squared + v, 0.0, None))
-        roots = np.concatenate([-w + half, -w - half])
+    for u in _directions(residuals):
+        roots = _change_points(e, u, v)
         for s in np.concatenate([[root], roots[roots >= root]]):
             best = max(best, int(np.sum(np.sum((s * u + e) ** 2, axis=1) <= v)))
     return best
@@ -77,21 +88,13 @@ def _oracle_outside(a, b, seed, theta0, slack):
     at every change point in [0, sqrt(theta0)]; the observed distance scaled by ``slack``."""
     k_a = len(a)
     z = np.hstack([np.vstack([a, b]), np.zeros((k_a + len(b), 1))])
-    rng = np.random.default_rng(seed)
-    masks = np.vstack(list(_random_splits(len(z), k_a, N_DRAWS, 64, rng)))
+    masks = np.vstack(list(_random_splits(len(z), k_a, N_DRAWS, 64, np.random.default_rng(seed))))
     e = np.array([z[m].mean(0) - z[~m].mean(0) for m in masks])
     v = float(np.sum((a.mean(0) - b.mean(0)) ** 2)) * slack
-    _, _, vt = np.linalg.svd(z - z.mean(0), full_matrices=False)
-    directions = [np.eye(z.shape[1])[-1]]
-    for u in vt[:N_DIRECTIONS]:
-        directions += [u, -u]
     top, worst = math.sqrt(theta0), 0
-    for u in directions:
-        w, squared = e @ u, np.sum(e * e, axis=1)
-        half = np.sqrt(np.clip(w * w - squared + v, 0.0, None))
-        roots = np.concatenate([-w + half, -w - half])
-        points = np.concatenate([[0.0, top], roots[(roots >= 0) & (roots <= top)]])
-        for s in points:
+    for u in _directions(z - z.mean(0)):
+        roots = _change_points(e, u, v)
+        for s in np.concatenate([[0.0, top], roots[(roots >= 0) & (roots <= top)]]):
             worst = max(worst, int(np.sum(np.sum((s * u + e) ** 2, axis=1) >= v)))
     return worst
 
@@ -186,6 +189,21 @@ def test_level_at_the_margin_where_the_noise_has_one_direction():
     n_sims = 200
     rate = _rate_at_margin("two_texts", 40, n_sims, seed=3)
     assert _at_most_alpha(rate, n_sims), rate
+
+
+def test_a_margin_below_the_resolution_of_exact_repeats_is_not_shown():
+    """Two exactly repeated answers and no change: identical counts in both arms are common
+    (about 0.12 at k = 20), and a margin far below what k outputs resolve must not be shown
+    then (float noise in the ties did, in 0.137 of audits)."""
+    exact = replace(TWO_TEXTS, noise=0.0)
+    s = Scenario(answer_space(np.random.default_rng(7)), exact, exact)
+    rng, n_sims = np.random.default_rng(1), 300
+    shown = sum(
+        equivalence_p_value(effect_interval(*s.draw(rng, 20), n_bootstrap=500, rng=rng), 1e-3)
+        <= ALPHA
+        for _ in range(n_sims)
+    )
+    assert _at_most_alpha(shown / n_sims, n_sims), shown
 
 
 @pytest.mark.slow
