@@ -82,9 +82,9 @@ MIN_ROWS = 5
 CHUNK = 256
 """Bootstrap replicates (or relabellings) evaluated per vectorized step."""
 METHOD = (
-    "lower: score-test inversion (relabelled second-order part, worst-case first-order "
-    "variance); upper: inversion of the least-favourable boundary test (within-arm bootstrap "
-    "of residuals shifted along their top principal directions, plug-in statistic)"
+    "least-favourable test inversion on the plug-in statistic; lower: relabellings of the "
+    "pooled outputs shifted along their top principal directions; upper: within-arm "
+    "bootstrap of residuals shifted along theirs"
 )
 """How ``effect_interval`` computes its bounds (stored with every interval)."""
 
@@ -110,8 +110,9 @@ class EffectInterval:
     estimate: float
     """Unbiased U-statistic estimate of theta (can be slightly negative when theta ~ 0)."""
     low: float
-    """Lower bound (score-test inversion; 0 unless the permutation test of no effect
-    rejects at ``(1 - confidence) / 2``), at most ``high``."""
+    """Lower bound: the largest effect the test of ``theta <= theta_0`` rejects at
+    ``(1 - confidence) / 2`` (0 unless the permutation test of no effect on the plug-in
+    distance rejects there), at most ``high``."""
     high: float
     """Upper bound: the smallest margin the equivalence test rejects at
     ``(1 - confidence) / 2`` (``_boundary``); a margin above it is shown."""
