@@ -140,12 +140,11 @@ def boundary_lower(draws: BoundaryDraws, tail: float) -> float:
     need = draws.noise.size - allowed
     first = math.inf
     for lo, hi in _inside(draws, strict=True):
-        if np.count_nonzero((lo < 0.0) & (hi > 0.0)) < need:
-            return 0.0
         starts, ends = np.sort(lo), np.sort(hi)
+        if _depth(starts, ends, 0.0, closed=False) < need:
+            return 0.0
         candidates = ends[ends >= 0.0]
-        depth = np.searchsorted(starts, candidates) - np.searchsorted(ends, candidates, "right")
-        failing = candidates[depth < need]
+        failing = candidates[_depth(starts, ends, candidates, closed=False) < need]
         if failing.size:
             first = min(first, float(failing.min()))
     return first * first
@@ -183,8 +182,7 @@ def _deepest(lo: Vector, hi: Vector) -> int:
     if lo.size == 0:
         return 0
     starts, ends = np.sort(lo), np.sort(hi)
-    depth = np.searchsorted(starts, starts, side="right") - np.searchsorted(ends, starts)
-    return int(depth.max())
+    return int(_depth(starts, ends, starts).max())
 
 
 def _last_deeper(lo: Vector, hi: Vector, allowed: int) -> float:
@@ -193,6 +191,15 @@ def _last_deeper(lo: Vector, hi: Vector, allowed: int) -> float:
         return 0.0
     keep = hi >= lo
     starts, ends = np.sort(lo[keep]), np.sort(hi[keep])
-    depth = np.searchsorted(starts, ends, side="right") - np.searchsorted(ends, ends)
-    deeper = ends[depth > allowed]
+    deeper = ends[_depth(starts, ends, ends) > allowed]
     return float(deeper.max()) if deeper.size else 0.0
+
+
+def _depth(
+    starts: Vector, ends: Vector, points: Vector | float, *, closed: bool = True
+) -> NDArray[np.intp] | np.intp:
+    """How many intervals (their ``starts`` and ``ends``, each sorted) hold each point:
+    ``[lo, hi]`` closed, or ``(lo, hi)`` open."""
+    if closed:
+        return np.searchsorted(starts, points, "right") - np.searchsorted(ends, points)
+    return np.searchsorted(starts, points) - np.searchsorted(ends, points, "right")

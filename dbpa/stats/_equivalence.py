@@ -4,10 +4,10 @@ The effect theta (the energy distance of ``_interval``) is nonnegative, so the
 equivalence region is ``[0, margin)`` and of Schuirmann's two one-sided tests (TOST,
 1987) only the upper one is needed: H0 ``theta >= margin`` against H1 ``theta < margin``.
 Its p-value is the least favourable one over the boundary (``_boundary``): the observed
-plug-in distance against random relabellings of the pooled outputs shifted to distance
-``margin`` along the direction where that is likeliest to look small; "equivalent" at alpha
-is the same claim as the upper bound of the ``1 - 2 alpha`` interval lying below the
-margin.
+plug-in distance against bootstrap draws of the noise (each arm's resampled residuals)
+shifted to distance ``margin`` along the direction where that is likeliest to look small;
+"equivalent" at alpha is the same claim as the upper bound of the ``1 - 2 alpha`` interval
+lying below the margin.
 
 A perturbation is
 
@@ -126,7 +126,7 @@ def _as_margins(margins: float | ArrayLike, m: int) -> NDArray[np.float64]:
 
 def equivalence_p_value(interval: EffectInterval, margin: float) -> float:
     """p-value of H0 ``theta >= margin``: the largest over the boundary of the share of
-    shifted relabellings whose distance is at most the observed one, ``(1 + #) / (1 + B)``
+    shifted noise draws whose distance is at most the observed one, ``(1 + #) / (1 + B)``
     (``dbpa.stats._boundary``)."""
     if not isinstance(interval, EffectInterval):
         raise ValueError(f"interval: expected an EffectInterval, got {type(interval).__name__}")

@@ -125,7 +125,7 @@ def _draws(plug_in, noise, directions=None):
     return BoundaryDraws(plug_in, squared, np.asarray(directions, dtype=float))
 
 
-def test_without_a_direction_the_count_is_of_relabellings_within_the_margin():
+def test_without_a_direction_the_count_is_of_draws_within_the_margin():
     """Orthogonal to the noise, the boundary's point is ``margin + |e_j|^2 <= v``."""
     draws = _draws(1.0, np.linspace(0.0, 0.99, 100))
     assert boundary_p_value(draws, 0.97) == pytest.approx((1 + 4) / 101)  # 0, .01, .02, .03
@@ -158,7 +158,7 @@ def test_the_bound_is_the_smallest_margin_shown(rng):
         assert interval.high == pytest.approx(bound)
 
 
-def test_too_few_relabellings_for_the_tail_show_no_margin():
+def test_too_few_draws_for_the_tail_show_no_margin():
     assert boundary_bound(_draws(1.0, np.zeros(10)), 0.05) == math.inf
 
 

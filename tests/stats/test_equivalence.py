@@ -25,7 +25,7 @@ ALPHA = 0.05
 
 
 SQUARED = np.linspace(0.0, 0.99, 100)
-"""Relabelled squared distances 0.00, 0.01, ..., 0.99 behind an observed one of 1.0, with
+"""Squared lengths of noise draws 0.00, 0.01, ..., 0.99 behind an observed one of 1.0, with
 no direction along the noise: ``p(margin) = (1 + #{SQUARED <= 1 - margin}) / 101``."""
 
 
