@@ -10,7 +10,7 @@ from numpy.typing import NDArray
 from prefect import task
 
 from dbpa.analysis import AnalysisSpec, PerturbationTestRecord, run_test
-from tasks._cache import content_key
+from tasks._cache import array_digest, content_key
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,14 @@ class TestJob:
 
 
 def _describe(parameters: dict[str, Any]) -> Any:
-    return [job.test_id for job in parameters["jobs"]]
+    """Each test's id with the digests of the vectors it reads, the embedder and every
+    analysis setting: the id alone does not pin the outputs it was computed from."""
+    jobs = [
+        [job.test_id, job.original_arm, job.perturbed_arm]
+        + [array_digest(job.original), array_digest(job.perturbed)]
+        for job in parameters["jobs"]
+    ]
+    return [jobs, parameters["embedder"], parameters["analysis"].model_dump(mode="json")]
 
 
 @task(

@@ -8,7 +8,8 @@ What a prompt answers is a list of :class:`Rule`: the first rule whose ``contain
 substring of the last user message gives weighted outputs. Choice ``j`` of a request with
 seed ``s`` is drawn from ``Random(f"{s}/{j}")``, so the same seeds give the same texts in
 any order and at any concurrency; ``temperature=0`` always picks the heaviest output; a
-request without a seed draws from the server's own seeded RNG.
+request without a seed, or any request with ``ignore_seed`` (as most hosted APIs, which do
+not guarantee seeds), draws from the server's own seeded RNG.
 
 Faults (:class:`Fault`) come from a scripted queue (``script``, consumed one per request, in
 arrival order; ``None`` entries pass) or at random (``fault_rates``, with its own seeded
@@ -113,6 +114,7 @@ class ScriptedServer:
         models: Sequence[str] = ("scripted",),
         max_n: int = 128,
         ignore_n: bool = False,
+        ignore_seed: bool = False,
         seed: int = 0,
     ) -> None:
         self.rules = list(rules)
@@ -122,6 +124,7 @@ class ScriptedServer:
         self.models = list(models)
         self.max_n = max_n
         self.ignore_n = ignore_n
+        self.ignore_seed = ignore_seed
         self.counts = Counts()
         self._script: collections.deque[Fault | None] = collections.deque(script)
         self._fault_rates = dict(fault_rates or {})
@@ -205,7 +208,7 @@ class ScriptedServer:
         if rule is None:
             return 400, _error("no scripted rule matches the prompt", "invalid_request_error")
         outputs = rule.choices()
-        seed = body.get("seed")
+        seed = None if self.ignore_seed else body.get("seed")
         greedy = body.get("temperature") == 0
         weights = [o.weight for o in outputs]
         choices: list[dict[str, Any]] = []
