@@ -61,7 +61,8 @@ def generator_jobs(config: AuditConfig) -> tuple[GeneratorJob, ...]:
     """One job per paraphrase spec of ``config`` not generated yet, in order."""
     jobs = []
     for position, spec in config.ungenerated:
-        arm = Arm.of(spec.model, spec.generation_messages(config.messages), GENERATION_EPOCH)
+        messages = spec.generation_messages(config.messages)
+        arm = Arm.of(spec.model, messages, GENERATION_EPOCH, seed=spec.seed)
         seed = int(content_hash("generation-seed", spec.seed, arm.arm_id)[:12], 16)
         jobs.append(GeneratorJob(position, spec, arm, seed))
     return tuple(jobs)

@@ -76,15 +76,16 @@ def plan_audit(config: AuditConfig) -> AuditPlan:
     replicates: dict[str, tuple[Arm, ...]] = {}
     copies = config.equivalence.replicate_arms if config.equivalence else 0
     for model in config.models:
-        original = Arm.of(model, config.messages, config.epoch)
+        original = Arm.of(model, config.messages, config.epoch, seed=config.seed)
         arms.setdefault(original.arm_id, original)
         replicates[model.label] = tuple(
-            Arm.of(model, config.messages, config.epoch, replicate=r) for r in range(1, copies + 1)
+            Arm.of(model, config.messages, config.epoch, replicate=r, seed=config.seed)
+            for r in range(1, copies + 1)
         )
     for model in config.models:
-        original = Arm.of(model, config.messages, config.epoch)
+        original = Arm.of(model, config.messages, config.epoch, seed=config.seed)
         for position, p in enumerate(config.family):
-            perturbed = Arm.of(p.arm_model(model), p.messages, config.epoch)
+            perturbed = Arm.of(p.arm_model(model), p.messages, config.epoch, seed=config.seed)
             if perturbed.arm_id == original.arm_id:
                 raise ValueError(
                     f"perturbations: {p.id!r} leaves the {model.label} arm unchanged "

@@ -76,3 +76,21 @@ def test_a_rerun_on_the_same_record_tests_nothing_again(tmp_path, monkeypatch):
         audit(config=config, db=str(db))
         assert calls == []
         _assert_own_results(db, config)
+
+
+def test_another_seed_on_the_same_record_samples_and_tests_anew(tmp_path):
+    """The seed seeds every request, so it is part of every arm: ``--set seed=N`` on an
+    existing record asks the model again (it reused the old seed's outputs)."""
+    with ScriptedServer(rules=RULES, embedding_dimension=24) as server:
+        db = tmp_path / "a.duckdb"
+        first = parse_config(make_config(server, seed=7))
+        audit(config=first, db=str(db))
+        calls = server.counts.by_endpoint["/v1/chat/completions"]
+        second = parse_config(make_config(server, seed=8))
+        audit(config=second, db=str(db))
+        assert server.counts.by_endpoint["/v1/chat/completions"] == 2 * calls
+        arms = {a.arm_id for a in plan_audit(first).arms}
+        assert arms.isdisjoint(a.arm_id for a in plan_audit(second).arms)
+        _assert_own_results(db, second)
+        seeds = {int(r["seed"]) for r in server.counts.requests}
+        assert len(seeds) == 2 * calls  # every request of both runs under its own seed
