@@ -70,7 +70,7 @@ def simulate_power(
     n_permutations: int = 200,
     similarity: str = "cosine",
     omega: str = "jsd",
-    replace: bool | None = None,
+    replace: bool = False,
     confidence: float = 0.95,
     share: float = 1.0,
     rng: RngLike = None,
@@ -78,10 +78,14 @@ def simulate_power(
 ) -> PowerResult:
     """Power of the test at ``k`` outputs per arm, resampling pilot embeddings.
 
-    Each simulation draws k rows from pilot ``a`` and k from pilot ``b`` (without
-    replacement when the pilots are large enough, unless ``replace`` says otherwise),
-    runs ``permutation_test`` and records whether p <= alpha. With ``a`` and ``b``
-    from the same arm it estimates the type-I error instead.
+    Each simulation draws k rows from pilot ``a`` and k from pilot ``b`` without
+    replacement, runs ``permutation_test`` and records whether p <= alpha. With ``a`` and
+    ``b`` from the same arm it estimates the type-I error instead.
+
+    A k beyond a pilot is an error, not a quiet switch to drawing with replacement: drawn
+    with replacement, each arm repeats rows of its own finite pilot, and the test then tells
+    two pilots of one population apart (``plan_k``'s docstring has the measurement).
+    ``replace=True`` asks for it explicitly (e.g. when the pilots are the populations).
 
     ``share`` < 1 weakens the pilot's effect: each perturbed output comes from pilot
     ``b`` with probability ``share`` and otherwise from pilot ``a`` (drawn together with
@@ -99,14 +103,14 @@ def simulate_power(
     share = _as_share(share)
     # Rows of pilot a one simulation may need: k, and up to k more when share < 1.
     need_a = k if share == 1.0 else 2 * k
-    if replace is None:
-        replace = k > min(len(x), len(y)) or need_a > len(x)
-    elif not replace and k > min(len(x), len(y)):
+    replace = bool(replace)
+    if not replace and k > min(len(x), len(y)):
         raise ValueError(
-            f"k: {k} exceeds the smaller pilot ({min(len(x), len(y))} rows); "
-            "use replace=True or more pilot outputs"
+            f"k: {k} exceeds the smaller pilot ({min(len(x), len(y))} rows), and arms are "
+            "drawn without replacement; use more pilot outputs (or replace=True, which makes "
+            "two pilots of one population look different)"
         )
-    elif not replace and need_a > len(x):
+    if not replace and need_a > len(x):
         raise ValueError(
             f"k: with share < 1 a simulation draws up to 2k = {need_a} rows of pilot a, which "
             f"has {len(x)}; use replace=True or more pilot outputs"
@@ -144,7 +148,7 @@ def simulate_power(
         k=k,
         alpha=alpha,
         omega=omega,
-        replace=bool(replace),
+        replace=replace,
         share=share,
     )
 

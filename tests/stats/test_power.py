@@ -52,11 +52,16 @@ def test_power_is_alpha_under_the_null():
     assert result.ci_low <= 0.05 <= result.ci_high
 
 
-def test_replace_defaults_to_pilot_size():
+def test_arms_are_drawn_without_replacement_unless_asked():
+    """A k beyond the pilot is refused rather than resampled with replacement, which made two
+    pilots of one population look different."""
     rng = np.random.default_rng(5)
     small = clustered(rng, 8)
-    assert simulate_power(small, small, k=10, n_simulations=2, n_permutations=9, rng=0).replace
-    assert not simulate_power(small, small, k=5, n_simulations=2, n_permutations=9, rng=0).replace
+    assert not simulate_power(small, small, k=8, n_simulations=2, n_permutations=9, rng=0).replace
+    with pytest.raises(ValueError, match=r"^k: 10 exceeds the smaller pilot \(8 rows\)"):
+        simulate_power(small, small, k=10, n_simulations=2, n_permutations=9, rng=0)
+    asked = simulate_power(small, small, k=10, n_simulations=2, n_permutations=9, replace=True)
+    assert asked.replace
 
 
 def test_a_smaller_share_of_changed_outputs_weakens_the_effect():
@@ -71,4 +76,5 @@ def test_a_smaller_share_of_changed_outputs_weakens_the_effect():
     assert quarter.power <= full.power - 0.3
     # share < 1 draws the original arm and the unchanged outputs together: up to 2k rows of a.
     assert not quarter.replace
-    assert simulate_power(a[:20], b, share=0.5, k=15, n_simulations=1, n_permutations=9).replace
+    with pytest.raises(ValueError, match=r"^k: with share < 1 a simulation draws up to 2k = 30"):
+        simulate_power(a[:20], b, share=0.5, k=15, n_simulations=1, n_permutations=9)

@@ -120,7 +120,7 @@ def test_permutation_test_matrix_rejects_auto():
         (lambda: sample_size(0.5, m=0), r"^m: must be >= 1"),
         (lambda: simulate_power(GOOD, GOOD, k=1), r"^k: must be >= 2"),
         (
-            lambda: simulate_power(GOOD, GOOD, k=5, replace=False),
+            lambda: simulate_power(GOOD, GOOD, k=5),
             r"^k: 5 exceeds the smaller pilot \(4 rows\)",
         ),
         (lambda: simulate_power(GOOD, GOOD, k=3, n_simulations=0), r"^n_simulations: must be >= 1"),
