@@ -23,7 +23,10 @@ from dbpa.stats import (
     correct,
     effect_interval,
     equivalence_p_value,
+    lone_threshold,
+    loosest_threshold,
     permutation_test,
+    rejected_together,
     sequential_design,
 )
 
@@ -35,6 +38,72 @@ INTERVAL_CONFIDENCE = 0.90
 the bound of the equivalence test (TOST reads the ``1 - 2 alpha`` interval)."""
 MIN_BOOTSTRAP = 1000
 """Fewest bootstrap resamples of an interval (it uses B = n_permutations when larger)."""
+
+
+@dataclass(frozen=True)
+class FamilyBudget:
+    """Whether B and k let a family's tests be rejected at all, and what they leave out."""
+
+    error: str | None
+    """Why no test of the family can ever be rejected (the config is refused), or None."""
+    notes: tuple[str, ...]
+    """What B or k allow only in part: a lone change under BH or BY (rejected only with
+    others), a change in one aspect alone under a combined omega."""
+
+
+def family_budget(analysis: AnalysisSpec, m: int, k: int, sequential: bool = False) -> FamilyBudget:
+    """Check B and k against a family of ``m`` tests: refuse only what can never reject.
+
+    A permutation p-value is at least 1/(B+1), and at least 1/C(2k, k) over the distinct
+    splits. Bonferroni and Holm must pass alpha/m with it; BH and BY reject j tests at that
+    floor once j alpha/m (alpha/(m H_m) for BY) reaches it, so a floor above their lone
+    threshold still rejects when enough tests reach it (BH over 1,000 tests at B = 999 rejects
+    20 or more at p = 0.001): that is accepted with a note. A sequential audit stops each test
+    at the lone threshold, which its floor must pass. A combined omega (``auto``) reaches its
+    floor only when every component does: a change in one aspect alone ties with the other
+    component's extremes, about 2/(B+1), so a lone one of those needs B >= 2/t - 1."""
+    method, alpha = analysis.correction, analysis.alpha
+    lone = lone_threshold(m, alpha, method)
+    loosest = lone if sequential else loosest_threshold(m, alpha, method)
+    family = f"a family of {m} with {method} at alpha={alpha}"
+    splits = math.comb(2 * k, k)
+    if 1.0 / splits > loosest * (1 + 1e-12):
+        enough = next(j for j in range(k, 10_000) if 1.0 / math.comb(2 * j, j) <= loosest)
+        return FamilyBudget(
+            f"k: with {k} outputs per arm there are only {splits} distinct splits, so no "
+            f"p-value can pass {method} over {m} tests at alpha={alpha}; use k >= {enough}",
+            (),
+        )
+    b = analysis.n_permutations
+    if 1.0 / (b + 1) > loosest * (1 + 1e-12):
+        return FamilyBudget(
+            f"n_permutations: {b} permutations cannot reject anything in {family} (the "
+            f"smallest p-value is 1/(B+1)); use at least {_permutations_for(loosest)}",
+            (),
+        )
+    notes = []
+    together = rejected_together(1.0 / (b + 1), m, alpha, method)
+    if not sequential and together is not None and together > 1:
+        notes.append(
+            f"n_permutations: at B={b} the smallest p-value 1/(B+1) = {1 / (b + 1):.3g} passes "
+            f"{method} over {m} tests only when at least {together} tests reach it; a lone "
+            f"change needs B >= {_permutations_for(lone)}"
+        )
+    if OMEGAS[analysis.omega].level == "combined":
+        one_aspect = _permutations_for(lone / 2.0)
+        if b < one_aspect:
+            notes.append(
+                f"n_permutations: omega {analysis.omega} reaches p = 1/(B+1) only when all its "
+                f"components do; a change in one aspect alone gets about 2/(B+1) = "
+                f"{2 / (b + 1):.3g}, above the {lone:.3g} a lone change must pass in {family}; "
+                f"use B >= {one_aspect}"
+            )
+    return FamilyBudget(None, tuple(notes))
+
+
+def _permutations_for(threshold: float) -> int:
+    """Smallest B with 1/(B+1) <= threshold."""
+    return max(1, math.ceil(1.0 / threshold - 1.0 - 1e-9))
 
 
 class AnalysisSpec(Spec):

@@ -7,7 +7,6 @@ run is triggered. Unknown keys and wrong types are errors that name the field.
 from __future__ import annotations
 
 import copy
-import math
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from functools import cached_property
@@ -27,7 +26,7 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
 from dbpa._yaml import check_bounds, load_yaml
-from dbpa.analysis import AnalysisSpec, EquivalenceSpec, SequentialSpec
+from dbpa.analysis import AnalysisSpec, EquivalenceSpec, FamilyBudget, SequentialSpec, family_budget
 from dbpa.llm import check_model_string
 from dbpa.perturbations import (
     ModelSwapSpec,
@@ -39,7 +38,6 @@ from dbpa.perturbations import (
     ungenerated,
 )
 from dbpa.specs import EmbedderSpec, Message, ModelSpec, Spec, content_hash
-from dbpa.stats import min_permutations
 
 ANALYSIS_KEYS = tuple(AnalysisSpec.model_fields)
 """The top-level keys of a config file that are analysis settings (``omega``, ``alpha``, ...)."""
@@ -180,41 +178,38 @@ class AuditConfig(Spec):
             object.__setattr__(self, "prompt", [Message(role="user", content=rendered)])
         if not self.prompt:
             raise ValueError("prompt: needs at least one message")
-        analysis = self.analysis
         pending = self.ungenerated
         for i, spec in pending:
             try:
                 spec.generation_messages(self.messages)
             except ValueError as exc:
                 raise ValueError(f"perturbations[{i}] (paraphrase): {exc}") from None
-        if pending:  # counted as asked: the filter may drop some, never add
-            ready = expand(self.messages, self.perturbations, skip_ungenerated=True)
-            m = len(ready) + sum(spec.n for _, spec in pending)
-            labels = {p.label for p in ready} | {spec.label for _, spec in pending}
-        else:
-            m = len(self.family)
-            labels = {p.label for p in self.family}
+        labels = self._labels()
         calibrated_on_controls = self.equivalence and self.equivalence.margin == "controls"
         if calibrated_on_controls and "control" not in labels:
             raise ValueError(
                 "equivalence.margin: controls calibrates the margin on the perturbations "
                 "labelled control, and there is none; label some, or use replicates or a number"
             )
-        needed = min_permutations(m, analysis.alpha, analysis.correction)
-        if math.comb(2 * self.k, self.k) - 1 < needed:
-            enough = next(k for k in range(self.k, 10_000) if math.comb(2 * k, k) - 1 >= needed)
-            raise ValueError(
-                f"k: with {self.k} outputs per arm there are only {math.comb(2 * self.k, self.k)} "
-                f"distinct splits, so no p-value can pass {analysis.correction} over {m} tests at "
-                f"alpha={analysis.alpha}; use k >= {enough}"
-            )
-        if analysis.n_permutations < needed:
-            raise ValueError(
-                f"n_permutations: {analysis.n_permutations} permutations cannot reject anything "
-                f"in a family of {m} with {analysis.correction} at alpha={analysis.alpha} (the "
-                f"smallest p-value is 1/(B+1)); use at least {needed}"
-            )
+        if self.budget.error is not None:
+            raise ValueError(self.budget.error)
         return self
+
+    def _labels(self) -> list[str | None]:
+        """The label of every perturbation of a family, paraphrases still to generate counted
+        as asked (the filter may drop some, never add)."""
+        pending = self.ungenerated
+        if not pending:
+            return [p.label for p in self.family]
+        ready = expand(self.messages, self.perturbations, skip_ungenerated=True)
+        return [p.label for p in ready] + [spec.label for _, spec in pending for _ in range(spec.n)]
+
+    @cached_property
+    def budget(self) -> FamilyBudget:
+        """B and k against each model's family (the config is refused when nothing could
+        ever be rejected); its ``notes`` say what they allow only in part."""
+        sequential = self.sequential is not None
+        return family_budget(self.analysis, len(self._labels()), self.k, sequential=sequential)
 
     @cached_property
     def family(self) -> list[Perturbation]:

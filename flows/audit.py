@@ -227,6 +227,8 @@ def _start_run(store: storage.Store, plan: AuditPlan, config: AuditConfig, run_i
     logger = get_run_logger()
     flow_run_id = str(flow_run.id) if flow_run.id else None
     record.start_run(store, plan, config, run_id, flow_run_id, logger.warning)
+    for note in config.budget.notes:
+        logger.warning(note)
     logger.info(
         "run %s: %d models x %d perturbations, %d arms of k=%d",
         run_id,

@@ -92,8 +92,15 @@ def validate(
     )
     if cfg.equivalence is not None:
         out.print(_equivalence_line(cfg.equivalence), highlight=False)
+    _print_notes(cfg)
     _print_family(cfg.family, all_)
     _print_dropped(cfg)
+
+
+def _print_notes(cfg: AuditConfig) -> None:
+    """What B and k allow only in part (``AuditConfig.budget``)."""
+    for note in cfg.budget.notes:
+        out.print(f"[yellow]note[/]: {escape(note)}", highlight=False)
 
 
 def _equivalence_line(spec: EquivalenceSpec) -> str:
@@ -138,6 +145,7 @@ def _print_ungenerated(cfg: AuditConfig, all_: bool) -> None:
         f"omega={analysis.omega}, B={analysis.n_permutations}, {analysis.correction} at "
         f"alpha={analysis.alpha}"
     )
+    _print_notes(cfg)
     for i, spec in pending:
         kept = (
             ""

@@ -39,7 +39,9 @@ from ._multiplicity import (
     PermutationBudgetWarning,
     correct,
     lone_threshold,
+    loosest_threshold,
     min_permutations,
+    rejected_together,
 )
 from ._omega import OMEGAS, Omega, histogram_edges
 from ._permutation import PermutationTestResult, permutation_test, permutation_test_matrix
@@ -113,6 +115,7 @@ __all__ = [
     "group_sequential_stop",
     "histogram_edges",
     "lone_threshold",
+    "loosest_threshold",
     "min_permutations",
     "path_plan",
     "permutation_test",
@@ -120,6 +123,7 @@ __all__ = [
     "plan_k",
     "pooled_similarity",
     "rates_at",
+    "rejected_together",
     "roc_curve",
     "sample_size",
     "sequential_design",

@@ -22,7 +22,7 @@ Vector = NDArray[np.float64]
 
 
 class PermutationBudgetWarning(UserWarning):
-    """Too few permutations for any test of the family to be rejected."""
+    """Too few permutations for any test of the family ever to be rejected."""
 
 
 def _bonferroni(p: Vector) -> Vector:
@@ -87,6 +87,31 @@ def lone_threshold(m: int, alpha: float, method: str) -> float:
     return threshold
 
 
+def loosest_threshold(m: int, alpha: float, method: str) -> float:
+    """The largest raw p-value at which some test of m can be rejected: alpha/m for
+    Bonferroni and Holm (a first step must pass it), alpha for BH (when every test reaches
+    it), alpha/H_m for BY. Arguments are assumed validated."""
+    if method in ("bonferroni", "holm"):
+        return alpha / m
+    if method == "by":
+        return alpha / float(np.sum(1.0 / np.arange(1, m + 1)))
+    return alpha
+
+
+def rejected_together(p: float, m: int, alpha: float, method: str) -> int | None:
+    """The fewest tests of m at p-value ``p`` that the correction rejects (with the others
+    above it): 1 where ``p`` passes the lone threshold; BH and BY reject j tests at p when
+    p <= j alpha / m (alpha / (m H_m) for BY), so a floor above alpha/m still rejects once
+    enough tests reach it; None where no number of tests at ``p`` is ever rejected.
+    Arguments are assumed validated."""
+    lone = lone_threshold(m, alpha, method)
+    if p <= lone * (1.0 + 1e-12):
+        return 1
+    if method in ("bonferroni", "holm") or p > loosest_threshold(m, alpha, method) * (1 + 1e-12):
+        return None
+    return min(m, math.ceil(p / lone - 1e-9))
+
+
 def min_permutations(m: int, alpha: float, method: str = "bonferroni") -> int:
     """Smallest B for which a single p-value of 1/(B+1) survives the correction of m tests.
 
@@ -118,14 +143,17 @@ def correct(
     if n_permutations is not None:
         n_permutations = as_positive_int(n_permutations, "n_permutations")
     needed = min_permutations(p.size, alpha, method)
-    if n_permutations is not None and n_permutations < needed:
-        warnings.warn(
-            f"n_permutations={n_permutations} is too small for {method} over {p.size} tests at "
-            f"alpha={alpha}: the smallest permutation p-value 1/(B+1)="
-            f"{1 / (n_permutations + 1):.3g} cannot pass; use B >= {needed}",
-            PermutationBudgetWarning,
-            stacklevel=2,
-        )
+    if n_permutations is not None:
+        floor = 1.0 / (n_permutations + 1)
+        together = rejected_together(floor, p.size, alpha, method)
+        if together is None:
+            warnings.warn(
+                f"n_permutations={n_permutations} is too small for {method} over {p.size} "
+                f"tests at alpha={alpha}: the smallest permutation p-value 1/(B+1)="
+                f"{floor:.3g} cannot pass; use B >= {needed}",
+                PermutationBudgetWarning,
+                stacklevel=2,
+            )
     adjusted = CORRECTIONS[method](p)
     return CorrectionResult(
         p_values=p,

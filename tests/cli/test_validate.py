@@ -149,3 +149,53 @@ def test_validate_lists_a_family_of_up_to_300_in_full(provider, write_config):
     assert "--all lists every one" not in result.output
     assert all(f"style-tone-{i} " in result.output for i in range(150))
     assert all(re.search(rf"prompt-question-{i}-my", result.output) for i in range(150))
+
+
+def _prompts(n: int) -> list[dict]:
+    return [
+        {"kind": "prompt", "variants": [f"Variant number {i} of the question?" for i in range(n)]}
+    ]
+
+
+def test_bh_over_1000_tests_at_b_999_is_accepted_with_a_note(provider, write_config):
+    """It rejects 20 or more tests at p = 0.001; only a lone change is out of reach."""
+    config = make_config(
+        provider, perturbations=_prompts(1000), n_permutations=999, correction="bh", omega="jsd"
+    )
+    result = invoke("validate", str(write_config(config)))
+    assert result.exit_code == 0, result.output
+    assert "only when at least 20 tests reach it; a lone change needs B >= 19999" in text(result)
+
+
+def test_holm_over_1000_tests_at_b_999_can_never_reject_and_is_refused(provider, write_config):
+    config = make_config(
+        provider,
+        perturbations=_prompts(1000),
+        n_permutations=999,
+        correction="holm",
+        omega="jsd",
+        k=10,
+    )
+    result = invoke("validate", str(write_config(config)))
+    assert result.exit_code == 2
+    assert "999 permutations cannot reject anything in a family of 1000" in text(result)
+    assert "use at least 19999" in text(result)
+
+
+def test_bh_is_refused_only_where_no_number_of_tests_can_pass(provider, write_config):
+    config = make_config(provider, n_permutations=18, correction="bh", omega="jsd")
+    assert invoke("validate", str(write_config(config))).exit_code == 2
+    config = make_config(provider, n_permutations=19, correction="bh", omega="jsd")
+    assert invoke("validate", str(write_config(config))).exit_code == 0
+
+
+def test_auto_is_told_the_b_a_change_in_one_aspect_needs(provider, write_config):
+    """4 tests with Holm at 0.05: a lone change must pass 0.0125; auto's p for a change in one
+    aspect alone is about 2/(B+1), so it needs B >= 159 (B >= 79 rejects only when both
+    components reach their floor)."""
+    result = invoke("validate", str(write_config(make_config(provider, n_permutations=99))))
+    assert result.exit_code == 0, result.output
+    assert "a change in one aspect alone gets about 2/(B+1) = 0.02" in text(result)
+    assert "use B >= 159" in text(result)
+    quiet = invoke("validate", str(write_config(make_config(provider, n_permutations=159))))
+    assert "note" not in text(quiet)

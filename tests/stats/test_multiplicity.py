@@ -8,7 +8,14 @@ import numpy as np
 import pytest
 from statsmodels.stats.multitest import multipletests
 
-from dbpa.stats import CORRECTIONS, PermutationBudgetWarning, correct, min_permutations
+from dbpa.stats import (
+    CORRECTIONS,
+    PermutationBudgetWarning,
+    correct,
+    loosest_threshold,
+    min_permutations,
+    rejected_together,
+)
 
 STATSMODELS = {"bonferroni": "bonferroni", "holm": "holm", "bh": "fdr_bh", "by": "fdr_by"}
 
@@ -73,3 +80,49 @@ def test_no_warning_when_b_is_enough():
         result = correct(p, method="bonferroni", n_permutations=1999)
     assert result.reject[0]
     assert result.min_permutations == 1999
+
+
+def test_bh_over_1000_tests_at_b_999_rejects_20_tests_at_the_floor_and_does_not_warn():
+    """The floor 1/(B+1) = 0.001 is above BH's lone threshold 0.05/1000 but passes its 20th
+    step: 20 tests at the floor are all rejected, 19 are not."""
+    for hits, rejected in ((20, 20), (19, 0)):
+        p = np.r_[np.full(hits, 1 / 1000), np.ones(1000 - hits)]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            result = correct(p, method="bh", n_permutations=999)
+        assert int(result.reject.sum()) == rejected
+    assert rejected_together(1 / 1000, 1000, 0.05, "bh") == 20
+
+
+@pytest.mark.parametrize(
+    ("method", "m", "expected"),
+    [
+        ("bonferroni", 8, 0.05 / 8),
+        ("holm", 8, 0.05 / 8),
+        ("bh", 8, 0.05),
+        ("by", 3, 0.05 / (11 / 6)),
+    ],
+)
+def test_the_loosest_threshold_is_the_last_step_that_can_pass(method, m, expected):
+    assert loosest_threshold(m, 0.05, method) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    ("p", "method", "expected"),
+    [
+        (0.05 / 10, "holm", 1),
+        (0.0051, "holm", None),
+        (0.0051, "bonferroni", None),
+        (0.0051, "bh", 2),
+        (0.05, "bh", 10),
+        (0.0501, "bh", None),
+        (0.05 / (10 * 2.9289682539682538), "by", 1),
+        (0.05 / 2.9289682539682538, "by", 10),
+    ],
+)
+def test_tests_rejected_together_at_a_p_value_agree_with_the_correction(p, method, expected):
+    """Checked against ``correct`` itself on j tests at p and the rest at 1."""
+    assert rejected_together(p, 10, 0.05, method) == expected
+    for j in range(1, 11):
+        rejects = correct(np.r_[np.full(j, p), np.ones(10 - j)], method=method).reject.any()
+        assert rejects == (expected is not None and j >= expected)
