@@ -8,9 +8,12 @@ import os
 import re
 import subprocess
 import sys
+import unicodedata
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from dbpa.perturbations import (
@@ -94,6 +97,7 @@ def test_casing_picks_among_the_changes():
     assert recase("mild", 0.0) == "MILD"
     assert recase("mild", 0.9) == "Mild"
     assert recase("I", 0.5) == "i"
+    assert recase("\u4f60\u597d", 0.5) == "\u4f60\u597d"  # no case: as it is
 
 
 def test_whitespace_punctuation_and_filler():
@@ -133,6 +137,70 @@ def test_places_are_whole_words_and_keep_numbers():
     assert found("contractions") == ["isn't", "It is", "do not"]  # it's: is or has, never undone
     assert found("whitespace")[-1] == "  "
     assert "\n" not in "".join(found("whitespace"))
+
+
+# Words of scripts without case, Latin words with decomposed accents (NFD) and cased words.
+CASELESS = [
+    "\u0645\u0631\u062d\u0628\u0627",
+    "\u05e9\u05dc\u05d5\u05dd",
+    "\u4f60\u597d",
+    "\uc758\uc0ac",
+]
+DECOMPOSED = ["Jose\u0301", "re\u0301sume\u0301", "cafe\u0301s", "Zoe\u0308", "nin\u0303o"]
+CASED = ["I", "feel", "ill", "Doctor", "it's", "WHY"]
+
+
+def test_casing_finds_no_place_in_caseless_words():
+    text = " ".join([CASELESS[0], "I", CASELESS[1], "feel", CASELESS[2], "ill"])
+    assert [text[a:b] for a, b in places("casing", text)] == ["I", "feel", "ill"]
+    with pytest.raises(ValueError, match=r"operations: 'casing' finds no place"):
+        expand(user(" ".join(CASELESS)), [NoiseSpec(operations=["casing"])])
+
+
+def test_a_word_keeps_its_combining_marks():
+    text = " ".join(DECOMPOSED)
+    assert [text[a:b] for a, b in places("casing", text)] == DECOMPOSED
+    # like José in NFC, a word with a decomposed accent is not an ASCII word
+    with_ascii = text + " and more"
+    assert [with_ascii[a:b] for a, b in places("typos", with_ascii)] == ["and", "more"]
+    renees = "Rene\u0301es and ab"  # the "es" after the accent is no word of its own
+    assert [renees[a:b] for a, b in places("typos", renees)] == ["and", "ab"]
+
+
+def _recased(word: str) -> set[str]:
+    flipped = (word[0].lower() if word[0].isupper() else word[0].upper()) + word[1:]
+    return {word, word.lower(), word.upper(), flipped}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    words=st.lists(st.sampled_from(CASELESS + DECOMPOSED + CASED), min_size=1, max_size=8),
+    seed=st.integers(0, 2**32),
+    rate=st.sampled_from([0.1, 0.5, 1.0]),
+)
+def test_casing_recases_whole_words_and_never_caseless_ones(words, seed, rate):
+    text = " ".join([*words, "ok"])
+    (noisy,) = texts(NoiseSpec(operations=["casing"], seed=seed, rate=rate, variants=1), text)
+    new = noisy.split(" ")
+    assert len(new) == len(words) + 1
+    for old, changed in zip([*words, "ok"], new, strict=True):
+        assert changed in _recased(old)
+        if old in CASELESS:
+            assert changed == old
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    words=st.lists(st.sampled_from(DECOMPOSED + CASED), min_size=1, max_size=8),
+    seed=st.integers(0, 2**32),
+)
+def test_typos_never_part_a_letter_from_its_combining_mark(words, seed):
+    text = " ".join([*words, "cough"])
+    spec = NoiseSpec(operations=["typos"], seed=seed, rate=1.0, variants=1)
+    (noisy,) = texts(spec, text)
+    for old, changed in zip([*words, "cough"], noisy.split(" "), strict=True):
+        if any(unicodedata.combining(c) for c in old):
+            assert changed == old
 
 
 # ------------------------------------------------------------------ seeded variants
