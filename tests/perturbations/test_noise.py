@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import unicodedata
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -43,6 +44,7 @@ from dbpa.perturbations._noise_ops import (
 )
 from dbpa.specs import Message
 
+README = Path(__file__).parents[2] / "README.md"
 QUESTION = "A 45-year-old man has had a cough, a mild fever and tiredness for three weeks."
 SYSTEM = Message(role="system", content="You are a helpful assistant.")
 
@@ -380,6 +382,75 @@ def test_too_few_distinct_variants_is_an_error_naming_variants():
     with pytest.raises(ValueError, match=r"variants: 3 distinct punctuation variants"):
         expand(user("Is it safe?"), [NoiseSpec(operations=["punctuation"], variants=3)])
     assert len(texts(NoiseSpec(operations=["punctuation"], variants=2), "Is it safe?")) == 2
+
+
+def test_too_few_variants_at_rate_one_is_not_told_to_raise_the_rate():
+    # two marks at rate 1: both always edited, dropped or doubled: 4 variants at most
+    spec = NoiseSpec(operations=["punctuation"], variants=5, rate=1.0)
+    with pytest.raises(ValueError, match=r"variants: 5 distinct") as error:
+        expand(user("Well, is it safe?"), [spec])
+    message = str(error.value)
+    assert "raise the rate" not in message
+    assert "ask for fewer variants" in message
+    assert "lower the rate" in message
+    assert "combine" in message
+    # the advice holds: at a lower rate the places edited vary too
+    lower = spec.model_copy(update={"rate": 0.5})
+    assert len(set(texts(lower, "Well, is it safe?"))) == 5
+
+
+def test_too_few_variants_with_one_place_is_not_told_to_change_the_rate():
+    with pytest.raises(ValueError, match=r"variants: 3 distinct") as error:
+        expand(user("Is it safe?"), [NoiseSpec(operations=["punctuation"], variants=3)])
+    assert "rate" not in str(error.value).split("; ", 1)[1]
+
+
+def test_too_few_variants_below_rate_one_may_raise_the_rate():
+    spec = NoiseSpec(operations=["punctuation"], variants=5, rate=0.01, combine=True)
+    with pytest.raises(ValueError, match=r"variants: 5 distinct") as error:
+        expand(user("Well, is it safe?"), [spec])
+    assert "raise the rate" in str(error.value)
+    assert "list more operations" in str(error.value)
+
+
+# ------------------------------------------------------------------ the README
+
+
+def _readme_noise() -> tuple[str, int, float, str]:
+    section = README.read_text().split("#### Noise\n", 1)[1].split("\n####", 1)[0]
+    stated = re.search(r"With\s+seed\s+(\d+)\s+and\s+rate\s+([\d.]+)\s+on\s+`([^`\n]+)`", section)
+    assert stated is not None
+    return section, int(stated[1]), float(stated[2]), stated[3]
+
+
+def test_the_readme_noise_examples_are_what_the_code_writes():
+    section, seed, rate, prompt = _readme_noise()
+    rows = re.findall(r"^\| `(\w+)` \|.*\| `([^`]+)` \|$", section, re.MULTILINE)
+    assert sorted(op for op, _ in rows) == sorted(OPERATIONS)
+    for op, example in rows:
+        (p,) = expand(user(prompt), [NoiseSpec(operations=[op], seed=seed, rate=rate, variants=1)])
+        # "..." at either end or between spaces elides unchanged text
+        pieces = re.split(r"(?:^|(?<= ))\.\.\.(?= |$)", example)
+        shown = re.compile(".+".join(re.escape(piece) for piece in pieces))
+        assert shown.fullmatch(p.messages[0].content), (op, p.messages[0].content)
+        assert not shown.fullmatch(prompt), f"{op}: the example shows no edit"
+    (described,) = re.findall(r"`(typos noise at rate [^`]+)`", section)
+    (p,) = expand(user(prompt), [NoiseSpec(operations=["typos"], seed=seed, rate=rate, variants=1)])
+    assert p.description == described
+
+
+def test_a_small_rate_on_a_short_prompt_makes_about_one_edit():
+    # README: rate * places + (1 - rate)**places edits on average, 1.55 for 13 places at 0.1
+    section, _, rate, prompt = _readme_noise()
+    spans = places("typos", prompt)
+    assert len(spans) == 13
+    assert f"{rate * 13 + (1 - rate) ** 13:.2f}" == "1.55"
+    assert "1.55" in section
+    rng = np.random.default_rng(2)
+    counts = [len(choose_edits("casing", prompt, spans, rate, rng)) for _ in range(20_000)]
+    assert abs(np.mean(counts) - 1.55) < 0.04
+    assert abs(np.mean(np.array(counts) == 1) - 0.62) < 0.02
+    assert "62%" in section
 
 
 def test_every_operation_is_listed_once_in_the_defaults_or_opt_in():
