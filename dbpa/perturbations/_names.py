@@ -179,3 +179,59 @@ FUNCTION_WORDS = frozenset(
 )
 """Words after which ``her`` is read as an object (``him``) and ``his`` stands alone
 (``hers``): determiners, prepositions, conjunctions, auxiliaries and some adverbs."""
+
+
+def _words(words: str) -> frozenset[str]:
+    return frozenset(words.split())
+
+
+PRONOUNS = _words(
+    "i you he she it we they me him us them myself yourself himself herself itself ourselves "
+    "themselves everything something anything nothing everyone someone anyone everybody "
+    "somebody anybody"
+)
+"""Personal and indefinite pronouns: ``her`` before one is an object (``tell her I
+called``, ``tell her everything``), ``his`` stands alone."""
+
+OBJECT_VERBS = _words(
+    "know go feel get come see think understand decide tell say give make keep try become "
+    "remember forget find hear believe sit speak explain continue follow choose bring put ask "
+    "breathe recover relax agree eat wear"
+)
+"""Bare verbs that are seldom nouns: ``her`` before one is an object (``let her know``,
+``make her feel``). Verbs that are also common nouns after a possessive (rest, sleep, walk,
+call, stay, leave, work, visit, take) are left out: ``her rest`` reads as possessive."""
+
+ADVERBS = _words(
+    "more less most least better worse best worst much first last early late later well "
+    "alone home right away instead anyway directly immediately soon already yet still often "
+    "always never sometimes ever enough everywhere together properly"
+)
+"""Adverbs that may end the phrase after ``her`` (``I like her more``, ``I know her well``)
+but may also be or modify an adjective (``her more serious cough``, ``her first
+symptoms``): ``her`` before one is an object only when the phrase ends after it."""
+
+PLACE_BEFORE = _words(
+    "San Santa Santo Sao São St St. Saint Sainte Ste Ste. New Los Las El La Le Port Puerto "
+    "Porto Fort Mount Mt Mt. Lake Cape Isla Villa Ciudad"
+)
+"""Capitalised words that start a place name: a name after one is part of it (``San Diego``,
+``Santa Maria``, ``St. John's``)."""
+
+PLACE_AFTER = _words(
+    "City County Town Township Island Islands Isle Beach Valley Springs Falls Heights River "
+    "Street Road Avenue Boulevard Square Harbor Harbour Mountains Creek Station Airport Bridge"
+)
+"""Capitalised words that end a place name: a name before one is part of it (``Thomas
+Street``, ``James Island``). Words that are also surnames (Park, Hill, Lake, Bay, Wood) are
+left out: ``Minho Park`` is a person."""
+
+MODAL_NAMES = _words("will may can")
+"""Names that are also modal verbs (Will, May, Can): see ``find_names``."""
+
+SUBJECTS = _words(
+    "i you he she it we they this that these those the a an my your his her its our their "
+    "some any no every each there not"
+)
+"""Words that follow a modal verb opening a question (``Will he recover?``, ``May I
+ask?``) and never a name that is the subject (``Will said``)."""

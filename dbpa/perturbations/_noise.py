@@ -199,9 +199,28 @@ class NoiseSpec(FamilySpec):
         raise ValueError(
             f"variants: {self.variants} distinct {name} variants asked, but variant {n} "
             f"repeated the original or an earlier one in {MAX_ATTEMPTS} draws (seed "
-            f"{self.seed}); the prompt has too few places ({counts}): ask for fewer "
-            f"variants, or raise the rate (more edits per variant)"
+            f"{self.seed}); the prompt has too few places ({counts}): "
+            f"{self._advice(sum(len(spans[op]) for op in ops))}"
         )
+
+    def _advice(self, n_places: int) -> str:
+        """What gives more distinct variants: fewer asked, more operations, and with two
+        places or more another rate: a higher one below 1 (more places edited at once), a
+        lower one at 1 (where every place is edited in every variant, so only the edits
+        vary, never which places). With one place the rate changes nothing."""
+        advice = ["ask for fewer variants"]
+        if not self.combine:
+            advice.append("combine it with other operations (`combine: true`)")
+        elif len(self.operations) < len(OPERATIONS):
+            advice.append("list more operations")
+        if n_places > 1 and self.rate < 1:
+            advice.append("raise the rate (more edits per variant)")
+        elif n_places > 1:
+            advice.append(
+                "lower the rate (at rate 1 every place is edited in every variant; below it "
+                "the places edited vary too)"
+            )
+        return ", ".join(advice[:-1]) + f", or {advice[-1]}" if len(advice) > 1 else advice[0]
 
     def _combined(
         self,

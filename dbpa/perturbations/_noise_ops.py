@@ -10,11 +10,13 @@ touched.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+
+from ._text import touches_mark, word_spans
 
 Operation = Literal["typos", "casing", "whitespace", "punctuation", "filler", "contractions"]
 OPERATIONS: tuple[Operation, ...] = (
@@ -115,23 +117,44 @@ _CONTRACTIBLE = re.compile(
     re.IGNORECASE,
 )
 
-PLACES: dict[Operation, re.Pattern[str]] = {
-    "typos": re.compile(r"\b[A-Za-z]{2,}\b"),
-    "casing": re.compile(r"\b[^\W\d_]+(?:['\u2019][^\W\d_]+)*\b"),
-    "whitespace": re.compile(r"(?<=\S) +(?=\S)"),
-    "punctuation": re.compile(r"[.,;:!?](?!\d)"),
-    "filler": re.compile(r"(?<=\S) +(?=\S)"),
-    "contractions": _CONTRACTIBLE,
+Span = tuple[int, int]
+
+_ASCII_WORD = re.compile(r"\b[A-Za-z]{2,}\b")
+_GAP = re.compile(r"(?<=\S) +(?=\S)")
+_MARK = re.compile(r"[.,;:!?](?!\d)")
+
+
+def _typo_places(text: str) -> list[Span]:
+    return [m.span() for m in _ASCII_WORD.finditer(text) if not touches_mark(text, *m.span())]
+
+
+def _casing_places(text: str) -> list[Span]:
+    return [(a, b) for a, b in word_spans(text) if text[a:b].lower() != text[a:b].upper()]
+
+
+def _matches(pattern: re.Pattern[str]) -> Callable[[str], list[Span]]:
+    return lambda text: [m.span() for m in pattern.finditer(text)]
+
+
+PLACES: dict[Operation, Callable[[str], list[Span]]] = {
+    "typos": _typo_places,
+    "casing": _casing_places,
+    "whitespace": _matches(_GAP),
+    "punctuation": _matches(_MARK),
+    "filler": _matches(_GAP),
+    "contractions": _matches(_CONTRACTIBLE),
 }
-"""Where each operation may edit: ASCII words of two letters or more (typos), words with
-their apostrophes (casing: ``it's`` is one word), runs of spaces between two non-space
-characters (whitespace, filler; newlines and tabs are kept), ``. , ; : ! ?`` not followed by
-a digit (so 7.5 and 1,000 stay), and the phrases and contractions of ``CONTRACTIONS`` (whole
-words, any case)."""
+"""Where each operation may edit: ASCII words of two letters or more (typos; a word that
+carries a combining mark, ``Jose\\u0301``, is not ASCII, as ``José`` is not), words that have
+case, each letter with its combining marks and apostrophes inside (casing: ``it's`` and
+``re\\u0301sume\\u0301`` are one word; Arabic, Hebrew or CJK words have no case), runs of
+spaces between two non-space characters (whitespace, filler; newlines and tabs are kept),
+``. , ; : ! ?`` not followed by a digit (so 7.5 and 1,000 stay), and the phrases and
+contractions of ``CONTRACTIONS`` (whole words, any case)."""
 
 PLACE_NAMES: dict[Operation, str] = {
     "typos": "ASCII word of two letters or more",
-    "casing": "word",
+    "casing": "word with upper and lower case",
     "whitespace": "space between two words",
     "punctuation": "punctuation mark (. , ; : ! ? not followed by a digit)",
     "filler": "space between two words",
@@ -193,10 +216,11 @@ def typo(word: str, u: tuple[float, float, float], kinds: Sequence[TypoKind] = T
 
 def recase(word: str, u: float) -> str:
     """``word`` in lowercase, in uppercase, or with its first letter's case flipped: of
-    those that differ from it (in that order), the ``int(u * n)``-th."""
+    those that differ from it (in that order), the ``int(u * n)``-th; a word without case
+    (Arabic, Hebrew, CJK) as it is."""
     first = word[0].lower() if word[0].isupper() else word[0].upper()
     options = [w for w in (word.lower(), word.upper(), first + word[1:]) if w != word]
-    return _pick(u, list(dict.fromkeys(options)))
+    return _pick(u, list(dict.fromkeys(options))) if options else word
 
 
 def respace(gap: str, u: float) -> str:
@@ -286,9 +310,9 @@ def _edit(
     return contract(place)
 
 
-def places(operation: Operation, text: str) -> list[tuple[int, int]]:
+def places(operation: Operation, text: str) -> list[Span]:
     """The ``[start, end)`` spans ``operation`` may edit in ``text``."""
-    return [m.span() for m in PLACES[operation].finditer(text)]
+    return PLACES[operation](text)
 
 
 def choose_edits(

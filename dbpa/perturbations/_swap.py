@@ -1,15 +1,16 @@
 """The ``swap`` kind: person names, or the gender of the person a prompt talks about.
 
-Swaps apply to whole words only (regex word boundaries: ``Ann`` is never touched inside
-``Annual``, ``he`` never inside ``the``), keep the case of the word they replace (``He`` ->
-``She``, ``HIS`` -> ``HER``) and its possessive (``John's`` -> ``Maria's``). The one real
-ambiguity of English is documented at ``swap_gender``.
+Swaps apply to whole words only (``Ann`` is never touched inside ``Annual``, ``he`` never
+inside ``the``), keep the case of the word they replace (``He`` -> ``She``, ``HIS`` ->
+``HER``) and its possessive (``John's`` -> ``Maria's``). The ambiguities of English are
+documented at ``swap_gender`` (her, his) and ``swap_names`` (names that are also words).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -20,8 +21,21 @@ from dbpa.specs import Message
 
 from ._messages import user_prompt_index, with_content
 from ._model import FamilySpec, Identifier, Label, Perturbation
-from ._names import FUNCTION_WORDS, GENDER_PAIRS, ONE_WAY, PERSON_NAMES, Gender
-from ._text import make_id
+from ._names import (
+    ADVERBS,
+    FUNCTION_WORDS,
+    GENDER_PAIRS,
+    MODAL_NAMES,
+    OBJECT_VERBS,
+    ONE_WAY,
+    PERSON_NAMES,
+    PLACE_AFTER,
+    PLACE_BEFORE,
+    PRONOUNS,
+    SUBJECTS,
+    Gender,
+)
+from ._text import is_mark, make_id, touches_mark
 
 _SWAPS: dict[str, str] = {
     **{m: f for m, f in GENDER_PAIRS},
@@ -35,7 +49,8 @@ _GENDERED = re.compile(
     r"\b(?:" + "|".join(sorted([*_SWAPS, "his", "her"], key=len, reverse=True)) + r")\b",
     re.IGNORECASE,
 )
-_NEXT_WORD = re.compile(r"[ \t]+([A-Za-z]+)")
+_NEXT_WORD = re.compile(r"[ \t]+([A-Za-z]+(?:-[A-Za-z]+)*)")
+_AFTER_LET = re.compile(r"\b(?:let|lets|letting)[ \t]+\Z", re.IGNORECASE)
 
 
 def _in_case_of(word: str, new: str) -> str:
@@ -47,11 +62,26 @@ def _in_case_of(word: str, new: str) -> str:
     return new
 
 
-def _reads_as_object(text: str, end: int) -> bool:
-    """Whether the word ending at ``end`` stands without a noun after it: nothing, a
-    punctuation mark or a function word (``FUNCTION_WORDS``) follows."""
+def _next_word(text: str, end: int) -> tuple[str | None, int]:
+    """The word after ``end`` in lowercase (a hyphenated word is one: ``well-being``) and
+    where it ends; ``None`` when punctuation or the end of the text comes first."""
     following = _NEXT_WORD.match(text, end)
-    return following is None or following.group(1).lower() in FUNCTION_WORDS
+    return (following.group(1).lower(), following.end()) if following else (None, end)
+
+
+def _stands_alone(text: str, end: int, *, verbs: bool) -> bool:
+    """Whether the ``her`` or ``his`` ending at ``end`` has no noun after it: nothing, a
+    punctuation mark, a function word, a pronoun or (with ``verbs``) a bare verb follows, or
+    an adverb that ends the phrase (nothing, a function word or another adverb after it)."""
+    word, after = _next_word(text, end)
+    if word is None or word in FUNCTION_WORDS or word in PRONOUNS:
+        return True
+    if verbs and word in OBJECT_VERBS:
+        return True
+    if word in ADVERBS:
+        then, _ = _next_word(text, after)
+        return then is None or then in FUNCTION_WORDS or then in ADVERBS
+    return False
 
 
 @dataclass(frozen=True)
@@ -68,12 +98,16 @@ def swap_gender(text: str) -> GenderSwap:
     ``hers``).
 
     ``her`` is the object (-> ``him``) or the possessive (-> ``his``); ``his`` is the
-    possessive (-> ``her``) or stands alone (-> ``hers``). The rule: when the next word is
-    missing (end of text, punctuation) or is a function word (``FUNCTION_WORDS``:
-    determiners, prepositions, conjunctions, auxiliaries), ``her`` -> ``him`` and ``his`` ->
-    ``hers``; otherwise ``her`` -> ``his`` and ``his`` -> ``her``. So "tell her the result"
-    -> "tell him the result", "her doctor" -> "his doctor", "the choice is his." -> "the
-    choice is hers.", but "give her medicine" -> "give his medicine" (read as a possessive).
+    possessive (-> ``her``) or stands alone (-> ``hers``). A possessive has a noun or an
+    adjective after it; the rule reads the next word. ``her`` -> ``him`` and ``his`` ->
+    ``hers`` when the next word is missing (end of text, punctuation), a function word
+    (``FUNCTION_WORDS``: determiners, prepositions, conjunctions, auxiliaries), a pronoun
+    (``PRONOUNS``), for ``her`` a bare verb (``OBJECT_VERBS``) or right after ``let``, or an
+    adverb (``ADVERBS``) that ends the phrase; otherwise ``her`` -> ``his`` and ``his`` ->
+    ``her``. So "tell her the result", "let her know", "tell her I called", "I like her
+    more" -> "him"; "her doctor", "her more serious cough", "her well-being" -> "his"; "the
+    choice is his." -> "hers". A noun after ``her`` reads as possessed: "give her medicine"
+    -> "give his medicine" (it may mean "give him medicine"; only the sense tells).
     Titles (``Mr``, ``Ms``, ``Mrs``) swap only when capitalised (``ms`` may be milliseconds).
     """
     swaps: list[tuple[str, str]] = []
@@ -84,9 +118,11 @@ def swap_gender(text: str) -> GenderSwap:
         if lower in _TITLES and not word[0].isupper():
             return word
         if lower == "her":
-            new = "him" if _reads_as_object(text, match.end()) else "his"
+            after_let = _AFTER_LET.search(text, max(0, match.start() - 9), match.start())
+            alone = after_let is not None or _stands_alone(text, match.end(), verbs=True)
+            new = "him" if alone else "his"
         elif lower == "his":
-            new = "hers" if _reads_as_object(text, match.end()) else "her"
+            new = "hers" if _stands_alone(text, match.end(), verbs=False) else "her"
         else:
             new = _SWAPS[lower]
         swaps.append((word, _in_case_of(word, new)))
@@ -96,29 +132,148 @@ def swap_gender(text: str) -> GenderSwap:
     return GenderSwap(swapped, tuple(swaps))
 
 
-def _name_pattern(names: Sequence[str]) -> re.Pattern[str]:
-    alternatives = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
-    return re.compile(rf"\b(?:{alternatives})\b('(?![A-Za-z]))?")
+_ACCENTS = re.compile("[\u0300-\u036f]")
+"""The combining diacritical marks (accents) that name matching ignores."""
+_PREVIOUS_WORD = re.compile(r"(?<!\S)(\S+)[ \t]+\Z")
+_FOLLOWING_WORD = re.compile(r"[ \t]+(\w+)")
+_SENTENCE_END = re.compile(r"[.!?\n]")
+
+
+def _fold(char: str) -> str:
+    """``char`` as name matching sees it: without accents, case folded, ``'`` for ``\u2019``."""
+    if char.isascii():
+        return char.lower()
+    return _ACCENTS.sub("", unicodedata.normalize("NFD", char)).casefold().replace("\u2019", "'")
+
+
+def name_key(name: str) -> str:
+    """What makes two spellings one name: ``JOHN``, ``John``; ``José``, ``Jose\\u0301``,
+    ``JOSE``."""
+    return "".join(map(_fold, name))
+
+
+@dataclass(frozen=True)
+class NameAt:
+    """An occurrence of a name in a text."""
+
+    start: int
+    end: int
+    """The end of the name with its accents, before any possessive."""
+    key: str
+    """``name_key`` of the name."""
+
+
+def _capitalised_in(word: re.Match[str] | None, words: frozenset[str]) -> bool:
+    return word is not None and word[1][0].isupper() and word[1].capitalize() in words
+
+
+def _place_name(text: str, start: int, end: int) -> bool:
+    """Whether the name at ``[start, end)`` is part of a place name: a capitalised word of
+    ``PLACE_BEFORE`` before it or of ``PLACE_AFTER`` after it (in any case: ``SAN DIEGO``)."""
+    before = _PREVIOUS_WORD.search(text, max(0, start - 12), start)
+    return _capitalised_in(before, PLACE_BEFORE) or _capitalised_in(
+        _FOLLOWING_WORD.match(text, end), PLACE_AFTER
+    )
+
+
+def _modal_verb(text: str, start: int, end: int) -> bool:
+    """Whether the Will, May or Can at ``[start, end)`` is the verb: a pronoun, a
+    determiner, ``there`` or ``not`` follows (``Will he recover?``), or it opens a question
+    and no comma follows (``Will Maria recover?``, but ``Will, are you there?``)."""
+    following = _FOLLOWING_WORD.match(text, end)
+    if following is not None and following[1].lower() in SUBJECTS:
+        return True
+    before = text[:start].rstrip(" \t\"'(")
+    opens = not before or before[-1] in ".!?\n"
+    closing = _SENTENCE_END.search(text, end)
+    return opens and text[end : end + 1] != "," and closing is not None and closing[0] == "?"
+
+
+def find_names(text: str, names: Iterable[str]) -> list[NameAt]:
+    """The occurrences of ``names`` in ``text``, in order.
+
+    A name matches whole words, ignoring case and accents (``name_key``: ``JOHN`` and
+    ``John``, ``José`` and ``Jose\\u0301`` are one name), except: a word starting in
+    lowercase for a capitalised name (``hope``, ``will``, ``mark`` are words); a name inside
+    a place name (``_place_name``: ``San Diego``, ``Thomas Street``); and Will, May or Can as
+    the verb (``_modal_verb``: ``Will he recover?``).
+    """
+    capitalised: dict[str, bool] = {}
+    for name in names:
+        capitalised.setdefault(name_key(name), name[0].isupper())
+    alternatives = sorted(capitalised, key=len, reverse=True)
+    pattern = re.compile(
+        r"(?<!\w)(?:"
+        + "|".join(r"\s+".join(map(re.escape, k.split())) for k in alternatives)
+        + r")(?!\w)"
+    )
+    folded, where = _folded(text)
+    found = []
+    for match in pattern.finditer(folded):
+        start, end = where[match.start()], where[match.end() - 1] + 1
+        while end < len(text) and _ACCENTS.match(text, end):
+            end += 1
+        key = re.sub(r"\s+", " ", match.group(0))
+        if (
+            touches_mark(text, start, end)
+            or (text[start].islower() and capitalised[key])
+            or _place_name(text, start, end)
+            or (key in MODAL_NAMES and _modal_verb(text, start, end))
+        ):
+            continue
+        found.append(NameAt(start, end, key))
+    return found
+
+
+def _folded(text: str) -> tuple[str, list[int]]:
+    """``text`` folded character by character (``_fold``), and for each folded character
+    the index of the character of ``text`` it comes from."""
+    pieces: list[str] = []
+    where: list[int] = []
+    for i, char in enumerate(text):
+        piece = _fold(char)
+        pieces.append(piece)
+        where += [i] * len(piece)
+    return "".join(pieces), where
+
+
+def _in_case_of_name(word: str, new: str) -> str:
+    """``new`` in capitals where ``word`` is written in capitals, else as it is spelt."""
+    return new.upper() if word.isupper() and len(word) > 1 else new
 
 
 def swap_names(text: str, mapping: Mapping[str, str]) -> str:
-    """``text`` with each name of ``mapping`` (whole words, case-sensitive) replaced by its
-    value. A possessive follows: ``John's`` -> ``Maria's``, and ``James'`` -> ``Maria's``
-    (the bare apostrophe of a name ending in s gets its s back after a name without one)."""
-
-    def swap(match: re.Match[str]) -> str:
-        new = mapping[match.group(0).rstrip("'")]
-        if match.group(1) is None:
-            return new
-        return new + ("'" if new.endswith("s") else "'s")
-
-    return _name_pattern(list(mapping)).sub(swap, text)
+    """``text`` with each name of ``mapping`` replaced by its value wherever ``find_names``
+    finds it (any case and accents: ``JOHN`` -> ``MARIA``, ``John`` -> ``Maria``). A
+    possessive follows: ``John's`` -> ``Maria's``, and ``James'`` -> ``Maria's`` (the bare
+    apostrophe of a name ending in s gets its s back after a name without one; after a name
+    not ending in s it is a closing quote, and stays)."""
+    new_names = {name_key(old): new for old, new in mapping.items()}
+    pieces: list[str] = []
+    last = 0
+    for at in find_names(text, mapping):
+        word = text[at.start : at.end]
+        new = _in_case_of_name(word, new_names[at.key])
+        pieces += [text[last : at.start], new]
+        last = at.end
+        apostrophe = text[at.end : at.end + 1]
+        if (
+            word[-1] in "sS"
+            and apostrophe in ("'", "\u2019")
+            and not text[at.end + 1 : at.end + 2].isalpha()
+        ):
+            s = "S" if new.isupper() and len(new) > 1 else "s"
+            pieces.append(apostrophe if new[-1] in "sS" else apostrophe + s)
+            last = at.end + 1
+    pieces.append(text[last:])
+    return "".join(pieces)
 
 
 SHOWN_SWAPS = 4
 """Gendered words a description lists before counting the rest."""
 
 _BUILT_IN: dict[str, Gender] = {p.name: p.gender for p in PERSON_NAMES}
+_GENDER_BY_KEY: dict[str, Gender] = {name_key(p.name): p.gender for p in PERSON_NAMES}
 _STREAMS = {"names": 1, "gender": 2}
 
 
@@ -143,7 +298,9 @@ class SwapSpec(FamilySpec):
     has one."""
     seed: int = Field(default=0, ge=0)
     find: tuple[str, ...] | None = Field(default=None, min_length=1)
-    """The names to replace; default: every built-in name (``PERSON_NAMES``) in the prompt."""
+    """The names to replace; default: every built-in name (``PERSON_NAMES``) in the prompt.
+    Found by ``find_names``: in any case and with or without accents, never in a place name
+    or as the verb Will, May or Can."""
     names: tuple[str, ...] | None = Field(default=None, min_length=1)
     """The names to draw replacements from; default: the built-in names of the same gender
     (``names``) or of the other gender (``gender``) as each name replaced."""
@@ -155,7 +312,13 @@ class SwapSpec(FamilySpec):
     @classmethod
     def _plain_names(cls, values: tuple[str, ...] | None) -> tuple[str, ...] | None:
         for value in values or ():
-            if not re.fullmatch(r"\w+(?:[ '-]\w+)*", value):
+            marks_follow_letters = all(
+                i > 0 and (value[i - 1].isalnum() or is_mark(value[i - 1]))
+                for i, c in enumerate(value)
+                if is_mark(c)
+            )
+            bare = "".join(c for c in value if not is_mark(c))
+            if not (marks_follow_letters and re.fullmatch(r"\w+(?:[ '-]\w+)*", bare)):
                 raise ValueError(f"{value!r} is not a name (letters, spaces, ' and -)")
         return values
 
@@ -196,16 +359,20 @@ class SwapSpec(FamilySpec):
         return perturbations
 
     def _found(self, text: str) -> list[str]:
-        """The names to replace that occur in ``text``, in order of first appearance."""
-        pattern = _name_pattern(self.find or tuple(_BUILT_IN))
-        return list(dict.fromkeys(m.group(0).rstrip("'") for m in pattern.finditer(text)))
+        """The names to replace that occur in ``text`` (``find_names``), in order of first
+        appearance, each as ``find`` (or the built-in list) spells it."""
+        names = self.find or tuple(_BUILT_IN)
+        spelt = {}
+        for name in names:
+            spelt.setdefault(name_key(name), name)
+        return list(dict.fromkeys(spelt[at.key] for at in find_names(text, names)))
 
     def _candidates(self, name: str, found: Sequence[str], i: int) -> list[str]:
         """The replacements of the ``i``-th name found, in a seeded order."""
         if self.names is not None:
             pool = list(dict.fromkeys(self.names))
         else:
-            gender = _BUILT_IN.get(name)
+            gender = _GENDER_BY_KEY.get(name_key(name))
             if gender is None:
                 raise ValueError(
                     f"names: {name!r} is not a built-in name, so its gender is unknown; "
@@ -213,7 +380,8 @@ class SwapSpec(FamilySpec):
                 )
             wanted = gender if self.swap == "names" else _other(gender)
             pool = [n for n, g in _BUILT_IN.items() if g == wanted]
-        pool = [n for n in pool if n not in found]
+        taken = {name_key(n) for n in found}
+        pool = [n for n in pool if name_key(n) not in taken]
         if not pool:
             raise ValueError(f"names: no candidate name for {name!r}")
         rng = np.random.Generator(np.random.PCG64([self.seed, _STREAMS[self.swap], i]))

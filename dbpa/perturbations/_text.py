@@ -1,4 +1,5 @@
-"""Readable ids and descriptions: slugs and shortened text, cut only at word boundaries."""
+"""Readable ids and descriptions (slugs and shortened text, cut only at word boundaries), and
+the words of a text with their combining marks."""
 
 from __future__ import annotations
 
@@ -49,6 +50,41 @@ def _repeated(prefix: str, words: list[str]) -> int:
         if tail[-n:] == words[:n]:
             return n
     return 0
+
+
+def is_mark(char: str) -> bool:
+    """Whether ``char`` is a combining mark (Unicode category M: a decomposed accent, a vowel
+    sign), which belongs to the character before it."""
+    return unicodedata.category(char)[0] == "M"
+
+
+def touches_mark(text: str, start: int, end: int) -> bool:
+    """Whether a combining mark follows ``[start, end)`` or precedes it (then the letter it
+    belongs to does): the span cuts a word of ``text``."""
+    return (end < len(text) and is_mark(text[end])) or (start > 0 and is_mark(text[start - 1]))
+
+
+def _word_class(char: str) -> str:
+    if is_mark(char):
+        return "m"
+    if char.isalpha():
+        return "a"
+    if char.isalnum() or char == "_":
+        return "0"
+    return "'" if char in "'\u2019" else " "
+
+
+_WORD_CLASSES = re.compile(r"(?<![am0])a[am]*(?:'a[am]*)*(?![am0])")
+"""A word over the classes of ``_word_class``: letters with their marks, joined by
+apostrophes, touching no letter, mark, digit or underscore."""
+
+
+def word_spans(text: str) -> list[tuple[int, int]]:
+    """The ``[start, end)`` of every word of ``text``: letters, each with the combining marks
+    after it (``Jose\\u0301`` is one word, as ``José`` is), joined by apostrophes (``it's``),
+    touching no digit or underscore (no word in ``3rd``)."""
+    classes = "".join(map(_word_class, text))
+    return [m.span() for m in _WORD_CLASSES.finditer(classes)]
 
 
 def shorten(text: str, width: int = 60) -> str:

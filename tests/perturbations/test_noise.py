@@ -8,9 +8,13 @@ import os
 import re
 import subprocess
 import sys
+import unicodedata
+from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from dbpa.perturbations import (
@@ -40,6 +44,7 @@ from dbpa.perturbations._noise_ops import (
 )
 from dbpa.specs import Message
 
+README = Path(__file__).parents[2] / "README.md"
 QUESTION = "A 45-year-old man has had a cough, a mild fever and tiredness for three weeks."
 SYSTEM = Message(role="system", content="You are a helpful assistant.")
 
@@ -94,6 +99,7 @@ def test_casing_picks_among_the_changes():
     assert recase("mild", 0.0) == "MILD"
     assert recase("mild", 0.9) == "Mild"
     assert recase("I", 0.5) == "i"
+    assert recase("\u4f60\u597d", 0.5) == "\u4f60\u597d"  # no case: as it is
 
 
 def test_whitespace_punctuation_and_filler():
@@ -133,6 +139,70 @@ def test_places_are_whole_words_and_keep_numbers():
     assert found("contractions") == ["isn't", "It is", "do not"]  # it's: is or has, never undone
     assert found("whitespace")[-1] == "  "
     assert "\n" not in "".join(found("whitespace"))
+
+
+# Words of scripts without case, Latin words with decomposed accents (NFD) and cased words.
+CASELESS = [
+    "\u0645\u0631\u062d\u0628\u0627",
+    "\u05e9\u05dc\u05d5\u05dd",
+    "\u4f60\u597d",
+    "\uc758\uc0ac",
+]
+DECOMPOSED = ["Jose\u0301", "re\u0301sume\u0301", "cafe\u0301s", "Zoe\u0308", "nin\u0303o"]
+CASED = ["I", "feel", "ill", "Doctor", "it's", "WHY"]
+
+
+def test_casing_finds_no_place_in_caseless_words():
+    text = " ".join([CASELESS[0], "I", CASELESS[1], "feel", CASELESS[2], "ill"])
+    assert [text[a:b] for a, b in places("casing", text)] == ["I", "feel", "ill"]
+    with pytest.raises(ValueError, match=r"operations: 'casing' finds no place"):
+        expand(user(" ".join(CASELESS)), [NoiseSpec(operations=["casing"])])
+
+
+def test_a_word_keeps_its_combining_marks():
+    text = " ".join(DECOMPOSED)
+    assert [text[a:b] for a, b in places("casing", text)] == DECOMPOSED
+    # like José in NFC, a word with a decomposed accent is not an ASCII word
+    with_ascii = text + " and more"
+    assert [with_ascii[a:b] for a, b in places("typos", with_ascii)] == ["and", "more"]
+    renees = "Rene\u0301es and ab"  # the "es" after the accent is no word of its own
+    assert [renees[a:b] for a, b in places("typos", renees)] == ["and", "ab"]
+
+
+def _recased(word: str) -> set[str]:
+    flipped = (word[0].lower() if word[0].isupper() else word[0].upper()) + word[1:]
+    return {word, word.lower(), word.upper(), flipped}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    words=st.lists(st.sampled_from(CASELESS + DECOMPOSED + CASED), min_size=1, max_size=8),
+    seed=st.integers(0, 2**32),
+    rate=st.sampled_from([0.1, 0.5, 1.0]),
+)
+def test_casing_recases_whole_words_and_never_caseless_ones(words, seed, rate):
+    text = " ".join([*words, "ok"])
+    (noisy,) = texts(NoiseSpec(operations=["casing"], seed=seed, rate=rate, variants=1), text)
+    new = noisy.split(" ")
+    assert len(new) == len(words) + 1
+    for old, changed in zip([*words, "ok"], new, strict=True):
+        assert changed in _recased(old)
+        if old in CASELESS:
+            assert changed == old
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    words=st.lists(st.sampled_from(DECOMPOSED + CASED), min_size=1, max_size=8),
+    seed=st.integers(0, 2**32),
+)
+def test_typos_never_part_a_letter_from_its_combining_mark(words, seed):
+    text = " ".join([*words, "cough"])
+    spec = NoiseSpec(operations=["typos"], seed=seed, rate=1.0, variants=1)
+    (noisy,) = texts(spec, text)
+    for old, changed in zip([*words, "cough"], noisy.split(" "), strict=True):
+        if any(unicodedata.combining(c) for c in old):
+            assert changed == old
 
 
 # ------------------------------------------------------------------ seeded variants
@@ -312,6 +382,75 @@ def test_too_few_distinct_variants_is_an_error_naming_variants():
     with pytest.raises(ValueError, match=r"variants: 3 distinct punctuation variants"):
         expand(user("Is it safe?"), [NoiseSpec(operations=["punctuation"], variants=3)])
     assert len(texts(NoiseSpec(operations=["punctuation"], variants=2), "Is it safe?")) == 2
+
+
+def test_too_few_variants_at_rate_one_is_not_told_to_raise_the_rate():
+    # two marks at rate 1: both always edited, dropped or doubled: 4 variants at most
+    spec = NoiseSpec(operations=["punctuation"], variants=5, rate=1.0)
+    with pytest.raises(ValueError, match=r"variants: 5 distinct") as error:
+        expand(user("Well, is it safe?"), [spec])
+    message = str(error.value)
+    assert "raise the rate" not in message
+    assert "ask for fewer variants" in message
+    assert "lower the rate" in message
+    assert "combine" in message
+    # the advice holds: at a lower rate the places edited vary too
+    lower = spec.model_copy(update={"rate": 0.5})
+    assert len(set(texts(lower, "Well, is it safe?"))) == 5
+
+
+def test_too_few_variants_with_one_place_is_not_told_to_change_the_rate():
+    with pytest.raises(ValueError, match=r"variants: 3 distinct") as error:
+        expand(user("Is it safe?"), [NoiseSpec(operations=["punctuation"], variants=3)])
+    assert "rate" not in str(error.value).split("; ", 1)[1]
+
+
+def test_too_few_variants_below_rate_one_may_raise_the_rate():
+    spec = NoiseSpec(operations=["punctuation"], variants=5, rate=0.01, combine=True)
+    with pytest.raises(ValueError, match=r"variants: 5 distinct") as error:
+        expand(user("Well, is it safe?"), [spec])
+    assert "raise the rate" in str(error.value)
+    assert "list more operations" in str(error.value)
+
+
+# ------------------------------------------------------------------ the README
+
+
+def _readme_noise() -> tuple[str, int, float, str]:
+    section = README.read_text().split("#### Noise\n", 1)[1].split("\n####", 1)[0]
+    stated = re.search(r"With\s+seed\s+(\d+)\s+and\s+rate\s+([\d.]+)\s+on\s+`([^`\n]+)`", section)
+    assert stated is not None
+    return section, int(stated[1]), float(stated[2]), stated[3]
+
+
+def test_the_readme_noise_examples_are_what_the_code_writes():
+    section, seed, rate, prompt = _readme_noise()
+    rows = re.findall(r"^\| `(\w+)` \|.*\| `([^`]+)` \|$", section, re.MULTILINE)
+    assert sorted(op for op, _ in rows) == sorted(OPERATIONS)
+    for op, example in rows:
+        (p,) = expand(user(prompt), [NoiseSpec(operations=[op], seed=seed, rate=rate, variants=1)])
+        # "..." at either end or between spaces elides unchanged text
+        pieces = re.split(r"(?:^|(?<= ))\.\.\.(?= |$)", example)
+        shown = re.compile(".+".join(re.escape(piece) for piece in pieces))
+        assert shown.fullmatch(p.messages[0].content), (op, p.messages[0].content)
+        assert not shown.fullmatch(prompt), f"{op}: the example shows no edit"
+    (described,) = re.findall(r"`(typos noise at rate [^`]+)`", section)
+    (p,) = expand(user(prompt), [NoiseSpec(operations=["typos"], seed=seed, rate=rate, variants=1)])
+    assert p.description == described
+
+
+def test_a_small_rate_on_a_short_prompt_makes_about_one_edit():
+    # README: rate * places + (1 - rate)**places edits on average, 1.55 for 13 places at 0.1
+    section, _, rate, prompt = _readme_noise()
+    spans = places("typos", prompt)
+    assert len(spans) == 13
+    assert f"{rate * 13 + (1 - rate) ** 13:.2f}" == "1.55"
+    assert "1.55" in section
+    rng = np.random.default_rng(2)
+    counts = [len(choose_edits("casing", prompt, spans, rate, rng)) for _ in range(20_000)]
+    assert abs(np.mean(counts) - 1.55) < 0.04
+    assert abs(np.mean(np.array(counts) == 1) - 0.62) < 0.02
+    assert "62%" in section
 
 
 def test_every_operation_is_listed_once_in_the_defaults_or_opt_in():

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import unicodedata
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from dbpa.perturbations import (
@@ -35,12 +39,31 @@ def swapped(text: str) -> str:
         ("She took her own pills.", "He took his own pills."),
         # the documented ambiguity: a bare noun after "her" reads as a possessive
         ("Give her medicine.", "Give his medicine."),
+        # her: object before a verb, a pronoun, or an adverb that ends the phrase
+        ("Let her know.", "Let him know."),
+        ("Let her know the results.", "Let him know the results."),
+        ("I saw her", "I saw him"),
+        ("Tell her I called.", "Tell him I called."),
+        ("Tell her she is fine.", "Tell him he is fine."),
+        ("I like her more", "I like him more"),
+        ("I like her more than him.", "I like him more than her."),
+        ("I know her well.", "I know him well."),
+        ("Make her feel better.", "Make him feel better."),
+        ("Call her back tomorrow.", "Call him back tomorrow."),
+        ("Let her rest.", "Let him rest."),
+        ("Tell her everything.", "Tell him everything."),
+        # her: possessive before a noun or an adjective, comparatives included
+        ("Her more serious cough", "His more serious cough"),
+        ("Her first symptoms were mild.", "His first symptoms were mild."),
+        ("Her well-being matters.", "His well-being matters."),
+        ("Her know-how", "His know-how"),
         # his: possessive before a word, standing alone before punctuation or a function word
         ("His cough is worse.", "Her cough is worse."),
         ("The choice is his.", "The choice is hers."),
         ("The choice is his and not mine.", "The choice is hers and not mine."),
         ("Is it hers?", "Is it his?"),
         ("Tell him and her.", "Tell her and him."),
+        ("John told her his plan.", "John told him her plan."),
         ("He hurt himself.", "She hurt herself."),
     ],
 )
@@ -83,10 +106,12 @@ def test_names_are_whole_words_with_their_possessives():
     mapping = {"John": "Maria", "James": "Sofia", "Ann": "Carlos"}
     text = "John's dog, James' cat, Ann, Annual, Johnson and JOHN."
     assert (
-        swap_names(text, mapping) == "Maria's dog, Sofia's cat, Carlos, Annual, Johnson and JOHN."
+        swap_names(text, mapping) == "Maria's dog, Sofia's cat, Carlos, Annual, Johnson and MARIA."
     )
     assert swap_names("Ann's and Carlos'", {"Ann": "Thomas"}) == "Thomas's and Carlos'"
     assert swap_names("Ann' s", {"Ann": "Thomas"}) == "Thomas' s"
+    # after a name not ending in s, an apostrophe closes a quote
+    assert swap_names("She said 'ask Ann'.", {"Ann": "Maria"}) == "She said 'ask Maria'."
 
 
 def test_built_in_names_span_genders_and_origins():
@@ -98,6 +123,103 @@ def test_built_in_names_span_genders_and_origins():
         assert {p.gender for p in PERSON_NAMES if p.origin == origin} == genders
     names = [p.name for p in PERSON_NAMES]
     assert len(names) == len(set(names))
+
+
+def test_names_match_whatever_their_case_each_keeping_its_own():
+    text = "JOHN SAID: John's cough and JAMES' fever; Jo\u00ebl and JOE\u0308L."
+    mapping = {"John": "Maria", "James": "Sofia", "Jo\u00ebl": "Kenji"}
+    assert swap_names(text, mapping) == (
+        "MARIA SAID: Maria's cough and SOFIA'S fever; Kenji and KENJI."
+    )
+    # a word in lowercase is not a capitalised name: hope, will, mark are words
+    assert swap_names("Hope says I hope so.", {"Hope": "Ana"}) == "Ana says I hope so."
+    family = expand(user("JOHN called. John is 70."), [SwapSpec(variants=3)])
+    for p in family:
+        new = p.messages[0].content.split()[2]
+        assert p.messages[0].content == f"{new.upper()} called. {new} is 70."
+        assert p.description == f"names swap: John -> {new}"
+
+
+def test_a_name_with_decomposed_accents_is_one_word_swapped_whole():
+    nfd = "Jose\u0301 called; Jose\u0301's wife and Jos\u00e9 are here."
+    assert (
+        swap_names(nfd, {"Jose": "Carlos"}) == "Carlos called; Carlos's wife and Carlos are here."
+    )
+    assert swap_names(nfd, {"Jos\u00e9": "Ren\u00e9"}) == (
+        "Ren\u00e9 called; Ren\u00e9's wife and Ren\u00e9 are here."
+    )
+    (p,) = expand(user("Jose\u0301 is 70."), [SwapSpec(names=["Zoe\u0308"])])
+    assert p.messages[0].content == "Zoe\u0308 is 70."
+    assert p.description == "names swap: Jose -> Zoe\u0308"
+    for p in expand(user(nfd), [SwapSpec(variants=5)]):
+        assert not any(unicodedata.combining(c) for c in p.messages[0].content)
+    (p,) = expand(user("Rene\u0301e asks."), [SwapSpec(find=["Rene\u0301e"], names=["Ana"])])
+    assert p.messages[0].content == "Ana asks."
+
+
+_BUILT_IN_NAMES = [p.name for p in PERSON_NAMES]
+_GENDER = {p.name: p.gender for p in PERSON_NAMES}
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    words=st.lists(
+        st.tuples(st.sampled_from([*_BUILT_IN_NAMES[:20], "called", "and", "is"]), st.booleans()),
+        min_size=1,
+        max_size=8,
+    ).filter(lambda words: any(w in _GENDER for w, _ in words)),
+    accent=st.sampled_from(["", "\u0301", "\u0308"]),
+    seed=st.integers(0, 2**32),
+)
+def test_each_name_is_swapped_whole_and_alike_in_every_case(words, accent, seed):
+    written = [(w.upper() if upper else w) + (accent if w in _GENDER else "") for w, upper in words]
+    (p,) = expand(user(" ".join(written)), [SwapSpec(seed=seed)])
+    new = p.messages[0].content.split(" ")
+    assert not any(unicodedata.combining(c) for c in p.messages[0].content)
+    given_to: dict[str, str] = {}
+    for (old, upper), changed in zip(words, new, strict=True):
+        if old not in _GENDER:
+            assert changed == (old.upper() if upper else old)
+            continue
+        assert given_to.setdefault(old, changed.capitalize()) == changed.capitalize()
+        assert changed == (changed.upper() if upper else changed.capitalize())
+        assert _GENDER[changed.capitalize()] == _GENDER[old]
+        assert changed.capitalize() != old
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Diego moved to San Diego.", "Carlos moved to San Diego."),
+        ("Maria lives in Santa Maria.", "Carlos lives in Santa Maria."),
+        (
+            "Thomas works on Thomas Street near St. John's.",
+            "Carlos works on Thomas Street near St. John's.",
+        ),
+        (
+            "James went to James Island and Saint Thomas with Thomas.",
+            "Carlos went to James Island and Saint Thomas with Carlos.",
+        ),
+        ("Will he recover? Will said he will.", "Will he recover? Carlos said he will."),
+        ("WILL SHE RECOVER? Ask Will.", "WILL SHE RECOVER? Ask Carlos."),
+        ("Will Maria recover? Will, are you there?", "Will Carlos recover? Carlos, are you there?"),
+        ("May I ask May?", "May I ask Carlos?"),
+        ("Will said he is ill.", "Carlos said he is ill."),
+        ("Minho Park called.", "Carlos Park called."),
+        ("SAN DIEGO, said DIEGO", "SAN DIEGO, said CARLOS"),
+    ],
+)
+def test_names_are_never_swapped_in_place_names_or_as_verbs(text, expected):
+    names = ("Diego", "Maria", "Thomas", "John", "James", "Will", "May", "Minho")
+    mapping = {n: "Carlos" for n in names}
+    assert swap_names(text, mapping) == expected
+
+
+def test_a_name_only_in_a_place_name_is_not_found():
+    with pytest.raises(ValueError, match=r"find: the user prompt has no name"):
+        expand(user("I live in San Diego."), [SwapSpec()])
+    with pytest.raises(ValueError, match=r"find: the user prompt has no name"):
+        expand(user("Will he recover?"), [SwapSpec(find=["Will"], names=["Ana"])])
 
 
 PROMPT = "John is 70 and smokes. Should he take a statin? His wife asked John's doctor."
@@ -175,6 +297,8 @@ def test_errors_name_the_field(spec, field):
         ({"variants": 0}, "variants"),
         ({"names": []}, "names"),
         ({"find": ["John;"]}, "find"),
+        ({"find": ["\u0301John"]}, "find"),
+        ({"names": ["Ana-"]}, "names"),
     ],
 )
 def test_validation_errors_name_the_field(fields, field):
