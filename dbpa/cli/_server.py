@@ -13,6 +13,12 @@ Start-up gets ``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS`` when the user
 :data:`DEFAULT_STARTUP_TIMEOUT_S` (Prefect's 20 s is too short on a loaded machine), and one
 retry; a server that still does not answer is a :class:`TemporaryServerError` whose message
 says what to do.
+
+The server never outlives this process, also when it is killed with SIGKILL (no exit hook
+runs then): on Linux the server asks the kernel for SIGTERM when its parent ends
+(``PR_SET_PDEATHSIG``, set before it imports anything, then a check that the parent has not
+ended already), and its log is an unnamed file. The kernel sends that signal when the
+*thread* that started the server ends, so :class:`TemporaryServer` is made in the main thread.
 """
 
 from __future__ import annotations
@@ -40,6 +46,16 @@ _ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception)\b.*:")
 _POLL_S = 0.05
 _POLL_TIMEOUT_S = 2.0
 _STOP_TIMEOUT_S = 5.0
+_WITH_ITS_PARENT = """\
+import ctypes, os, runpy, signal, sys
+parent = int(sys.argv.pop(1))
+if sys.platform == "linux":
+    ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG: SIGTERM when it ends
+if os.getppid() != parent:  # it ended before that
+    sys.exit(0)
+sys.argv[0] = "uvicorn"
+runpy.run_module("uvicorn", run_name="__main__", alter_sys=True)
+"""
 
 
 class TemporaryServerError(RuntimeError):
@@ -47,13 +63,12 @@ class TemporaryServerError(RuntimeError):
 
 
 class TemporaryServer:
-    """One launch of Prefect's server in ephemeral mode on a free port of 127.0.0.1."""
+    """One launch of Prefect's server in ephemeral mode on a free port of 127.0.0.1, ending
+    with this process (make it in the main thread: see the module doc)."""
 
     def __init__(self) -> None:
         self.port = _free_port()
-        self._log = tempfile.NamedTemporaryFile(  # noqa: SIM115 (kept open while it runs)
-            prefix="dbpa-prefect-server-", suffix=".log", delete=False
-        )
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 (kept open while it runs)
         environment = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
         environment.update(
             # What Prefect sets for its own temporary server: no UI, ephemeral mode.
@@ -63,10 +78,8 @@ class TemporaryServer:
         )
         self.started = time.monotonic()
         self._process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "uvicorn",
+            _uvicorn_ending_with(
+                os.getpid(),
                 "--app-dir",  # as Prefect does: not the working directory
                 _prefect_parent(),
                 "--factory",
@@ -79,7 +92,7 @@ class TemporaryServer:
                 "error",
                 "--lifespan",
                 "on",
-            ],
+            ),
             env=environment,
             stdin=subprocess.DEVNULL,
             stdout=self._log,
@@ -114,16 +127,12 @@ class TemporaryServer:
                 self._process.kill()
                 self._process.wait()
         self._log.close()
-        Path(self._log.name).unlink(missing_ok=True)
 
     def _last_output(self) -> str:
         """The error the server printed last (else its last line), for the message."""
-        self._log.flush()
-        lines = [
-            _LOG_PREFIX.sub("", line).strip()
-            for line in Path(self._log.name).read_text(errors="replace").splitlines()
-            if line.strip()
-        ]
+        log = self._log.fileno()  # read where it is: the server writes at the shared offset
+        text = os.pread(log, os.fstat(log).st_size, 0).decode(errors="replace")
+        lines = [_LOG_PREFIX.sub("", line).strip() for line in text.splitlines() if line.strip()]
         errors = [line for line in lines if _ERROR_LINE.match(line)]
         last = (errors or lines or [""])[-1]
         return f"; it said: {last}" if last else ""
@@ -236,6 +245,12 @@ def _advice(failure: str, timeout: float) -> str:
         "(prefect server start --host 127.0.0.1) and point dbpa at it with "
         "PREFECT_API_URL=http://127.0.0.1:4200/api; then run the same command again."
     )
+
+
+def _uvicorn_ending_with(parent: int, *arguments: str) -> list[str]:
+    """``python -m uvicorn ARGUMENTS`` in a process that ends when ``parent``, its parent,
+    does (SIGTERM, on Linux), and does not start if ``parent`` has ended already."""
+    return [sys.executable, "-c", _WITH_ITS_PARENT, str(parent), *arguments]
 
 
 def _prefect_parent() -> str:

@@ -1,4 +1,4 @@
-"""Stopping ``dbpa run`` by signal, never inside the import machinery.
+"""Stopping ``dbpa run`` (and ``dbpa view``) by signal, never inside the import machinery.
 
 Python runs a signal's handler in the main thread between two bytecodes, wherever it is. An
 exception raised there while the main thread runs ``importlib``'s own code (``dbpa run``

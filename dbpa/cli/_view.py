@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from ._common import DEFAULT_DB, DbOption, ExitCode, fail, open_record, out
+from ._signals import stopped_by_signals
 
 
 def view(
@@ -16,8 +17,8 @@ def view(
         int, typer.Option(help="Port on 127.0.0.1 (0: any free one).", min=0, max=65535)
     ] = 0,
 ) -> None:
-    """Serve the record's runs and their reports on 127.0.0.1 until Ctrl-C (pages are
-    rendered from the record when asked, also while an audit runs)."""
+    """Serve the record's runs and their reports on 127.0.0.1 until Ctrl-C or SIGTERM (pages
+    are rendered from the record when asked, also while an audit runs)."""
     from dbpa.report import RecordViewer
 
     if not db.exists():
@@ -27,9 +28,10 @@ def view(
     except OSError as exc:
         message = f"--port: cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}"
         raise fail(ExitCode.BAD_INPUT, message) from None
-    with viewer.running():
-        out.print(f"Serving the runs of {db} at {viewer.url}/ (Ctrl-C to stop)", highlight=False)
-        try:
+    try:  # SIGTERM: exit 143 (as `dbpa run`), the address file removed as by Ctrl-C
+        with stopped_by_signals(), viewer.running():
+            message = f"Serving the runs of {db} at {viewer.url}/ (Ctrl-C to stop)"
+            out.print(message, highlight=False)
             threading.Event().wait()
-        except KeyboardInterrupt:
-            out.print("stopped")
+    except KeyboardInterrupt:
+        out.print("stopped")

@@ -6,6 +6,12 @@ opens handles that). Pages: ``/`` lists the runs; ``/runs/RUN`` is the HTML repo
 ``/runs/RUN.md`` and ``/runs/RUN.json`` its other formats. Nothing else is served, and no
 file is read: a path names a run of the record or is a 404.
 
+It answers only requests addressed to it: a ``Host`` header of ``127.0.0.1:PORT`` or
+``localhost:PORT`` (without the port only on port 80, where a browser leaves it out). Any
+other (a missing or repeated ``Host``, another name or port, ``[::1]``, where it does not
+listen) is a 421 with a line of plain text: a web page whose name an attacker points at
+127.0.0.1 (DNS rebinding) reaches the port, but its requests name the attacker's host.
+
 While a viewer runs, its address is in a small file next to the record (``RECORD.view``), so
 that a run writing its reports can link to the viewer instead of to a file path
 (:func:`viewer_url`).
@@ -21,9 +27,9 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, HTTPServer, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import unquote
 
 from ._gather import gather
@@ -65,8 +71,7 @@ class RecordViewer:
 
     def __init__(self, db: Path, open_reader: OpenReader, port: int = 0) -> None:
         self.db = db
-        handler = _handler(open_reader)
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), handler)
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), _handler(open_reader))
         self._httpd.daemon_threads = True
 
     @property
@@ -81,8 +86,8 @@ class RecordViewer:
         thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
         thread.start()
         where = address_file(self.db)
-        where.write_text(json.dumps({"url": self.url, "pid": os.getpid()}))
         try:
+            where.write_text(json.dumps({"url": self.url, "pid": os.getpid()}))
             yield self
         finally:
             with contextlib.suppress(OSError):
@@ -92,10 +97,32 @@ class RecordViewer:
             thread.join()
 
 
+def _hosts(port: int) -> frozenset[str]:
+    """The ``Host`` headers a viewer on 127.0.0.1:``port`` answers: the names a browser on
+    this machine sends for it, with the port (without it on port 80, HTTP's default)."""
+    names = ("127.0.0.1", "localhost")
+    return frozenset({f"{name}:{port}" for name in names} | (set(names) if port == 80 else set()))
+
+
 def _handler(open_reader: OpenReader) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, format: str, *args: Any) -> None:  # no access log
             pass
+
+        def parse_request(self) -> bool:
+            """The request line and headers, read; False (answered) unless the request is
+            addressed to this server (for every method)."""
+            if not super().parse_request():
+                return False
+            named = self.headers.get_all("Host", [])
+            if len(named) == 1 and named[0] in _hosts(cast(HTTPServer, self.server).server_port):
+                return True
+            self._send(
+                HTTPStatus.MISDIRECTED_REQUEST,
+                "Misdirected request: this server answers only at its own address.\n",
+                "text/plain; charset=utf-8",
+            )
+            return False
 
         def do_GET(self) -> None:
             path = unquote(self.path.split("?", 1)[0])

@@ -1,16 +1,27 @@
-"""Prefect's temporary server of ``dbpa run``: its start-up timeout, and a start that fails."""
+"""Prefect's temporary server of ``dbpa run``: its start-up timeout, a start that fails, and
+its end with the run, also a run killed with SIGKILL."""
 
 from __future__ import annotations
 
+import contextlib
+import http.client
+import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
+import yaml
 
 import storage
-from dbpa.cli._server import DEFAULT_STARTUP_TIMEOUT_S, TIMEOUT_SETTING
-from tests.pipeline.conftest import KEY_ENV, make_config
+from dbpa.cli._server import DEFAULT_STARTUP_TIMEOUT_S, TIMEOUT_SETTING, _uvicorn_ending_with
+from tests.pipeline.conftest import KEY_ENV, RULES, make_config
 from tests.support.cli_process import ROOT, run_dbpa
+from tests.support.scripted_server import ScriptedServer
+from tests.support.signals import alive, command_line, descendants
+
+TEXT = {"capture_output": True, "text": True, "timeout": 60}
 
 
 def timeout_in_a_fresh_process(env: dict[str, str]) -> float:
@@ -70,3 +81,70 @@ def test_a_server_that_does_not_start_is_tried_twice_then_explained(
         assert f"The {asked} outputs sampled meanwhile are kept in" in output
         with storage.Store(tmp_path / "x.duckdb", read_only=True) as store:
             assert store.table("samples").num_rows == asked
+
+
+def _answers(port: int) -> bool:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+    try:
+        connection.request("GET", "/api/health")
+        return connection.getresponse().status == 200
+    except OSError:
+        return False
+    finally:
+        connection.close()
+
+
+def _temporary_server(run: subprocess.Popen[bytes], deadline: float) -> int:
+    """The pid of the Prefect server ``run`` started, once that server answers."""
+    while time.monotonic() < deadline:
+        assert run.poll() is None, f"dbpa run exited with {run.returncode}"
+        for pid in descendants(run.pid):
+            args = command_line(pid)
+            if "prefect.server.api.server:create_app" in args:
+                port = int(args[args.index("--port") + 1])
+                while time.monotonic() < deadline and not _answers(port):
+                    time.sleep(0.1)
+                return pid
+        time.sleep(0.1)
+    raise AssertionError("no temporary Prefect server answered within the deadline")
+
+
+@pytest.mark.slow
+def test_a_run_killed_with_sigkill_does_not_leave_its_temporary_server_running(
+    tmp_path, prefect_home
+):
+    with ScriptedServer(rules=RULES, latency=1.0) as provider:
+        config = tmp_path / "audit.yaml"
+        config.write_text(yaml.safe_dump(make_config(provider, k=10)))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+        env |= {"PREFECT_HOME": str(prefect_home), "PYTHONPATH": str(ROOT), KEY_ENV: "sk-x"}
+        run = subprocess.Popen(
+            [sys.executable, "-m", "dbpa.cli", "run", str(config), "--db", str(tmp_path / "a.db")],
+            env=env,
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        server = None
+        try:
+            server = _temporary_server(run, time.monotonic() + 120)
+            run.kill()
+            run.wait()
+            deadline = time.monotonic() + 10
+            while alive(server) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert not alive(server), "the temporary server outlived its killed run by 10 s"
+        finally:
+            run.kill()
+            if server is not None and alive(server):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(server, signal.SIGKILL)
+
+
+def test_a_server_whose_parent_ended_before_it_asked_for_the_signal_does_not_start():
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], **TEXT)
+    orphan = subprocess.run(_uvicorn_ending_with(int(ended.stdout), "--version"), **TEXT)
+    assert (orphan.returncode, orphan.stdout, orphan.stderr) == (0, "", "")
+    # The same command under the parent it names does start (here: uvicorn's version).
+    child = subprocess.run(_uvicorn_ending_with(os.getpid(), "--version"), **TEXT)
+    assert "uvicorn" in child.stdout, child.stderr

@@ -19,35 +19,9 @@ import yaml
 from tests.pipeline.conftest import KEY_ENV, RULES, make_config
 from tests.support.cli_process import ROOT, run_dbpa
 from tests.support.scripted_server import ScriptedServer
-from tests.support.signals import interruptible
+from tests.support.signals import alive, descendants, interruptible
 
 CHAT = "/v1/chat/completions"
-
-
-def _descendants(pid: int) -> set[int]:
-    """Every live descendant of ``pid``, read from /proc."""
-    found: set[int] = set()
-    pending = [pid]
-    while pending:
-        current = pending.pop()
-        for task in Path(f"/proc/{current}/task").glob("*"):
-            try:
-                children = (task / "children").read_text().split()
-            except OSError:
-                continue
-            for child in map(int, children):
-                if child not in found:
-                    found.add(child)
-                    pending.append(child)
-    return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
 
 
 def test_sigterm_while_sampling_exits_143_and_stops_prefects_server(tmp_path, prefect_home):
@@ -71,7 +45,7 @@ def test_sigterm_while_sampling_exits_143_and_stops_prefects_server(tmp_path, pr
             while provider.counts.by_endpoint[CHAT] < 1:
                 assert time.monotonic() < deadline, "no model request within 120 s"
                 time.sleep(0.05)
-            children = _descendants(process.pid)
+            children = descendants(process.pid)
             process.send_signal(signal.SIGTERM)
             code = process.wait(timeout=60)
             assert code == 128 + signal.SIGTERM, stderr.read_text()[-3000:]
@@ -79,7 +53,7 @@ def test_sigterm_while_sampling_exits_143_and_stops_prefects_server(tmp_path, pr
             process.kill()
         time.sleep(0.5)
         assert children, "Prefect's temporary server runs as a child"
-        assert not [pid for pid in children if _alive(pid)]
+        assert not [pid for pid in children if alive(pid)]
         asked_before = provider.counts.by_endpoint[CHAT]
 
         again = run_dbpa(
