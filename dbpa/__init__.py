@@ -7,12 +7,14 @@ The statistics are importable without the heavy stack::
     result.p_value, result.statistic, result.effect
 
 They are loaded on first use (PEP 562), so ``import dbpa`` (as every subpackage and the
-``dbpa`` command do) costs nothing.
+``dbpa`` command do) costs nothing; so are the subpackages, ``dbpa.stats.effect_interval``
+after a bare ``import dbpa`` included.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -49,12 +51,16 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """The public statistics, imported from ``dbpa.stats`` when first asked for."""
+    """The public statistics, imported from ``dbpa.stats`` when first asked for, and the
+    public subpackages and modules (``dbpa.stats``, ``dbpa.config``, ...) likewise."""
     if name in __all__:
         value = getattr(importlib.import_module("dbpa.stats"), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'dbpa' has no attribute {name!r}")
+    elif not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}"):
+        value = importlib.import_module(f"{__name__}.{name}")
+    else:
+        raise AttributeError(f"module 'dbpa' has no attribute {name!r}")
+    globals()[name] = value
+    return value
 
 
 def __dir__() -> list[str]:

@@ -1,0 +1,42 @@
+"""``import dbpa``: cheap, and every name the README writes after it resolves."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def _fresh(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+
+
+def test_every_dbpa_stats_name_of_the_readme_resolves_after_a_bare_import():
+    names = sorted(set(re.findall(r"\bdbpa\.stats\.([A-Za-z_]\w*)", README.read_text())))
+    assert len(names) > 10
+    done = _fresh(f"import dbpa\nfor n in {names!r}:\n    getattr(dbpa.stats, n)\nprint('ok')")
+    assert done.stdout.strip() == "ok", done.stderr
+
+
+def test_a_bare_import_loads_no_subpackage_until_one_is_used():
+    done = _fresh(
+        "import sys, dbpa\n"
+        "print('dbpa.stats' in sys.modules, 'dbpa.config' in sys.modules)\n"
+        "dbpa.config.AuditConfig\n"
+        "print('dbpa.config' in sys.modules)"
+    )
+    assert done.stdout.split() == ["False", "False", "True"], done.stderr
+
+
+def test_an_unknown_name_is_an_attribute_error():
+    import dbpa
+
+    with pytest.raises(AttributeError, match="module 'dbpa' has no attribute 'nope'"):
+        dbpa.nope  # noqa: B018
+    with pytest.raises(AttributeError):
+        dbpa._private  # noqa: B018
