@@ -18,6 +18,11 @@ DEFAULTS = {
     # The CLI shows its own progress; transformers' "Loading weights" bar would cut into it.
     "HF_HUB_DISABLE_PROGRESS_BARS": "1",
     "TOKENIZERS_PARALLELISM": "false",
+    # The statistics multiply small matrices thousands of times; on two busy cores OpenBLAS's
+    # threads wait on each other and a test took 5-10x longer than on one thread
+    # (`python -m benchmarks threads`). Read when numpy loads OpenBLAS, so it holds for every
+    # thread of the process (torch, the embedder, keeps its own threads).
+    "OPENBLAS_NUM_THREADS": "1",
 }
 
 

@@ -72,6 +72,7 @@ from ._boundary import (
 )
 from ._permutation import _random_splits
 from ._similarity import cosine_distance, l1_distance, l2_distance, pool_arms
+from ._threads import blas_for
 from ._validation import RngLike, as_positive_int, as_probability, as_rng, choose
 
 Matrix = NDArray[np.float64]
@@ -289,7 +290,19 @@ def effect_interval(
         Seed or ``numpy.random.Generator``.
     """
     z, k_a, distance, level, n_boot = _effect_interval_iv(a, b, omega, confidence, n_bootstrap)
-    gen = as_rng(rng)
+    with blas_for(z.shape[0]):
+        return _effect_interval(z, k_a, distance, omega, level, n_boot, as_rng(rng))
+
+
+def _effect_interval(
+    z: Matrix,
+    k_a: int,
+    distance: Callable[[Matrix], Matrix],
+    omega: str,
+    level: float,
+    n_boot: int,
+    gen: np.random.Generator,
+) -> EffectInterval:
     distances = distance(z)
     estimate = energy_u_statistic(distances, k_a)
     replicates, boundary = _bootstrap(distances, k_a, n_boot, gen)

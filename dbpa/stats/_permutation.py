@@ -30,6 +30,7 @@ from ._combined import (
 )
 from ._omega import OMEGAS, Kernel, Omega
 from ._similarity import SIMILARITIES, pool_arms, pooled_similarity
+from ._threads import blas_for
 from ._validation import RngLike, as_pooled_matrix, as_positive_int, as_rng, choose
 
 MEMORY_BUDGET_BYTES = 4 * 2**20
@@ -135,12 +136,13 @@ def permutation_test(
     spec, options = _omega_iv(omega, omega_options)
     n_perm = as_positive_int(n_permutations, "n_permutations")
     gen = as_rng(rng)
-    if spec.components:
-        return _run_combined(a, b, spec, similarity, n_perm, gen)
-    matrix = _single_matrix(a, b, spec, similarity)
-    used_similarity = similarity if spec.from_embeddings is None else None
-    k_a = len(np.asarray(a))
-    return _run(matrix, k_a, spec, options, n_perm, gen, used_similarity)
+    with blas_for(len(np.asarray(a)) + len(np.asarray(b))):
+        if spec.components:
+            return _run_combined(a, b, spec, similarity, n_perm, gen)
+        matrix = _single_matrix(a, b, spec, similarity)
+        used_similarity = similarity if spec.from_embeddings is None else None
+        k_a = len(np.asarray(a))
+        return _run(matrix, k_a, spec, options, n_perm, gen, used_similarity)
 
 
 def _single_matrix(a: ArrayLike, b: ArrayLike, spec: Omega, similarity: str) -> NDArray[np.float64]:
@@ -201,7 +203,8 @@ def permutation_test_matrix(
     arr, k = as_pooled_matrix(matrix, k_a)
     n_perm = as_positive_int(n_permutations, "n_permutations")
     gen = as_rng(rng)
-    return _run(arr, k, spec, options, n_perm, gen, None)
+    with blas_for(arr.shape[0]):
+        return _run(arr, k, spec, options, n_perm, gen, None)
 
 
 @dataclass(frozen=True)
@@ -245,6 +248,19 @@ def split_statistics(
         )
     if masks.shape[0] == 0 or (np.count_nonzero(masks, axis=1) != k_a).any():
         raise ValueError(f"splits: every mask must put k_a = {k_a} rows in the first group")
+    with blas_for(n):
+        return _split_statistics(a, b, masks, spec, options, similarity)
+
+
+def _split_statistics(
+    a: ArrayLike,
+    b: ArrayLike,
+    masks: NDArray[np.bool_],
+    spec: Omega,
+    options: dict[str, Any],
+    similarity: str,
+) -> SplitStatistics:
+    k_a = len(np.asarray(a))
     if not spec.components:
         kernel = spec.build(_single_matrix(a, b, spec, similarity), k_a, options)
         values = _in_chunks(kernel, masks, kernel.bytes_per_split)
