@@ -49,8 +49,10 @@ class Sampling:
         counter: Counter,
         task_runs: int,
         threads: int,
+        progress_key: str,
     ) -> None:
         self._plan, self._store, self._db, self._run_id = plan, store, db, run_id
+        self._progress_key = progress_key
         self._todo, self._counter = todo, counter
         self._task_runs, self._threads = task_runs, threads
         self._labels = arm_labels(plan)
@@ -78,7 +80,7 @@ class Sampling:
                         a.arm_id for a in batch
                     }
             progress = ProgressArtifact(
-                "sampling-progress", f"Outputs sampled for run {self._run_id}", self._counter
+                self._progress_key, f"sampled for run {self._run_id}", self._counter
             )
             background.callback(progress.stop)
             for future in as_completed(list(arms_of)):
@@ -177,11 +179,12 @@ def sample_phase(
     run_id: str,
     task_runs: int,
     threads: int,
+    progress_key: str,
     counter: Counter | None = None,
 ) -> Sampling:
     """The sampling still to do: every arm short of k outputs (counted from what is stored).
     Outputs count on ``counter`` when given (a sequential audit's, across its looks), else on
-    a counter of this phase."""
+    a counter of this phase; the progress artifact ``progress_key`` shows it."""
     logger = get_run_logger()
     have = _stored_counts(plan, store)
     todo = [a for a in plan.arms if have[a.arm_id] < plan.k]
@@ -193,7 +196,7 @@ def sample_phase(
         logger.info("sampling %d outputs for %d arms (k=%d)", missing, len(todo), plan.k)
     else:
         logger.info("sampling: all %d outputs already stored (k=%d)", total, plan.k)
-    return Sampling(plan, store, db, run_id, todo, counter, task_runs, threads)
+    return Sampling(plan, store, db, run_id, todo, counter, task_runs, threads, progress_key)
 
 
 def _stored_counts(plan: AuditPlan, store: storage.Store) -> dict[str, int]:

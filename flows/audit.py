@@ -34,6 +34,7 @@ from flows import _record as record
 from flows._analysis import ArmAnalysis, correct_families
 from flows._sampling import sample_phase, sampled_meanwhile
 from flows._sequential import SequentialOutcome, run_looks
+from tasks._artifacts import artifact_key
 from tasks.generate import generate_paraphrases
 from tasks.report import write_reports
 
@@ -91,13 +92,16 @@ def _run_id(config: AuditConfig) -> str:
 
 
 @flow(name="dbpa-audit", flow_run_name=_flow_run_name, log_prints=True)
-def audit(config: AuditConfig, db: str = "dbpa.duckdb", out: str | None = None) -> AuditOutcome:
+def audit(
+    config: AuditConfig, db: str = "dbpa.duckdb", out: str | None = None, publish: bool = True
+) -> AuditOutcome:
     """Run (or resume) an audit and record everything in the DuckDB file ``db``.
 
     (generate ->) plan -> sample -> embed -> test -> correct -> report. Paraphrases a model
     writes are generated (or read from the record) first, since the family depends on them.
     The arms of each sampling task run are embedded and tested as soon as it ends, while
-    other arms still sample; the rest once sampling is over.
+    other arms still sample; the rest once sampling is over. With ``publish`` the outcome
+    is shown in the Prefect UI (a scheduled tick publishes it itself, after drift).
     """
     logger = get_run_logger()
     plan = None if config.ungenerated else plan_audit(config)
@@ -140,7 +144,7 @@ def audit(config: AuditConfig, db: str = "dbpa.duckdb", out: str | None = None) 
             message = _failure_message(plan, failures) if failures else None
             store.finish_run(run_id, status, message)
             with _timed("reporting"):
-                reports = write_reports(db, run_id, out)
+                reports = write_reports(db, run_id, out, publish)
         except BaseException as exc:
             store.finish_run(run_id, "failed", f"{type(exc).__name__}: {exc}")
             raise
@@ -176,7 +180,14 @@ def _sample_and_test(
     )
     with _timed(f"sampling (k={plan.k})"):
         sampling = sample_phase(
-            plan, store, db, run_id, SAMPLE_TASK_RUNS, SAMPLING_THREADS, counter
+            plan,
+            store,
+            db,
+            run_id,
+            SAMPLE_TASK_RUNS,
+            SAMPLING_THREADS,
+            artifact_key(config.name, "progress"),
+            counter,
         )
         for arm_ids in sampling.completed_arms(background):  # as each task run ends
             with sampling.holding_errors():  # raised by finish(), once all have ended

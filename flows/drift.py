@@ -14,8 +14,8 @@ from prefect.artifacts import create_table_artifact
 
 import storage
 from dbpa.drift import Comparison, DriftResult, decide, load_vectors, plan_drift, read_epochs
+from tasks._artifacts import artifact_key, outcome_digest, publish_once
 from tasks.permutation import TestJob, run_tests
-from tasks.report import artifact_key
 
 
 @dataclass(frozen=True)
@@ -72,11 +72,13 @@ def drift(
                 )
             )
             table += [_table_row(comparison, r) for r in results]
-    create_table_artifact(
-        table=table,
-        key=artifact_key(audit, "drift"),
-        description=f"Drift of {audit} at epoch {comparisons[0].epoch} against "
+    publish_once(
+        create_table_artifact,
+        artifact_key(audit, "drift"),
+        f"Drift of {audit} at epoch {comparisons[0].epoch} against "
         + ", ".join(f"the {c.against} epoch {c.reference_epoch}" for c in comparisons),
+        outcome_digest([(c.against, c.epoch, c.reference_epoch) for c in comparisons], table),
+        table=table,
     )
     return summaries
 

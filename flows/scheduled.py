@@ -19,7 +19,7 @@ from prefect.runtime import flow_run
 
 import storage
 from dbpa.config import load_config
-from flows.audit import AuditOutcome, audit_with_runner, flow_run_tags
+from flows.audit import AuditOutcome, audit, audit_with_runner, flow_run_tags
 from flows.drift import drift
 from tasks.report import write_reports
 
@@ -61,14 +61,16 @@ def scheduled_audit(
     logger = get_run_logger()
     config = load_config(config_path, {"epoch": tick_epoch(), **(overrides or {})})
     logger.info("%s: tick %s (%s)", config.name, config.epoch, Path(config_path).resolve())
-    with tags(*flow_run_tags(config)):
-        outcome = audit_with_runner(runner)(config=config, db=db, out=out)
-        drift(audit=config.name, db=db, epoch=config.epoch)
-        with storage.Store(db) as store:
-            storage.register(store)
-            try:
-                # Now with the drift section; the audit's artifacts already point to them.
-                reports = write_reports(db, outcome.run_id, out, publish=False)
-            finally:
-                storage.unregister(store)
+    if runner == "threads":  # inline: its task runs and artifacts are the tick's own
+        outcome = audit.fn(config=config, db=db, out=out, publish=False)
+    else:  # the cluster is a subflow's task runner
+        with tags(*flow_run_tags(config)):
+            outcome = audit_with_runner(runner)(config=config, db=db, out=out, publish=False)
+    drift.fn(audit=config.name, db=db, epoch=config.epoch)
+    with storage.Store(db) as store:
+        storage.register(store)
+        try:  # with the drift section, published on the tick's run
+            reports = write_reports(db, outcome.run_id, out)
+        finally:
+            storage.unregister(store)
     return dataclasses.replace(outcome, reports=reports)

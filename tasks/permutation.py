@@ -30,8 +30,13 @@ def _describe(parameters: dict[str, Any]) -> Any:
     """Each test's id with the digests of the vectors it reads, the embedder and every
     analysis setting: the id alone does not pin the outputs it was computed from."""
     jobs = [
-        [job.test_id, job.original_arm, job.perturbed_arm]
-        + [array_digest(job.original), array_digest(job.perturbed)]
+        [
+            job.test_id,
+            job.original_arm,
+            job.perturbed_arm,
+            array_digest(job.original),
+            array_digest(job.perturbed),
+        ]
         for job in parameters["jobs"]
     ]
     return [jobs, parameters["embedder"], parameters["analysis"].model_dump(mode="json")]

@@ -18,11 +18,13 @@ def view(
     ] = 0,
 ) -> None:
     """Serve the record's runs and their reports on 127.0.0.1 until Ctrl-C or SIGTERM (pages
-    are rendered from the record when asked, also while an audit runs)."""
+    are rendered from the record when asked, also while an audit runs). A record not written
+    yet is served as one with no run, so the viewer can start with a worker before its
+    first audit."""
     from dbpa.report import RecordViewer
 
-    if not db.exists():
-        raise fail(ExitCode.BAD_INPUT, f"--db: {db} does not exist")
+    if not db.parent.resolve().is_dir():
+        raise fail(ExitCode.BAD_INPUT, f"--db: the folder of {db} does not exist")
     try:
         viewer = RecordViewer(db, lambda: open_record(db), port)
     except OSError as exc:
@@ -31,6 +33,8 @@ def view(
     try:  # SIGTERM: exit 143 (as `dbpa run`), the address file removed as by Ctrl-C
         with stopped_by_signals(), viewer.running():
             message = f"Serving the runs of {db} at {viewer.url}/ (Ctrl-C to stop)"
+            if not db.exists():
+                message += f"; {db} holds no run yet"
             out.print(message, highlight=False)
             threading.Event().wait()
     except KeyboardInterrupt:

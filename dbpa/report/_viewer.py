@@ -142,7 +142,7 @@ def _handler(open_reader: OpenReader) -> type[BaseHTTPRequestHandler]:
             try:
                 with open_reader() as store:
                     data = gather(store, run_id)
-            except LookupError:
+            except (LookupError, FileNotFoundError):
                 body = f"<p>Run {html.escape(run_id)} is not in this record.</p>"
                 self._send(HTTPStatus.NOT_FOUND, _page("Unknown run", body))
                 return
@@ -177,8 +177,11 @@ def _split_format(name: str) -> tuple[str, str]:
 
 def _index(open_reader: OpenReader) -> str:
     """The runs of the record, newest first, each linking to its reports."""
-    with open_reader() as store:
-        runs = store.runs()
+    try:
+        with open_reader() as store:
+            runs = store.runs()
+    except FileNotFoundError:  # no audit has written the record yet
+        return _page("dbpa: runs of the record", "<p>No run is recorded yet.</p>")
     rows = []
     for r in runs.itertuples():
         run_id = html.escape(str(r.run_id))

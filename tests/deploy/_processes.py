@@ -166,6 +166,15 @@ class Api:
         body = {"artifacts": {"key": {"any_": [key]}}, "sort": "CREATED_DESC"}
         return list(self._post("artifacts/filter", body))
 
+    def artifacts_of(self, flow_run_id: str) -> list[dict[str, Any]]:
+        """Every artifact of one flow run, oldest first."""
+        body = {"artifacts": {"flow_run_id": {"any_": [flow_run_id]}}, "sort": "CREATED_DESC"}
+        return list(reversed(self._post("artifacts/filter", body)))
+
+    def task_runs(self, flow_run_id: str) -> list[dict[str, Any]]:
+        """The task runs of one flow run."""
+        return list(self._post("task_runs/filter", {"flow_runs": {"id": {"any_": [flow_run_id]}}}))
+
     def automations(self) -> dict[str, dict[str, Any]]:
         """Every automation on the server, by name."""
         return {a["name"]: a for a in self._post("automations/filter", {})}

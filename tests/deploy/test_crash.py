@@ -60,7 +60,7 @@ def test_a_killed_run_is_marked_crashed_when_its_heartbeats_stop(deployed, shipp
             )
             wait_for(lambda: provider.counts.requests or None, 60, "the first model request")
             assert deployed.api.flow_run(run_id)["state"]["type"] == "RUNNING"
-            assert [s["state"]["type"] for s in subflows_of(deployed, run_id)] == ["RUNNING"]
+            assert subflows_of(deployed, run_id) == []  # the audit runs inline in the tick
             processes = [psutil.Process(worker.process.pid)]
             processes += processes[0].children(recursive=True)
             for p in processes:  # the worker and the flow run's process: nobody left to report
@@ -76,12 +76,6 @@ def test_a_killed_run_is_marked_crashed_when_its_heartbeats_stop(deployed, shipp
     assert run["state"]["message"] == shipped["actions"][0]["message"]
     elapsed = time.monotonic() - killed
     assert elapsed < WITHIN + 30, elapsed  # the last heartbeat + WITHIN + evaluation (5 s)
-    # The audit subflow has its own heartbeats (and silence clock): it follows within seconds.
-    wait_for(
-        lambda: [s["state"]["type"] for s in subflows_of(deployed, run_id)] == ["CRASHED"] or None,
-        30,
-        "the audit subflow to be marked Crashed",
-    )
 
 
 def subflows_of(deployed, run_id: str) -> list[dict[str, Any]]:

@@ -9,12 +9,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 
 from storage import Store
-from tests.deploy._processes import REPO, Api
-from tests.pipeline.conftest import RULES, make_config
+from tests.deploy._processes import REPO, Api, free_port
+from tests.pipeline.conftest import KEY_ENV, RULES, make_config
 from tests.support.scripted_server import ScriptedServer
 
 SPEC = yaml.safe_load((REPO / "deployments" / "prefect.yaml").read_text())
@@ -42,10 +43,19 @@ def _epoch(run: dict[str, Any]) -> str:
     return datetime.fromisoformat(run["expected_start_time"]).isoformat(timespec="seconds")
 
 
+def _keys(api: Api, flow_run_id: str) -> dict[str, dict[str, Any]]:
+    """The artifacts of one flow run by key (the newest of each)."""
+    return {a["key"]: a for a in api.artifacts_of(flow_run_id)}
+
+
 @pytest.mark.slow
-def test_triggered_ticks_run_on_a_worker_and_publish_reports_and_drift(
-    deployed, worker, tmp_path: Path
+def test_triggered_ticks_run_on_a_worker_and_publish_their_outcome_on_the_tick(
+    deployed, tmp_path: Path
 ):
+    """What a user watching the UI sees, read back through the REST API: every artifact and
+    named task run on the tick's own run, the report link served by the viewer that
+    deployments/worker.sh starts, one progress key per audit with its counts, and one
+    version of each key per outcome."""
     api: Api = deployed.api
     assert api.deployment(PERSONAS)["parameters"] == {
         "config_path": "examples/personas.yaml",
@@ -54,52 +64,95 @@ def test_triggered_ticks_run_on_a_worker_and_publish_reports_and_drift(
     }
     db, out = tmp_path / "audit.duckdb", tmp_path / "reports"
     config = tmp_path / "flu.yaml"
-    with ScriptedServer(rules=RULES, embedding_dimension=24) as provider:
-        config.write_text(yaml.safe_dump(make_config(provider)))
-        params = (f"config_path={config}", f"db={db}", f"out={out}")
-        first = deployed.final(deployed.trigger(PERSONAS, *params, 'overrides={"k": 6}'), worker)
-        assert first["state"]["type"] == "COMPLETED", worker.output()[-4000:]
-        assert provider.counts.by_endpoint["/v1/chat/completions"] == 5 * 6
-        second = deployed.final(deployed.trigger(PERSONAS, *params), worker)
-        assert second["state"]["type"] == "COMPLETED", worker.output()[-4000:]
-        assert provider.counts.by_endpoint["/v1/chat/completions"] == 5 * 6 + 5 * 8
+    port = free_port()
+    worker = deployed.start(
+        "worker-with-viewer",
+        str(REPO / "deployments" / "worker.sh"),
+        "--db",
+        str(db),
+        "--port",
+        str(port),
+        PREFECT_WORKER_QUERY_SECONDS="1",
+        PREFECT_WORKER_PREFETCH_SECONDS="1",
+        **{KEY_ENV: "sk-deploy-test"},
+    )
+    try:
+        with ScriptedServer(rules=RULES, embedding_dimension=24) as provider:
+            config.write_text(yaml.safe_dump(make_config(provider)))
+            params = (f"config_path={config}", f"db={db}", f"out={out}")
+            first = deployed.final(
+                deployed.trigger(PERSONAS, *params, 'overrides={"k": 6}'), worker
+            )
+            assert first["state"]["type"] == "COMPLETED", worker.output()[-4000:]
+            assert provider.counts.by_endpoint["/v1/chat/completions"] == 5 * 6
+            second = deployed.final(deployed.trigger(PERSONAS, *params), worker)
+            assert second["state"]["type"] == "COMPLETED", worker.output()[-4000:]
+            calls = provider.counts.by_endpoint["/v1/chat/completions"]
+            assert calls == 5 * 6 + 5 * 8
+            epoch = json.dumps({"epoch": _epoch(second)})
+            again = deployed.final(
+                deployed.trigger(PERSONAS, *params, f"overrides={epoch}"), worker
+            )
+            assert again["state"]["type"] == "COMPLETED", worker.output()[-4000:]
+            assert provider.counts.by_endpoint["/v1/chat/completions"] == calls
+            link = _keys(api, second["id"])["persona-test-report"]["data"]
+            url = re.search(r"\]\((http://127\.0\.0\.1:\d+/runs/[^)]+)\)", link).group(1)
+            assert url.startswith(f"http://127.0.0.1:{port}/runs/persona-test-")
+            page = httpx.get(url, timeout=30)
+            assert page.status_code == 200
+            assert "persona-comedian" in page.text
+    finally:
+        stopped = worker.stop()
+    assert not stopped.leftovers
 
-    # Named after what they do, tagged per deployment, audit and model.
+    # Named after what they do, tagged per deployment and audit.
     assert first["name"] == f"flu @ {_epoch(first)}"
     assert "audit:personas" in first["tags"]
-    children = api.flow_runs(parent_flow_run_id={"any_": [second["id"]]})
-    assert [c["name"] for c in children] == ["audit persona-test", "drift persona-test"]
-    for child in children:
-        assert {"audit:persona-test", "model:openai/scripted"} <= set(child["tags"])
+    assert api.flow_runs(parent_flow_run_id={"any_": [second["id"]]}) == []  # no subflow
+    names = [t["name"] for t in api.task_runs(first["id"])]  # the second embeds no new text
+    for prefix in ("sample ", "embed ", "test ", "correct ", "report "):
+        assert any(n.startswith(prefix) for n in names), (prefix, names)
 
     # Each manual run is a tick of its own: its epoch is its scheduled start time.
     with Store(db, read_only=True) as store:
         runs = store.runs().sort_values("started_at")
         drift = store.drift("persona-test")
-    assert list(runs.epoch) == [_epoch(first), _epoch(second)]
+    assert list(runs.epoch)[:2] == [_epoch(first), _epoch(second)]
     assert set(drift.against) == {"previous", "baseline"}
     assert set(drift.reference_epoch) == {_epoch(first)}
     assert len(drift) == 2 * 5  # every arm against the one earlier tick, twice
 
-    # The artifacts of the latest tick, read back through the API.
-    table = api.artifacts("persona-test-results")[0]
-    rows = json.loads(table["data"])
-    assert table["type"] == "table"
+    # The outcome is on the tick's own run.
+    keys = _keys(api, second["id"])
+    assert set(keys) == {
+        f"persona-test-{k}" for k in ("progress", "results", "summary", "report", "drift")
+    }
+    progress = keys["persona-test-progress"]
+    assert progress["type"] == "progress"
+    assert float(progress["data"]) == 100.0
+    assert progress["description"].startswith("40 of 40 outputs (100.0%) sampled for run ")
+    rows = json.loads(keys["persona-test-results"]["data"])
     assert {r["perturbation"] for r in rows} >= {"persona-doctor", "persona-comedian"}
-    summary = api.artifacts("persona-test-summary")[0]
-    assert summary["type"] == "markdown"
-    html = Path(re.search(r"- html: `([^`]+)`", summary["data"]).group(1))
+    summary = keys["persona-test-summary"]["data"]
+    assert f"Epoch (tick): `{_epoch(second)}`" in summary
+    assert f"Drift against the previous tick `{_epoch(first)}`" in summary
+    assert url in summary
+    html = Path(re.search(r"- html: `([^`]+)`", summary).group(1))
     assert html.parent == out
     assert 'id="drift"' in html.read_text()
-    drift_table = api.artifacts("persona-test-drift")[0]
-    drift_rows = json.loads(drift_table["data"])
+    drift_rows = json.loads(keys["persona-test-drift"]["data"])
     assert len(drift_rows) == 2 * 5
     assert {r["against"] for r in drift_rows} == {"previous", "baseline"}  # epochs: description
     assert list(drift_rows[0])[:3] == ["arm", "against", "decision"]
-    assert _epoch(first) in drift_table["description"]
-    link = api.artifacts("persona-test-report")[0]  # a link, which Prefect stores as Markdown
-    assert f"]({html.as_uri()})" in link["data"]
-    # One version of each key per tick (the tick's rewrite of its reports publishes none;
-    # the first tick had nothing to compare for drift).
-    for key, versions in {"results": 2, "summary": 2, "report": 2, "drift": 1}.items():
+    assert _epoch(first) in keys["persona-test-drift"]["description"]
+    # One version of each key per tick: the re-run of the second tick added none (its
+    # progress neither: it sampled nothing); the first had no drift to compare.
+    assert api.artifacts_of(again["id"]) == []
+    for key, versions in {
+        "results": 2,
+        "summary": 2,
+        "report": 2,
+        "drift": 1,
+        "progress": 2,
+    }.items():
         assert len(api.artifacts(f"persona-test-{key}")) == versions, key

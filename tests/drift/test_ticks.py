@@ -115,7 +115,7 @@ def test_a_retried_tick_resumes_without_asking_again(tmp_path: Path):
     assert len(requests) == 5 * 8 + len(again) // 2
     assert sum(1 for r in requests if r["messages"] != refused) == 4 * 8
     assert set(runs.epoch) == {EPOCHS[0]}
-    assert sorted(runs.status) == ["completed", "incomplete"]
+    assert list(runs.status) == ["completed"]  # the retry of a tick's flow run is its run
 
 
 def test_drift_is_found_when_the_outputs_change_and_not_otherwise(tmp_path: Path):
@@ -188,7 +188,7 @@ def test_the_sampling_progress_is_on_the_ticks_run(tmp_path: Path):
         run = tick(TICKS[0], config_path=config_path, db=str(tmp_path / "p.duckdb"))
     with get_client(sync_client=True) as client:
         progress = client.read_artifacts(
-            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["sampling-progress"]))
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["persona-test-progress"]))
         )
     mine = [a for a in progress if str(a.flow_run_id) == run["id"]]
     assert len(mine) == 1
@@ -216,3 +216,54 @@ def test_sequential_ticks_stop_early_and_drift_compares_the_first_looks(tmp_path
         assert set(df.stopped_at) <= {6, 12}
     assert len(drift) == 2 * 5  # every arm against the first tick (as previous and baseline)
     assert set(ks.k_a) == set(ks.k_b) == {6}
+
+
+def _on_run(flow_run_id: str, key: str | None = None) -> list:
+    from prefect.client.schemas.filters import (
+        ArtifactFilter,
+        ArtifactFilterFlowRunId,
+        ArtifactFilterKey,
+    )
+
+    with get_client(sync_client=True) as client:
+        return client.read_artifacts(
+            artifact_filter=ArtifactFilter(
+                flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id]),
+                key=ArtifactFilterKey(any_=[key]) if key else None,
+            )
+        )
+
+
+def _task_runs(flow_run_id: str) -> list[str]:
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    with get_client(sync_client=True) as client:
+        runs = client.read_task_runs(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id]))
+        )
+    return [r.name for r in runs]
+
+
+def test_the_outcome_and_the_task_runs_are_on_the_ticks_own_run(tmp_path: Path):
+    """The run a user opens holds the results, the summary (epoch, drift, where the report
+    is), the report's key and the named task runs; a tick run again adds no version."""
+    db = tmp_path / "watch.duckdb"
+    with ScriptedServer(rules=RULES, embedding_dimension=24) as provider:
+        params = {"config_path": _write(tmp_path, make_config(provider)), "db": str(db)}
+        tick(TICKS[0], **params)
+        second = tick(TICKS[1], **params)
+        again = tick(TICKS[2], **params, overrides={"epoch": EPOCHS[1]})
+    keys = {a.key: a for a in _on_run(second["id"])}
+    assert set(keys) == {
+        f"persona-test-{k}" for k in ("progress", "results", "summary", "report", "drift")
+    }
+    summary = keys["persona-test-summary"].data
+    assert f"Epoch (tick): `{EPOCHS[1]}`" in summary
+    assert f"Drift against the previous tick `{EPOCHS[0]}`" in summary
+    assert f"dbpa view --db {db.resolve()}" in summary  # no viewer: how to open it
+    names = _task_runs(second["id"])
+    assert any(n.startswith("sample ") for n in names)
+    assert any(n.startswith("test ") for n in names)
+    assert any(n.startswith("report ") for n in names)
+    # The same tick again, nothing new: no model call and no new version of any key.
+    assert _on_run(again["id"]) == []

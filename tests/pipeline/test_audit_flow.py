@@ -72,21 +72,45 @@ def test_a_rerun_of_a_finished_audit_makes_no_model_call(provider, tmp_path):
     )
 
 
-def test_the_sampling_progress_artifact_ends_at_100_percent(provider, tmp_path, monkeypatch):
-    monkeypatch.setattr(flows._progress, "UPDATE_INTERVAL_S", 3600.0)  # the final update only
-    outcome = audit(config=parse_config(make_config(provider)), db=str(tmp_path / "a.duckdb"))
-    with Store(tmp_path / "a.duckdb", read_only=True) as store:
-        flow_run_id = store.run(outcome.run_id)["flow_run_id"]
+def _progress(db: Path, run_id: str, key: str = "persona-test-progress") -> list:
+    with Store(db, read_only=True) as store:
+        flow_run_id = store.run(run_id)["flow_run_id"]
     with get_client(sync_client=True) as client:
-        artifacts = client.read_artifacts(
+        return client.read_artifacts(
             artifact_filter=ArtifactFilter(
-                key=ArtifactFilterKey(any_=["sampling-progress"]),
+                key=ArtifactFilterKey(any_=[key]),
                 flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id]),
             )
         )
-    assert len(artifacts) == 1
-    assert artifacts[0].type == "progress"
-    assert float(artifacts[0].data) == 100.0
+
+
+def test_the_sampling_progress_artifact_ends_at_100_percent(provider, tmp_path, monkeypatch):
+    """One key per audit; the card's description holds the counts."""
+    monkeypatch.setattr(flows._progress, "UPDATE_INTERVAL_S", 3600.0)  # the final update only
+    outcome = audit(config=parse_config(make_config(provider)), db=str(tmp_path / "a.duckdb"))
+    (artifact,) = _progress(tmp_path / "a.duckdb", outcome.run_id)
+    assert artifact.type == "progress"
+    assert float(artifact.data) == 100.0
+    assert artifact.description.startswith("40 of 40 outputs (100.0%) sampled for run ")
+
+
+def test_a_failed_progress_write_is_tried_again_and_the_final_figure_written(
+    provider, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(flows._progress, "UPDATE_INTERVAL_S", 0.05)
+    real, calls = flows._progress.update_progress_artifact, []
+
+    def flaky(artifact_id, progress, description=None):
+        calls.append(progress)
+        if len(calls) <= 3:  # the first writes fail, as under memory pressure
+            raise RuntimeError("HTTP 503")
+        return real(artifact_id, progress, description)
+
+    monkeypatch.setattr(flows._progress, "update_progress_artifact", flaky)
+    outcome = audit(config=parse_config(make_config(provider)), db=str(tmp_path / "a.duckdb"))
+    (artifact,) = _progress(tmp_path / "a.duckdb", outcome.run_id)
+    assert float(artifact.data) == 100.0
+    assert len(calls) > 3
 
 
 def test_added_perturbations_sample_and_test_only_the_new_ones(provider, tmp_path):

@@ -72,16 +72,17 @@ def test_write_reports_inside_a_flow(prefect_api, tmp_path):
     assert paths["html"] in summary[0].data
 
 
-def _link(key: str) -> str:
+def _versions(key: str) -> list:
     with get_client(sync_client=True) as client:
-        found = client.read_artifacts(
+        return client.read_artifacts(
             artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])),
             sort=ArtifactSort.CREATED_DESC,
         )
-    return found[0].data  # the newest version
 
 
-def test_the_link_artifact_points_to_the_viewer_while_one_serves_the_record(prefect_api, tmp_path):
+def test_the_report_key_links_to_the_viewer_or_says_how_to_open_the_report(prefect_api, tmp_path):
+    """No dead file:// link: without a viewer the key says how to open the report; with one,
+    it links to it; the same outcome published again adds no version of any key."""
     from dbpa.report import RecordViewer
 
     built = build_run(tmp_path / "audit.duckdb", audit="linked", cases=PERSONAS)
@@ -96,8 +97,39 @@ def test_the_link_artifact_points_to_the_viewer_while_one_serves_the_record(pref
                 storage.unregister(store)
 
     paths = report_flow()
-    assert f"]({Path(paths['html']).as_uri()})" in _link("linked-report")
+    (how,) = _versions("linked-report")
+    assert how.type == "markdown"
+    assert "](file:" not in how.data  # no dead link
+    assert f"dbpa view --db {built.db.resolve()}" in how.data
+    assert f"/runs/{built.run_id}" in how.data
+    assert paths["html"] in how.data
     viewer = RecordViewer(built.db, lambda: storage.Store(built.db, read_only=True))
     with viewer.running():
         report_flow()
-        assert f"]({viewer.url}/runs/{built.run_id})" in _link("linked-report")
+        report_flow()
+    link = _versions("linked-report")
+    assert len(link) == 2  # the link once a viewer serves the record, not again
+    assert f"]({viewer.url}/runs/{built.run_id})" in link[0].data
+    for key in ("linked-results", "linked-summary"):
+        assert len(_versions(key)) == 1, key
+
+
+def test_a_changed_outcome_adds_a_version_of_each_key(prefect_api, tmp_path):
+    first = build_run(tmp_path / "a.duckdb", audit="changing", cases=PERSONAS)
+    second = build_run(tmp_path / "b.duckdb", audit="changing", cases=PERSONAS[:2])
+
+    @flow
+    def report_flow(built) -> None:
+        with storage.Store(built.db) as store:
+            storage.register(store)
+            try:
+                write_reports(str(built.db), built.run_id, str(tmp_path / "out"))
+            finally:
+                storage.unregister(store)
+
+    report_flow(first)
+    report_flow(first)
+    report_flow(second)
+    for key in ("changing-results", "changing-summary", "changing-report"):
+        assert len(_versions(key)) == 2, key
+    assert "(results " in _versions("changing-results")[0].description

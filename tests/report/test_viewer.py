@@ -189,12 +189,23 @@ def test_the_bare_names_are_answered_on_port_80_only():
     assert _hosts(8765) == {"127.0.0.1:8765", "localhost:8765"}
 
 
-def test_a_missing_record_is_exit_2(tmp_path):
+def test_a_record_in_a_missing_folder_is_exit_2(tmp_path):
     done = subprocess.run(
-        [sys.executable, "-m", "dbpa.cli", "view", "--db", str(tmp_path / "none.duckdb")],
+        [sys.executable, "-m", "dbpa.cli", "view", "--db", str(tmp_path / "no" / "x.duckdb")],
         env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "300"},
         capture_output=True,
         text=True,
     )
     assert done.returncode == 2
-    assert "none.duckdb does not exist" in " ".join(done.stderr.split())
+    assert "the folder of" in done.stderr
+    assert "does not exist" in done.stderr
+
+
+def test_a_record_not_written_yet_is_served_as_one_without_runs(tmp_path):
+    """Started with a worker before the first audit: no run yet, then the run once written."""
+    db = tmp_path / "later.duckdb"
+    with _dbpa_view(db, tmp_path) as (_, url):
+        status, _, page = _get(f"{url}/")
+        assert (status, "No run is recorded yet." in page) == (200, True)
+        assert _get(f"{url}/runs/anything")[0] == 404
+        assert viewer_url(db) == url  # the report task links to it from the first run on

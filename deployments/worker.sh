@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# A process worker of the pool with `dbpa view` beside it, so that each run's report link in
+# the Prefect UI opens in a browser (a browser does not open file:// links from a web page).
+#
+#   deployments/worker.sh [--pool dbpa] [--db dbpa.duckdb] [--port 8765]
+#
+# Run it from anywhere with PREFECT_API_URL set; paths are relative to the repository root,
+# as the deployments' are. Ctrl-C stops both (an idle worker needs a second Ctrl-C).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+pool=dbpa db=dbpa.duckdb port=8765
+while [[ $# -gt 0 ]]; do
+    case $1 in
+        --pool) pool=$2; shift 2 ;;
+        --db) db=$2; shift 2 ;;
+        --port) port=$2; shift 2 ;;
+        *) echo "usage: $0 [--pool NAME] [--db RECORD] [--port PORT]" >&2; exit 2 ;;
+    esac
+done
+.venv/bin/dbpa view --db "$db" --port "$port" &
+viewer=$!
+trap 'kill -TERM "$viewer" 2>/dev/null || true; wait "$viewer" 2>/dev/null || true' EXIT
+.venv/bin/prefect worker start --pool "$pool"
