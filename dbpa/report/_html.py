@@ -175,7 +175,7 @@ def render_html(data: ReportData) -> str:
         matrix=perturbation_matrix(data.families),
         rows={(r.family, r.perturbation_id): r for r in rows},
         controls_changed=[r for f in data.families for r in f.controls_changed],
-        untested=[r for r in rows if not r.tested],
+        untested=[r for r in rows if r.decision == "not tested"],
         named=MAX_NAMED,
         shown_arms=_shown_arms(data),
         provenance_rows=[r for f in data.families for r in f.top] if data.summarised else rows,
