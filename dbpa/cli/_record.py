@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 import typer
 from rich import box
 from rich.table import Table
+from rich.text import Text
 
 from ._common import (
     DEFAULT_DB,
@@ -409,9 +410,8 @@ def runs(db: DbOption = DEFAULT_DB) -> None:
     with open_record(db) as store:
         df = store.runs()
         writing = store.writer_pid is not None
-    table = Table("run", "audit", "status", "epoch", "started", "message")
-    for r in df.itertuples():
-        table.add_row(
+    rows = [
+        _RunLine(
             r.run_id,
             r.audit,
             r.status,
@@ -419,7 +419,55 @@ def runs(db: DbOption = DEFAULT_DB) -> None:
             f"{r.started_at:%Y-%m-%d %H:%M:%S}",
             _progress(r, writing) if r.status == "running" else cell(r.message),
         )
-    out.print(table)
+        for r in df.itertuples()
+    ]
+    table = _runs_table(rows)
+    if table is not None:
+        out.print(table)
+        return
+    for r in rows:  # one line per id, never cut: a terminal wraps it without breaking it
+        out.print(r.run_id, highlight=False, markup=False, soft_wrap=True)
+        details = f"{r.status} · audit {r.audit} · epoch {r.epoch} · started {r.started}"
+        out.print(f"    {details}", highlight=False, markup=False, soft_wrap=True)
+        if r.message:
+            out.print(f"    {r.message}", highlight=False, markup=False, soft_wrap=True)
+
+
+class _RunLine(NamedTuple):
+    """What ``runs`` shows of one run."""
+
+    run_id: str
+    audit: str
+    status: str
+    epoch: str
+    started: str
+    message: str
+
+
+_RUN_COLUMNS = {"run": True, "audit": False, "status": True, "epoch": True}
+_RUN_COLUMNS |= {"started": False, "message": False}
+"""The columns of ``runs`` and whether each is kept on one line (else wrapped at spaces)."""
+
+
+def _runs_table(rows: list[_RunLine]) -> Table | None:
+    """The runs as a table with each column at least as wide as its longest id (or word,
+    where it wraps), or None when that is wider than the terminal. The audit column is
+    left out when every id starts with its audit's name (as every id the flow makes does)."""
+    named = all(r.run_id.startswith(f"{r.audit}-") for r in rows)
+    columns = {name: keep for name, keep in _RUN_COLUMNS.items() if not (named and name == "audit")}
+    needed = len(columns) - 1  # one space between columns
+    for name, keep in columns.items():
+        cells = [name, *(getattr(r, "run_id" if name == "run" else name) for r in rows)]
+        needed += max(len(c) if keep else max(map(len, c.split() or [""])) for c in cells)
+    if needed > out.width:
+        return None
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1, 0, 0))
+    for name, keep in columns.items():
+        table.add_column(name, no_wrap=keep, overflow="fold")
+    for r in rows:
+        audit = [] if named else [Text(r.audit)]
+        table.add_row(Text(r.run_id), *audit, r.status, Text(r.epoch), r.started, Text(r.message))
+    return table
 
 
 def _progress(run: Any, writing: bool) -> str:
