@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 import typer
 from rich import box
 from rich.table import Table
-from rich.text import Text
 
 from ._common import (
     DEFAULT_DB,
@@ -24,6 +23,8 @@ from ._common import (
     fail,
     open_record,
     out,
+    print_columns,
+    whole_table,
 )
 from ._validate import SUMMARY_OVER
 
@@ -385,24 +386,14 @@ def _print_results_summary(row: dict[str, Any], df: pd.DataFrame, rows: list[lis
 
 
 def _print_result_columns(row: dict[str, Any], df: pd.DataFrame, rows: list[list[str]]) -> None:
-    """Every result on one line, in aligned columns (a table of thousands of rows takes the
-    terminal library seconds to lay out)."""
+    """Every result on one line, in aligned columns."""
     several = df.family.nunique() > 1
     header = [*(["model"] if several else []), "perturbation", "label"]
     header += ["omega", "distance [90% CI]" if has_margin(df) else "effect", "p", "adj. p"]
-    numeric = range(len(header) - 4, len(header))
+    numeric = set(range(len(header) - 4, len(header)))
     header += [*(["stopped"] if is_sequential(df, row) else []), "decision"]
-    lines = [header, *rows]
-    widths = [max(len(cells[c]) for cells in lines) for c in range(len(header))]
-    text = "\n".join(
-        "  ".join(
-            cells[c].rjust(widths[c]) if c in numeric else cells[c].ljust(widths[c])
-            for c in range(len(header))
-        ).rstrip()
-        for cells in lines
-    )
     out.print(f"run {row['run_id']} ({row['status']})", highlight=False, markup=False)
-    out.print(text, markup=False, highlight=False, soft_wrap=True)
+    print_columns(header, rows, numeric)
 
 
 def runs(db: DbOption = DEFAULT_DB) -> None:
@@ -444,30 +435,20 @@ class _RunLine(NamedTuple):
     message: str
 
 
-_RUN_COLUMNS = {"run": True, "audit": False, "status": True, "epoch": True}
-_RUN_COLUMNS |= {"started": False, "message": False}
-"""The columns of ``runs`` and whether each is kept on one line (else wrapped at spaces)."""
-
-
 def _runs_table(rows: list[_RunLine]) -> Table | None:
-    """The runs as a table with each column at least as wide as its longest id (or word,
-    where it wraps), or None when that is wider than the terminal. The audit column is
-    left out when every id starts with its audit's name (as every id the flow makes does)."""
+    """The runs as a table, ids whole (see ``whole_table``); the audit column left out when
+    every id starts with its audit's name (as every id the flow makes does)."""
     named = all(r.run_id.startswith(f"{r.audit}-") for r in rows)
-    columns = {name: keep for name, keep in _RUN_COLUMNS.items() if not (named and name == "audit")}
-    needed = len(columns) - 1  # one space between columns
-    for name, keep in columns.items():
-        cells = [name, *(getattr(r, "run_id" if name == "run" else name) for r in rows)]
-        needed += max(len(c) if keep else max(map(len, c.split() or [""])) for c in cells)
-    if needed > out.width:
-        return None
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1, 0, 0))
-    for name, keep in columns.items():
-        table.add_column(name, no_wrap=keep, overflow="fold")
-    for r in rows:
-        audit = [] if named else [Text(r.audit)]
-        table.add_row(Text(r.run_id), *audit, r.status, Text(r.epoch), r.started, Text(r.message))
-    return table
+    columns = [("run", True, "left"), *([] if named else [("audit", False, "left")])]
+    columns += [("status", True, "left"), ("epoch", True, "left"), ("started", False, "left")]
+    columns += [("message", False, "left")]
+    return whole_table(
+        columns,
+        [
+            [r.run_id, *([] if named else [r.audit]), r.status, r.epoch, r.started, r.message]
+            for r in rows
+        ],
+    )
 
 
 def _progress(run: Any, writing: bool) -> str:

@@ -21,8 +21,9 @@ import pandas as pd
 from dbpa.stats import EffectDifference, effect_difference
 
 from ._data import EffectBounds
+from ._differences import ConfigDifference, config_differences
 from ._gather import effect_bounds
-from ._values import as_float, as_iso, as_str
+from ._values import as_float, as_iso, as_json, as_str
 
 __all__ = [
     "CompareReader",
@@ -103,6 +104,8 @@ class Comparison:
     only_a: tuple[tuple[str, str], ...]
     """(model, perturbation) of run a that run b has not."""
     only_b: tuple[tuple[str, str], ...]
+    differences: tuple[ConfigDifference, ...] = ()
+    """The settings in which the runs' stored configs differ (the models, k, the seed...)."""
 
     @property
     def flipped(self) -> tuple[ComparedRow, ...]:
@@ -142,6 +145,7 @@ def compare_runs(reader: CompareReader, run_a: str, run_b: str) -> Comparison:
         rows=tuple(_row(a, b, replicates) for a, b in matched),
         only_a=tuple(key for key in keyed_a if key not in seen_a),
         only_b=tuple(key for key in keyed_b if key not in seen_b),
+        differences=config_differences(as_json(row_a["config"]), as_json(row_b["config"])),
     )
 
 
@@ -269,4 +273,5 @@ def comparison_dict(c: Comparison) -> dict[str, Any]:
         "flipped": [r.perturbation_id for r in c.flipped],
         "only_in_a": [{"model": m, "perturbation_id": p} for m, p in c.only_a],
         "only_in_b": [{"model": m, "perturbation_id": p} for m, p in c.only_b],
+        "differences": [{"setting": d.setting, "a": d.a, "b": d.b} for d in c.differences],
     }
