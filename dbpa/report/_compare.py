@@ -142,7 +142,10 @@ def compare_runs(reader: CompareReader, run_a: str, run_b: str) -> Comparison:
         run_a=_run(row_a, df_a),
         run_b=_run(row_b, df_b),
         pairing=pairing,
-        rows=tuple(_row(a, b, replicates) for a, b in matched),
+        rows=tuple(
+            _row(a, b, replicates, (row_a["status"] == "running", row_b["status"] == "running"))
+            for a, b in matched
+        ),
         only_a=tuple(key for key in keyed_a if key not in seen_a),
         only_b=tuple(key for key in keyed_b if key not in seen_b),
         differences=config_differences(as_json(row_a["config"]), as_json(row_b["config"])),
@@ -186,16 +189,21 @@ def _run(row: Mapping[str, Any], df: pd.DataFrame) -> ComparedRun:
     )
 
 
-def _decision(r: Any) -> str:
+def _decision(r: Any, running: bool) -> str:
+    """As ``dbpa results`` says it: a perturbation a running run has not tested yet (no arm
+    of it failed) is pending, as is a tested one not corrected yet."""
     if not bool(r.tested):
-        return "not tested"
+        failed = bool(getattr(r, "arm_failed", False))
+        return "pending" if running and not failed else "not tested"
     if as_float(r.adjusted_p) is None:
         return "pending"
     stored = as_str(getattr(r, "decision", None))
     return stored or ("changed" if bool(r.reject) else "no change")
 
 
-def _row(a: Any, b: Any, replicates: Mapping[str, np.ndarray]) -> ComparedRow:
+def _row(
+    a: Any, b: Any, replicates: Mapping[str, np.ndarray], running: tuple[bool, bool]
+) -> ComparedRow:
     effect_a, effect_b = (effect_bounds(r) if bool(r.tested) else None for r in (a, b))
     difference = None
     if effect_a is not None and effect_b is not None:
@@ -217,8 +225,8 @@ def _row(a: Any, b: Any, replicates: Mapping[str, np.ndarray]) -> ComparedRow:
         effect_a=effect_a,
         effect_b=effect_b,
         difference=difference,
-        decision_a=_decision(a),
-        decision_b=_decision(b),
+        decision_a=_decision(a, running[0]),
+        decision_b=_decision(b, running[1]),
         p_a=as_float(a.p_value),
         p_b=as_float(b.p_value),
     )

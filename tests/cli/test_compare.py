@@ -51,7 +51,8 @@ def test_a_flipped_decision_is_shown_with_the_difference_of_the_effects(two_epoc
     assert result.exit_code == 0, result.output
     shown = text(result)
     assert "4 perturbation(s) in both runs" in shown
-    assert "settings that differ (a -> b): epoch: 0 -> 1" in shown  # the one change made
+    assert "settings that differ (a -> b):" in shown
+    assert "epoch: 0 -> 1" in shown
 
     data = json.loads(invoke("compare", first, second, "--db", db, "--format", "json").output)
     assert data["run_a"]["run_id"] == first
@@ -70,6 +71,12 @@ def test_a_flipped_decision_is_shown_with_the_difference_of_the_effects(two_epoc
     for r in rows.values():
         assert r["difference"]["low"] <= r["difference"]["high"]
     assert data["only_in_a"] == data["only_in_b"] == []
+    # the epoch, and the scripted servers' addresses (a new port each): nothing else
+    differences = {d["setting"]: (d["a"], d["b"]) for d in data["differences"]}
+    assert differences.pop("epoch") == ("0", "1")
+    assert set(differences) <= {"model(s)", "embedder"}
+    for a, b in differences.values():
+        assert a.split(" at ")[0] == b.split(" at ")[0]
 
     page = (tmp_path / "c.html").read_text()
     assert "Content-Security-Policy" in page
@@ -189,3 +196,18 @@ def test_a_small_comparison_at_80_columns_keeps_every_id_whole(tmp_path, monkeyp
     ids = re.findall(rf"{LONG_ID}\d+", result.output)
     assert ids == [f"{LONG_ID}{i}" for i in range(12)]
     assert "…" not in result.output
+
+
+def test_a_running_run_is_compared_with_its_perturbations_pending(tmp_path):
+    """Run b still runs: one test stored, one not yet, one whose arm failed."""
+    from storage import Store
+
+    db = _large_record(tmp_path / "r.duckdb", 3)
+    with Store(db, serve_readers=False) as store:
+        store._rows("UPDATE runs SET status = 'running' WHERE run_id = 'b'")
+        store._rows("DELETE FROM corrections WHERE run_id = 'b'")
+        store._rows("DELETE FROM tests WHERE test_id IN ('b1', 'b2')")
+        store.add_arm_failure("b", "p2", "openai/m", "401 bad key")
+    data = json.loads(invoke("compare", "a", "b", "--db", str(db), "--format", "json").output)
+    assert [r["decision_b"] for r in data["rows"]] == ["pending", "pending", "not tested"]
+    assert data["flipped"] == []
