@@ -64,6 +64,15 @@ class Counter:
             done = self.done
         report(self.phase, done, self.total, self.unit)
 
+    def extend(self, more: int, done: int = 0) -> None:
+        """``more`` units planned besides those counted, ``done`` of them done already (a
+        sequential audit's next look: its bars count every look)."""
+        with self._lock:
+            self.done += done
+            self.total += more
+            done, total = self.done, self.total
+        report(self.phase, done, total, self.unit)
+
     def reset(self, done: int, total: int) -> None:
         """Count from ``done`` of ``total`` from now on (the work planned has changed: a
         sequential audit's arms that stop early)."""

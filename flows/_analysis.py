@@ -37,7 +37,8 @@ class ArmAnalysis:
     """Embedding and testing of the arms whose sampling is over, as they come.
 
     Results already stored are never computed again. The embed and test progress counters
-    are made on first use, so their bars follow sampling's.
+    are made on first use, so their bars follow sampling's; a sequential audit passes its
+    own (``counters``), which each look's analysis extends by its arms and tests.
     """
 
     def __init__(
@@ -48,8 +49,10 @@ class ArmAnalysis:
         embed_batch: int,
         test_task_runs: int,
         tests_per_task_run: int,
+        counters: tuple[Counter, Counter] | None = None,
     ) -> None:
         self._plan, self._store, self._config = plan, store, config
+        self._given = counters
         self._embed_batch = embed_batch
         self._test_task_runs, self._tests_per_task_run = test_task_runs, tests_per_task_run
         self._embedded: set[str] = set()
@@ -150,11 +153,16 @@ class ArmAnalysis:
 
     def _progress(self) -> tuple[Counter, Counter]:
         if self._counters is None:
-            stored = self._stored()
-            self._counters = (
-                Counter("embed", len(self._plan.arms), unit="arms"),
-                Counter("test", len(self._plan.tests), len(stored), unit="tests"),
-            )
+            arms, tests, stored = len(self._plan.arms), len(self._plan.tests), self._stored()
+            if self._given is None:
+                self._counters = (
+                    Counter("embed", arms, unit="arms"),
+                    Counter("test", tests, len(stored), unit="tests"),
+                )
+            else:
+                embed, test = self._counters = self._given
+                embed.extend(arms)
+                test.extend(tests, done=len(stored))
         return self._counters
 
 

@@ -21,7 +21,7 @@ from dbpa.analysis import (
 from dbpa.config import AuditConfig
 from dbpa.plan import AuditPlan, PlannedTest
 from dbpa.stats import sequential_p_value
-from flows._sequential import SequentialOutcome, Stop, family_outputs
+from flows._sequential import SequentialOutcome, Stop, family_outputs, look_rows
 
 CorrectFamily = Callable[
     [str, dict[str, float | None], AnalysisSpec, dict[str, float] | None, float | None],
@@ -118,7 +118,8 @@ def correct_families(
         where = None
         if sequential is not None:
             where = {pid: (stop.stopped_at, stop.reason) for pid, stop in stops.items()}
-            store.add_sequential_looks(run_id, family, _look_rows(sequential, stops))
+            looks = {pid: stop.looks for pid, stop in stops.items()}
+            store.add_sequential_looks(run_id, family, look_rows(sequential.design, looks, stops))
         store.add_corrections(
             run_id, family, analysis.correction, analysis.alpha, decisions, margin, where
         )
@@ -145,22 +146,6 @@ def _sequential_equivalence(
         weights = outcome.design.weights[: len(p)]
         found[pid] = sequential_p_value(p, weights) if p else 1.0
     return found
-
-
-def _look_rows(outcome: SequentialOutcome, stops: Mapping[str, Stop]) -> list[dict[str, object]]:
-    """The looks of a family's tests as ``sequential_looks`` rows."""
-    return [
-        {
-            "perturbation_id": pid,
-            "look": j,
-            "k": r.k,
-            "test_id": r.test_id,
-            "p_value": r.p_value,
-            "weight": outcome.design.weights[j],
-        }
-        for pid, stop in stops.items()
-        for j, r in enumerate(stop.looks)
-    ]
 
 
 def _margin(

@@ -31,9 +31,22 @@ from dbpa.stats import (
     sequential_unreachable_looks,
 )
 
-Look = Callable[[AuditPlan, AnalysisSpec, Counter], dict[str, str]]
+
+@dataclass(frozen=True)
+class Counters:
+    """The progress counters of a sequential audit, shared by its looks, so that its bars
+    count the whole audit: outputs sampled of those the design asks so far, and the arms
+    embedded and the tests run at every look."""
+
+    sample: Counter
+    embed: Counter
+    test: Counter
+
+
+Look = Callable[[AuditPlan, AnalysisSpec, Counters], dict[str, str]]
 """Runs one look (sampling, embedding and testing of a plan at one k, its tests under the
-given analysis settings); returns the arms that failed permanently (arm_id -> why)."""
+given analysis settings; its progress on the audit's counters); returns the arms that failed
+permanently (arm_id -> why)."""
 Log = Callable[[str], None]
 
 NOT_TESTED = "not tested"
@@ -90,10 +103,16 @@ class SequentialOutcome:
 
 
 def run_looks(
-    plan: AuditPlan, config: AuditConfig, store: storage.Store, look: Look, log: Log
+    plan: AuditPlan,
+    config: AuditConfig,
+    store: storage.Store,
+    run_id: str,
+    look: Look,
+    log: Log,
 ) -> SequentialOutcome:
     """Run the looks of ``config.sequential`` over ``plan`` (whose k is the maximum) and
-    return where each test stopped."""
+    return where each test stopped. After each look the looks so far, and the stops among
+    them, are stored for run ``run_id``, so its results show them while it runs."""
     assert config.sequential is not None
     design = config.sequential.design(plan.k, equivalence=config.equivalence is not None)
     if design.futility is None and config.sequential.futility is not None:
@@ -120,6 +139,11 @@ def run_looks(
             )
     sampled = Counter("sample", 0, unit="outputs")
     early = Counter("early", len(plan.arms), unit="arms finished early")
+    counters = Counters(
+        sampled,
+        Counter("embed", 0, unit="arms, all looks"),
+        Counter("test", 0, unit="tests, all looks"),
+    )
     looks: dict[tuple[str, str], list[LookResult]] = {}
     stops: dict[tuple[str, str], Stop] = {}
     failures: dict[str, str] = {}
@@ -128,7 +152,7 @@ def run_looks(
     for k in design.looks:
         _recount(sampled, plan, store, targets)
         this = look_plan(plan, analysis, k, open_tests)
-        failures.update(look(this, analysis, sampled))
+        failures.update(look(this, analysis, counters))
         stored = store.test_p_values([t.test_id for t in this.tests])
         taken = design.looks[: design.looks.index(k) + 1]
         vectors = store.arms_vectors([a.arm_id for a in this.arms], plan.embedder, k)
@@ -142,6 +166,7 @@ def run_looks(
             looks.setdefault(key, []).append(LookResult(k, at_k.test_id, look_p))
             if found := group_sequential_stop(paths, design, thresholds[t.family]):
                 stops[key] = Stop(tuple(looks[key]), found.p_value, found.stopped_at, found.reason)
+        _record_looks(store, run_id, design, looks, stops)
         open_tests = [t for t in open_tests if (t.family, t.perturbation.id) not in stops]
         targets = _targets(plan, open_tests, stops, design.k_max)
         early.reset(sum(1 for n in targets.values() if n < design.k_max), len(plan.arms))
@@ -173,6 +198,49 @@ def _paths(
         similarity=analysis.similarity,
         **analysis.omega_options,
     )
+
+
+def look_rows(
+    design: SequentialDesign,
+    looks: Mapping[str, Sequence[LookResult]],
+    stops: Mapping[str, Stop],
+) -> list[dict[str, object]]:
+    """The looks of one family's tests (perturbation id -> its looks so far) as
+    ``sequential_looks`` rows; the look a test stopped at carries why (``changed``,
+    ``futile``, ``k_max``), the others None (a test whose arm failed later stopped at none)."""
+    rows: list[dict[str, object]] = []
+    for pid, taken in looks.items():
+        stop = stops.get(pid)
+        for j, r in enumerate(taken):
+            stopped = stop is not None and stop.stopped_at == r.k and j == len(taken) - 1
+            rows.append(
+                {
+                    "perturbation_id": pid,
+                    "look": j,
+                    "k": r.k,
+                    "test_id": r.test_id,
+                    "p_value": r.p_value,
+                    "weight": design.weights[j],
+                    "stop": stop.reason if stopped and stop is not None else None,
+                }
+            )
+    return rows
+
+
+def _record_looks(
+    store: storage.Store,
+    run_id: str,
+    design: SequentialDesign,
+    looks: Mapping[tuple[str, str], Sequence[LookResult]],
+    stops: Mapping[tuple[str, str], Stop],
+) -> None:
+    """Store the looks taken so far, family by family."""
+    by_family: dict[str, dict[str, Sequence[LookResult]]] = {}
+    for (family, pid), taken in looks.items():
+        by_family.setdefault(family, {})[pid] = taken
+    for family, taken in by_family.items():
+        mine = {pid: stop for (f, pid), stop in stops.items() if f == family}
+        store.add_sequential_looks(run_id, family, look_rows(design, taken, mine))
 
 
 def family_outputs(plan: AuditPlan, outcome: SequentialOutcome, family: str) -> int:

@@ -29,11 +29,10 @@ import storage
 from dbpa.config import AuditConfig
 from dbpa.llm import PermanentModelError
 from dbpa.plan import AuditPlan, plan_audit
-from dbpa.progress import Counter
 from flows import _record as record
 from flows._analysis import ArmAnalysis, correct_families
 from flows._sampling import sample_phase, sampled_meanwhile
-from flows._sequential import SequentialOutcome, run_looks
+from flows._sequential import Counters, SequentialOutcome, run_looks
 from tasks._artifacts import artifact_key
 from tasks.generate import generate_paraphrases
 from tasks.report import write_reports
@@ -122,14 +121,15 @@ def audit(
                     plan,
                     config,
                     store,
-                    lambda look, analysis, counter: _sample_and_test(
+                    run_id,
+                    lambda look, analysis, counters: _sample_and_test(
                         look,
                         store,
                         config.model_copy(update={"analysis": analysis}),
                         db,
                         run_id,
                         background,
-                        counter,
+                        counters,
                     ),
                     logger.info,
                 )
@@ -165,11 +165,12 @@ def _sample_and_test(
     db: str,
     run_id: str,
     background: ExitStack,
-    counter: Counter | None = None,
+    counters: Counters | None = None,
 ) -> dict[str, str]:
     """Fill every arm of ``plan`` to k outputs, embed them and run the plan's tests (the
     arms of each sampling task run as it ends, the rest after); returns the arms that
-    failed permanently. A sequential audit runs this once per look."""
+    failed permanently. A sequential audit runs this once per look, its progress on the
+    audit's ``counters``."""
     analysis = ArmAnalysis(
         plan,
         store,
@@ -177,6 +178,7 @@ def _sample_and_test(
         embed_batch=EMBED_BATCH,
         test_task_runs=TEST_TASK_RUNS,
         tests_per_task_run=TESTS_PER_TASK_RUN,
+        counters=None if counters is None else (counters.embed, counters.test),
     )
     with _timed(f"sampling (k={plan.k})"):
         sampling = sample_phase(
@@ -187,7 +189,7 @@ def _sample_and_test(
             SAMPLE_TASK_RUNS,
             SAMPLING_THREADS,
             artifact_key(config.name, "progress"),
-            counter,
+            None if counters is None else counters.sample,
         )
         for arm_ids in sampling.completed_arms(background):  # as each task run ends
             with sampling.holding_errors():  # raised by finish(), once all have ended

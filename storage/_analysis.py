@@ -44,11 +44,20 @@ _INTERVAL_JOIN = {True: "LEFT JOIN effect_intervals ei ON ei.test_id = rt.test_i
 _MULTIPLE_COLUMN = {True: "c.margin_multiple", False: "NULL AS margin_multiple"}
 """A calibrated margin's multiple of its quantile (migration 6)."""
 _STOP_COLUMNS = {
-    True: "c.stopped_at, c.stop_reason, t.p_value AS look_p_value",
-    False: "NULL AS stopped_at, NULL AS stop_reason, NULL AS look_p_value",
+    7: "CASE WHEN c.stop_reason IS NULL THEN sl.k ELSE c.stopped_at END AS stopped_at, "
+    "COALESCE(c.stop_reason, sl.stop) AS stop_reason, t.p_value AS look_p_value",
+    5: "c.stopped_at, c.stop_reason, t.p_value AS look_p_value",
+    0: "NULL AS stopped_at, NULL AS stop_reason, NULL AS look_p_value",
 }
 """Where and why a sequential test stopped, and the permutation p-value of its last look
-(migration 5); NULL for a fixed-k run."""
+(migration 5); NULL for a fixed-k run. From migration 7 a running run's tests that have
+stopped at a look say so before the run corrects its families (``sequential_looks.stop``)."""
+_LOOK_JOIN = {
+    7: "LEFT JOIN sequential_looks sl ON sl.run_id = rt.run_id AND sl.family = rt.family "
+    "AND sl.perturbation_id = rt.perturbation_id AND sl.stop IS NOT NULL",
+    0: "",
+}
+"""The look at which a test stopped (at most one per test: a stopped test has no later look)."""
 _P_VALUE = {
     True: "CASE WHEN c.stop_reason IS NULL OR NOT c.tested THEN t.p_value ELSE c.p_value END "
     "AS p_value",
@@ -63,10 +72,16 @@ def results_sql(schema_version: int) -> str:
         RESULTS_SQL.replace("{driver}", _DRIVER_COLUMNS[schema_version >= 3])
         .replace("{interval}", _INTERVAL_COLUMNS[schema_version >= 4])
         .replace("{interval_join}", _INTERVAL_JOIN[schema_version >= 4])
-        .replace("{stops}", _STOP_COLUMNS[schema_version >= 5])
+        .replace("{stops}", _STOP_COLUMNS[_at_least(schema_version, _STOP_COLUMNS)])
+        .replace("{look_join}", _LOOK_JOIN[_at_least(schema_version, _LOOK_JOIN)])
         .replace("{p_value}", _P_VALUE[schema_version >= 5])
         .replace("{multiple}", _MULTIPLE_COLUMN[schema_version >= 6])
     )
+
+
+def _at_least(schema_version: int, variants: Mapping[int, str]) -> int:
+    """The newest of ``variants`` (keyed by the migration that allows it) the record has."""
+    return max(v for v in variants if v <= schema_version)
 
 
 RESULTS_SQL = """
@@ -75,16 +90,20 @@ RESULTS_SQL = """
            t.null_mean, t.null_std, {p_value}, c.adjusted_p, c.reject, c.method, c.alpha,
            COALESCE(c.tested, t.test_id IS NOT NULL) AS tested,
            t.k_a, t.k_b, t.n_permutations, t.evaluated, t.exact, {driver},
-           rt.original_arm, rt.perturbed_arm, rt.test_id, {interval}, {multiple}, {stops}
+           rt.original_arm, rt.perturbed_arm, rt.test_id, {interval}, {multiple}, {stops},
+           EXISTS (SELECT 1 FROM arm_failures f WHERE f.run_id = rt.run_id
+                   AND f.arm_id IN (rt.original_arm, rt.perturbed_arm)) AS arm_failed
     FROM run_tests rt
     LEFT JOIN tests t ON t.test_id = rt.test_id
     LEFT JOIN corrections c
       ON c.run_id = rt.run_id AND c.family = rt.family AND c.perturbation_id = rt.perturbation_id
     {interval_join}
+    {look_join}
 """
-"""Per-perturbation results: a run's family joined with its tests, their effect intervals
-and its corrections (``{driver}``, ``{interval}``, ``{multiple}``, ``{stops}``: see
-``results_sql``)."""
+"""Per-perturbation results: a run's family joined with its tests, their effect intervals,
+its corrections and, in a sequential run, the look a test stopped at (``{driver}``,
+``{interval}``, ``{multiple}``, ``{stops}``, ``{look_join}``: see ``results_sql``);
+``arm_failed``: an arm of the perturbation could not be sampled in this run."""
 
 RUNS_SQL = """
     WITH running AS (
@@ -421,30 +440,42 @@ class AnalysisRecord(StoreCore):
         self, run_id: str, family: str, rows: Sequence[Mapping[str, Any]]
     ) -> None:
         """Store (or replace) the looks of one family of a sequential run (keys:
-        perturbation_id, look, k, test_id, p_value, weight), and point each perturbation of
-        the run's family at the test of its last look (the test it stopped at)."""
-        values = [{"run_id": run_id, "family": family, **row} for row in rows]
+        perturbation_id, look, k, test_id, p_value, weight, and stop: why the test stopped at
+        that look, None where it went on), and point each perturbation of the run's family
+        at the test of its last look (the test it stopped at, or its latest while open).
+        Written after every look, so a running run's results show the stops so far."""
+        values = [{"run_id": run_id, "family": family, "stop": None, **row} for row in rows]
         last = {row["perturbation_id"]: row["test_id"] for row in rows}
+        pointers = pa.table(
+            {"perturbation_id": list(last), "test_id": list(last.values())},
+            pa.schema([("perturbation_id", pa.string()), ("test_id", pa.string())]),
+        )
         with self._transaction() as con:
             con.execute(
                 "DELETE FROM sequential_looks WHERE run_id = ? AND family = ?", [run_id, family]
             )
             if values:
                 self._insert(con, "sequential_looks", pa.Table.from_pylist(values, _LOOKS))
-            for perturbation_id, test_id in last.items():
+            con.register("last_looks", pointers)
+            try:  # one statement: a family of thousands updated row by row took seconds
                 con.execute(
-                    "UPDATE run_tests SET test_id = ? "
-                    "WHERE run_id = ? AND family = ? AND perturbation_id = ?",
-                    [test_id, run_id, family, perturbation_id],
+                    "UPDATE run_tests SET test_id = l.test_id FROM last_looks l "
+                    "WHERE run_tests.run_id = ? AND run_tests.family = ? "
+                    "AND run_tests.perturbation_id = l.perturbation_id",
+                    [run_id, family],
                 )
+            finally:
+                con.unregister("last_looks")
 
     def sequential_looks(self, run_id: str) -> pd.DataFrame:
         """Every look of a sequential run, in family and look order (empty for a fixed-k
-        run, or a record before sequential audits)."""
+        run, or a record before sequential audits); ``stop`` None in a record before
+        migration 7."""
         if self.schema_version < 5:
             return pd.DataFrame(columns=[name for name in _LOOKS.names if name != "run_id"])
+        stop = "stop" if self.schema_version >= 7 else "NULL::VARCHAR AS stop"
         return self._df(
-            "SELECT family, perturbation_id, look, k, test_id, p_value, weight "
+            f"SELECT family, perturbation_id, look, k, test_id, p_value, weight, {stop} "
             "FROM sequential_looks WHERE run_id = ? ORDER BY family, perturbation_id, look",
             [run_id],
         )
@@ -515,9 +546,10 @@ _LOOKS = pa.schema(
         ("test_id", pa.string()),
         ("p_value", pa.float64()),
         ("weight", pa.float64()),
+        ("stop", pa.string()),
     ]
 )
-"""Column types of a sequential look's row."""
+"""Column types of a sequential look's row (``stop``: migration 7)."""
 
 
 def _intervals_table(records: Sequence[PerturbationTestRecord]) -> pa.Table:

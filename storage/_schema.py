@@ -233,5 +233,10 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             "ALTER TABLE corrections ADD COLUMN margin_multiple DOUBLE",
         ],
     ),
+    (
+        7,
+        "sequential audits: why a test stopped at a look, stored with the look as it is taken",
+        ["ALTER TABLE sequential_looks ADD COLUMN stop VARCHAR"],
+    ),
 ]
 """(version, description, statements) in the order they are applied."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from enum import IntEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ParamSpec
@@ -19,6 +19,8 @@ from rich.console import Console
 from rich.markup import escape
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from storage import RecordReader
 
 err = Console(stderr=True)
@@ -170,3 +172,43 @@ def wait_for_record(db: Path, *, wait: bool) -> None:
 def cell(value: Any) -> str:
     """A table cell from a DataFrame value; missing values (None, NaN) are blank."""
     return "" if value is None or value != value else str(value)
+
+
+def whole_table(
+    columns: Sequence[tuple[str, bool, str]], rows: Sequence[Sequence[str]]
+) -> Table | None:
+    """``rows`` as a table in which each cell of a kept column (``(name, keep, justify)``
+    with ``keep``: ids, numbers) shows whole on one line and the other columns wrap at
+    spaces; None when ``out`` is too narrow for that (a table then cuts or folds ids)."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    needed = len(columns) - 1  # one space between columns
+    for c, (name, keep, _) in enumerate(columns):
+        cells = [name, *(row[c] for row in rows)]
+        needed += max(len(s) if keep else max(map(len, s.split() or [""])) for s in cells)
+    if needed > out.width:
+        return None
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1, 0, 0))
+    for name, keep, justify in columns:
+        table.add_column(name, no_wrap=keep, overflow="fold", justify=justify)  # type: ignore[arg-type]
+    for row in rows:
+        table.add_row(*(Text(s) for s in row))
+    return table
+
+
+def print_columns(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: set[int]) -> None:
+    """Every row on one line in aligned columns (``numeric``: right-aligned), never wrapped
+    by ``out`` (a terminal narrower than a line wraps it, ids whole). Also for thousands of
+    rows, which a table takes the terminal library seconds to lay out."""
+    lines = [list(header), *map(list, rows)]
+    widths = [max(len(cells[c]) for cells in lines) for c in range(len(header))]
+    text = "\n".join(
+        "  ".join(
+            cells[c].rjust(widths[c]) if c in numeric else cells[c].ljust(widths[c])
+            for c in range(len(header))
+        ).rstrip()
+        for cells in lines
+    )
+    out.print(text, markup=False, highlight=False, soft_wrap=True)

@@ -4,19 +4,33 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich import box
-from rich.table import Table
 
-from ._common import DEFAULT_DB, DbOption, ExitCode, fail, open_record, out
+from ._common import (
+    DEFAULT_DB,
+    DbOption,
+    ExitCode,
+    fail,
+    open_record,
+    out,
+    print_columns,
+    whole_table,
+)
+from ._record import DECISIONS
+from ._validate import SUMMARY_OVER
 
 if TYPE_CHECKING:
-    from dbpa.report import Comparison
+    from dbpa.report import ComparedRow, Comparison
 
 FORMATS = ("table", "json")
+
+
+SHOWN_FLIPS = 20
+"""Flipped perturbations listed in a summarised comparison (those of largest difference)."""
 
 
 def compare(
@@ -27,10 +41,14 @@ def compare(
     html: Annotated[
         Path | None, typer.Option("--html", help="Also write the comparison as an HTML page.")
     ] = None,
+    all_: Annotated[
+        bool, typer.Option("--all", help="List every perturbation in the table, however many.")
+    ] = False,
 ) -> None:
-    """Compare two runs of the same family (two models, two dates, two configs): each
-    perturbation's effect in both, their difference with a 90% interval, and the decisions
-    that flipped (no model call)."""
+    """Compare two runs of the same family (two models, two dates, two configs): the
+    settings that differ, each perturbation's effect in both, their difference with a 90%
+    interval, and the decisions that flipped (no model call). More than 300 perturbations
+    are summarised: the flips, then the decisions counted; ``--all`` lists every one."""
     from dbpa.report import compare_runs, comparison_dict, render_comparison_html
 
     if fmt not in FORMATS:
@@ -40,53 +58,101 @@ def compare(
     if fmt == "json":
         sys.stdout.write(json.dumps(comparison_dict(comparison), indent=2) + "\n")
     else:
-        _print(comparison)
+        _print(comparison, all_)
     if html is not None:
         html.parent.mkdir(parents=True, exist_ok=True)
         html.write_text(render_comparison_html(comparison), encoding="utf-8")
         out.print(f"html: {html}", highlight=False)
 
 
-def _print(c: Comparison) -> None:
-    from dbpa.report import fmt_interval
+def _say(text: str) -> None:
+    out.print(text, highlight=False, markup=False, soft_wrap=True)
 
+
+def _print(c: Comparison, all_rows: bool) -> None:
     several = len(c.run_a.models) > 1 or any(r.model_a != r.model_b for r in c.rows)
-    table = Table(
-        title=f"a: {c.run_a.run_id} ({c.run_a.status})\nb: {c.run_b.run_id} ({c.run_b.status})",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
-        padding=0,
-    )
-    if several:
-        table.add_column("model", overflow="fold")
-    table.add_column("perturbation", overflow="fold")
-    table.add_column("label", no_wrap=True)
-    for name in ("effect a", "effect b", "a - b [90% CI]"):
-        table.add_column(name, justify="right", no_wrap=True)
-    table.add_column("decision a", no_wrap=True)
-    table.add_column("decision b", no_wrap=True)
-    for r in c.rows:
-        model = [r.model_a if r.model_a == r.model_b else f"{r.model_a} / {r.model_b}"]
-        decision_b = f"[bold yellow]{r.decision_b}[/] (flipped)" if r.flipped else r.decision_b
-        table.add_row(
-            *(model if several else []),
-            r.perturbation_id,
-            r.label or "",
-            fmt_interval(r.effect_a).split(" [")[0],
-            fmt_interval(r.effect_b).split(" [")[0],
-            fmt_interval(r.difference),
-            r.decision_a,
-            decision_b,
-        )
-    out.print(table)
-    out.print(
-        f"{c.pairing}; {len(c.rows)} perturbation(s) in both runs, {len(c.flipped)} whose "
-        "decision flipped. Effect: the energy distance between the arms' outputs.",
-        highlight=False,
+    for name, run in (("a", c.run_a), ("b", c.run_b)):
+        _say(f"{name}: {run.run_id} ({run.status})")
+    if c.differences:
+        _say("settings that differ (a -> b):")
+        for d in c.differences:
+            _say(f"  {d.setting}: {d.a} -> {d.b}")
+    else:
+        _say("the same settings in both runs' configs")
+    header = [*(["model"] if several else []), "perturbation", "label", "effect a", "effect b"]
+    header += ["a - b [90% CI]", "decision a", "decision b"]
+    rows = [_cells(r, several) for r in c.rows]
+    if len(rows) <= SUMMARY_OVER:
+        _print_rows(header, rows)
+    elif all_rows:
+        print_columns(header, rows, _numeric(header))
+    else:
+        _print_summary(c, header, rows, several)
+    _say(
+        f"{c.pairing}; {len(c.rows):,} perturbation(s) in both runs, {len(c.flipped):,} whose "
+        "decision flipped. Effect: the energy distance between the arms' outputs."
     )
     for name, only in (("a", c.only_a), ("b", c.only_b)):
         if only:
             listed = ", ".join(pid for _, pid in only[:10])
             more = f" and {len(only) - 10} more" if len(only) > 10 else ""
-            out.print(f"only in run {name}: {listed}{more}", highlight=False, markup=False)
+            _say(f"only in run {name}: {listed}{more}")
+
+
+def _cells(r: ComparedRow, several: bool) -> list[str]:
+    from dbpa.report import fmt_interval
+
+    model = r.model_a if r.model_a == r.model_b else f"{r.model_a} / {r.model_b}"
+    return [
+        *([model] if several else []),
+        r.perturbation_id,
+        r.label or "",
+        fmt_interval(r.effect_a).split(" [")[0],
+        fmt_interval(r.effect_b).split(" [")[0],
+        fmt_interval(r.difference),
+        r.decision_a,
+        f"{r.decision_b} (flipped)" if r.flipped else r.decision_b,
+    ]
+
+
+def _numeric(header: list[str]) -> set[int]:
+    return {
+        i for i, name in enumerate(header) if name.startswith(("effect", "a - b", "perturbations"))
+    }
+
+
+def _print_rows(header: list[str], rows: list[list[str]]) -> None:
+    """A table with every id whole, or aligned lines where the terminal is too narrow."""
+    numeric = _numeric(header)
+    columns = [(name, True, "right" if i in numeric else "left") for i, name in enumerate(header)]
+    table = whole_table(columns, rows)
+    if table is None:
+        print_columns(header, rows, numeric)
+    else:
+        out.print(table)
+
+
+def _print_summary(c: Comparison, header: list[str], rows: list[list[str]], several: bool) -> None:
+    """The flips first (the ``SHOWN_FLIPS`` of largest difference), then the pairs of
+    decisions counted per model, as ``dbpa results`` summarises a large family."""
+    flipped = [i for i, r in enumerate(c.rows) if r.flipped]
+    if flipped:
+        flipped.sort(key=lambda i: -abs(_estimate(c.rows[i])))
+        shown = flipped[:SHOWN_FLIPS]
+        which = f"; the {len(shown)} of largest |a - b|" if len(shown) < len(flipped) else ""
+        _say(f"{len(flipped):,} decision(s) flipped{which} (--all lists every perturbation):")
+        _print_rows(header, [rows[i] for i in shown])
+    else:
+        _say("no decision flipped (--all lists every perturbation)")
+    counts = Counter((r.model_a if several else "", r.decision_a, r.decision_b) for r in c.rows)
+    order = {name: i for i, name in enumerate(DECISIONS)}
+    pairs = sorted(counts, key=lambda k: (k[0], order.get(k[1], 99), order.get(k[2], 99)))
+    _say(f"decisions in a and b, counted over {len(c.rows):,} perturbations:")
+    _print_rows(
+        [*(["model"] if several else []), "decision a", "decision b", "perturbations"],
+        [[*([m] if several else []), a, b, f"{counts[(m, a, b)]:,}"] for m, a, b in pairs],
+    )
+
+
+def _estimate(r: ComparedRow) -> float:
+    return 0.0 if r.difference is None else float(r.difference.estimate)

@@ -23,6 +23,8 @@ from ._common import (
     fail,
     open_record,
     out,
+    print_columns,
+    whole_table,
 )
 from ._validate import SUMMARY_OVER
 
@@ -78,12 +80,13 @@ def check_gates(df: pd.DataFrame, fail_on_control_rejection: bool, require: list
 
 def show_results(row: dict[str, Any], df: pd.DataFrame, all_rows: bool = False) -> None:
     """Print the table of a run's results (a family of more than ``SUMMARY_OVER`` as counts
-    and its smallest p-values, unless ``all_rows``). A perturbation tested but not yet
-    corrected (a running run) is ``pending``."""
-    rows = _result_rows(df)
-    if is_sequential(df):  # where each test stopped, before its decision
+    and its smallest p-values, unless ``all_rows``). A perturbation not yet decided (a
+    running run) is ``pending`` (see ``decisions``)."""
+    rows = _result_rows(df, decisions(row, df))
+    sequential = is_sequential(df, row)
+    if sequential:  # where each test stopped, before its decision
         for cells, at, why in zip(rows, df.stopped_at, df.stop_reason, strict=True):
-            cells.insert(-1, _stop_cell(at, why))
+            cells.insert(-1, _stop_cell(at, why, cells[-1]))
     if len(df) <= SUMMARY_OVER:
         out.print(_results_table(row, df, rows))
     elif all_rows:
@@ -92,25 +95,68 @@ def show_results(row: dict[str, Any], df: pd.DataFrame, all_rows: bool = False) 
         _print_results_summary(row, df, rows)
     pending = sum(r[-1] == "pending" for r in rows)
     if pending:
+        when = "at a later look or " if sequential else ""
         out.print(
             f"{int(df.tested.sum())} of {len(df)} perturbations tested so far; {pending} pending: "
-            "decided when the run corrects each model's family",
+            f"decided {when}when the run corrects each model's family",
             highlight=False,
         )
     for line in [*_margin_lines(df), *_settling_lines(df), *_calls_lines(row, df)]:
         out.print(line, highlight=False, markup=False)
 
 
-def is_sequential(df: pd.DataFrame) -> bool:
-    """The run stopped its tests sequentially (its results say where and why)."""
-    return "stop_reason" in df and bool(df.stop_reason.notna().any())
+def is_sequential(df: pd.DataFrame, row: dict[str, Any] | None = None) -> bool:
+    """The run stops its tests sequentially: its results say where and why, or (a running
+    run before its first stop) its config says so."""
+    if "stop_reason" in df and bool(df.stop_reason.notna().any()):
+        return True
+    return row is not None and _config(row).get("sequential") is not None
 
 
-def _stop_cell(at: Any, why: Any) -> str:
-    """Where a sequential test stopped: ``8 changed``, ``12 futile``, ``20`` (at k max)."""
+def _config(row: dict[str, Any]) -> dict[str, Any]:
+    """A run's stored config (a JSON text read locally, a mapping through a live reader)."""
+    config = row.get("config") or {}
+    return dict(config) if not isinstance(config, str) else dict(json.loads(config))
+
+
+def _stop_cell(at: Any, why: Any, decision: str) -> str:
+    """Where a sequential test stopped: ``8 changed``, ``12 futile``, ``20`` (at k max);
+    ``open`` while it goes on to the next look."""
     if cell(why) in ("", "not tested"):
-        return "-"
+        return "open" if decision == "pending" else "-"
     return f"{int(at)}" if why == "k_max" else f"{int(at)} {why}"
+
+
+def decisions(row: dict[str, Any], df: pd.DataFrame) -> list[str]:
+    """Each result's decision, as ``results`` shows it (every format).
+
+    Corrected: ``changed`` or ``no change``, with a margin ``changed``, ``equivalent`` or
+    ``inconclusive``; ``not tested`` where an arm could not be sampled (p = 1 in the
+    correction). Not corrected yet (a running run): ``not tested`` where an arm failed
+    (or the run ended without testing it), else ``pending``, except a sequential test
+    that stopped at a look with its answer final: ``changed`` (its p-value is below the
+    family's lone threshold, which every correction rejects; not with a margin, where it
+    may still be shown equivalent) or ``no change`` (futile: p = 1)."""
+    import numpy as np
+
+    n = len(df)
+    tested = np.asarray(df.tested == True)  # noqa: E712 (a nullable column)
+    corrected = np.asarray(df.adjusted_p.notna())
+    failed = np.asarray([v is True or v == 1 for v in _column(df, "arm_failed")])
+    running = row.get("status") == "running"
+    with_margin = _config(row).get("equivalence") is not None
+    stop = np.asarray([cell(v) for v in _column(df, "stop_reason")], dtype=object)
+    stored = np.asarray([cell(v) for v in _column(df, "decision")], dtype=object)
+    plain = np.where(np.asarray(df.reject == True), "changed", "no change")  # noqa: E712
+    found = np.full(n, "pending", dtype=object)
+    found[stop == "futile"] = "no change"
+    if not with_margin:
+        found[stop == "changed"] = "changed"
+    found[failed | (~tested & (not running))] = "not tested"
+    decided = np.where(stored != "", stored, plain)
+    found[corrected] = decided[corrected]
+    found[corrected & ~tested] = "not tested"
+    return [str(d) for d in found]
 
 
 def _calls_lines(row: dict[str, Any], df: pd.DataFrame) -> list[str]:
@@ -162,9 +208,9 @@ def _margin_lines(df: pd.DataFrame) -> list[str]:
     return lines
 
 
-def _result_rows(df: pd.DataFrame) -> list[list[str]]:
-    """The cells of each result, the model first when there are several; the decision last,
-    plain (``changed``, ``no change``, ``pending``, ``not tested``)."""
+def _result_rows(df: pd.DataFrame, decided: list[str]) -> list[list[str]]:
+    """The cells of each result, the model first when there are several; its decision
+    (``decided``, see ``decisions``) last."""
     from dbpa.analysis import stars
 
     several = df.family.nunique() > 1
@@ -175,21 +221,17 @@ def _result_rows(df: pd.DataFrame) -> list[list[str]]:
     with_margin = has_margin(df)
     rows = []
     # Column lists, not itertuples: iterating Arrow-backed rows costs 60 us a row.
-    for r in map(_Result._make, zip(*(_column(df, c) for c in columns), strict=True)):
+    values = zip(*(_column(df, c) for c in columns), strict=True)
+    for r, decision in zip(map(_Result._make, values), decided, strict=True):
         first = [r.family] if several else []
         if not r.tested:
-            rows.append([*first, r.perturbation_id, cell(r.label), *"----", "not tested"])
+            rows.append([*first, r.perturbation_id, cell(r.label), *"----", decision])
             continue
         # with a margin, the distance and its interval take the place of the test's effect
         effect = _interval_cell(r) if with_margin else f"{r.effect:+.3f}"
         tested = [f"{r.statistic:.3f}{stars(r.p_value)}", effect, f"{r.p_value:.4f}"]
-        if cell(r.adjusted_p) == "":
-            rows.append([*first, r.perturbation_id, cell(r.label), *tested, "-", "pending"])
-            continue
-        decision = cell(r.decision) or ("changed" if r.reject else "no change")
-        rows.append(
-            [*first, r.perturbation_id, cell(r.label), *tested, f"{r.adjusted_p:.4f}", decision]
-        )
+        adjusted = "-" if cell(r.adjusted_p) == "" else f"{r.adjusted_p:.4f}"
+        rows.append([*first, r.perturbation_id, cell(r.label), *tested, adjusted, decision])
     return rows
 
 
@@ -300,7 +342,7 @@ def _results_table(row: dict[str, Any], df: pd.DataFrame, rows: list[list[str]])
     effect = "distance [90% CI]" if has_margin(df) else "effect"
     for name in ("omega", effect, "p", "adj. p"):
         table.add_column(name, justify="right", no_wrap=True, min_width=6)
-    if is_sequential(df):
+    if is_sequential(df, row):
         table.add_column("stopped", no_wrap=True)
     table.add_column("decision", no_wrap=True, min_width=9)
     for cells in rows:
@@ -344,24 +386,14 @@ def _print_results_summary(row: dict[str, Any], df: pd.DataFrame, rows: list[lis
 
 
 def _print_result_columns(row: dict[str, Any], df: pd.DataFrame, rows: list[list[str]]) -> None:
-    """Every result on one line, in aligned columns (a table of thousands of rows takes the
-    terminal library seconds to lay out)."""
+    """Every result on one line, in aligned columns."""
     several = df.family.nunique() > 1
     header = [*(["model"] if several else []), "perturbation", "label"]
     header += ["omega", "distance [90% CI]" if has_margin(df) else "effect", "p", "adj. p"]
-    numeric = range(len(header) - 4, len(header))
-    header += [*(["stopped"] if is_sequential(df) else []), "decision"]
-    lines = [header, *rows]
-    widths = [max(len(cells[c]) for cells in lines) for c in range(len(header))]
-    text = "\n".join(
-        "  ".join(
-            cells[c].rjust(widths[c]) if c in numeric else cells[c].ljust(widths[c])
-            for c in range(len(header))
-        ).rstrip()
-        for cells in lines
-    )
+    numeric = set(range(len(header) - 4, len(header)))
+    header += [*(["stopped"] if is_sequential(df, row) else []), "decision"]
     out.print(f"run {row['run_id']} ({row['status']})", highlight=False, markup=False)
-    out.print(text, markup=False, highlight=False, soft_wrap=True)
+    print_columns(header, rows, numeric)
 
 
 def runs(db: DbOption = DEFAULT_DB) -> None:
@@ -369,9 +401,8 @@ def runs(db: DbOption = DEFAULT_DB) -> None:
     with open_record(db) as store:
         df = store.runs()
         writing = store.writer_pid is not None
-    table = Table("run", "audit", "status", "epoch", "started", "message")
-    for r in df.itertuples():
-        table.add_row(
+    rows = [
+        _RunLine(
             r.run_id,
             r.audit,
             r.status,
@@ -379,7 +410,45 @@ def runs(db: DbOption = DEFAULT_DB) -> None:
             f"{r.started_at:%Y-%m-%d %H:%M:%S}",
             _progress(r, writing) if r.status == "running" else cell(r.message),
         )
-    out.print(table)
+        for r in df.itertuples()
+    ]
+    table = _runs_table(rows)
+    if table is not None:
+        out.print(table)
+        return
+    for r in rows:  # one line per id, never cut: a terminal wraps it without breaking it
+        out.print(r.run_id, highlight=False, markup=False, soft_wrap=True)
+        details = f"{r.status} · audit {r.audit} · epoch {r.epoch} · started {r.started}"
+        out.print(f"    {details}", highlight=False, markup=False, soft_wrap=True)
+        if r.message:
+            out.print(f"    {r.message}", highlight=False, markup=False, soft_wrap=True)
+
+
+class _RunLine(NamedTuple):
+    """What ``runs`` shows of one run."""
+
+    run_id: str
+    audit: str
+    status: str
+    epoch: str
+    started: str
+    message: str
+
+
+def _runs_table(rows: list[_RunLine]) -> Table | None:
+    """The runs as a table, ids whole (see ``whole_table``); the audit column left out when
+    every id starts with its audit's name (as every id the flow makes does)."""
+    named = all(r.run_id.startswith(f"{r.audit}-") for r in rows)
+    columns = [("run", True, "left"), *([] if named else [("audit", False, "left")])]
+    columns += [("status", True, "left"), ("epoch", True, "left"), ("started", False, "left")]
+    columns += [("message", False, "left")]
+    return whole_table(
+        columns,
+        [
+            [r.run_id, *([] if named else [r.audit]), r.status, r.epoch, r.started, r.message]
+            for r in rows
+        ],
+    )
 
 
 def _progress(run: Any, writing: bool) -> str:
@@ -418,24 +487,11 @@ def results(
     if fmt == "table":
         show_results(row, df, all_)
     elif fmt == "csv":
-        sys.stdout.write(with_decisions(df).to_csv(index=False))
+        sys.stdout.write(df.assign(decision=decisions(row, df)).to_csv(index=False))
     else:
-        records = json.loads(with_decisions(df).to_json(orient="records"))
+        records = json.loads(df.assign(decision=decisions(row, df)).to_json(orient="records"))
         sys.stdout.write(json.dumps(records, indent=2) + "\n")
     check_gates(df, False, require_equivalent or [])
-
-
-def with_decisions(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` with every row's ``decision``: ``changed``, ``equivalent`` or ``inconclusive``
-    with a margin, else ``changed`` or ``no change``; ``pending`` tested but not yet
-    corrected; ``not tested``."""
-    import numpy as np
-
-    corrected = df.adjusted_p.notna()
-    plain = np.where(df.reject == True, "changed", "no change")  # noqa: E712
-    stored = df.decision if "decision" in df else pd.Series([None] * len(df), index=df.index)
-    decision = stored.where(stored.notna(), plain).where(corrected, "pending")
-    return df.assign(decision=decision.where(df.tested == True, "not tested"))  # noqa: E712
 
 
 def export(

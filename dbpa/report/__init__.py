@@ -20,7 +20,7 @@ from pathlib import Path
 
 from dbpa.drift import DriftHistory, DriftPoint
 
-from ._compare import Comparison, compare_runs, comparison_dict
+from ._compare import ComparedRow, Comparison, compare_runs, comparison_dict
 from ._data import (
     ALLOWED_FPR,
     Alignment,
@@ -44,6 +44,7 @@ from ._data import (
     TestView,
     Usage,
 )
+from ._differences import ConfigDifference, config_differences
 from ._format import fmt_interval
 from ._gather import SUMMARISE_OVER, TOP_CHANGES, ReportReader, gather, most_changed
 from ._html import CONTENT_SECURITY_POLICY, render_comparison_html, render_html
@@ -61,7 +62,9 @@ __all__ = [
     "TOP_CHANGES",
     "Alignment",
     "ArmView",
+    "ComparedRow",
     "Comparison",
+    "ConfigDifference",
     "DriftHistory",
     "DriftPoint",
     "DroppedParaphrase",
@@ -87,6 +90,7 @@ __all__ = [
     "address_file",
     "compare_runs",
     "comparison_dict",
+    "config_differences",
     "default_report_dir",
     "fmt_interval",
     "gather",

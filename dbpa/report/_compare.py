@@ -21,8 +21,9 @@ import pandas as pd
 from dbpa.stats import EffectDifference, effect_difference
 
 from ._data import EffectBounds
+from ._differences import ConfigDifference, config_differences
 from ._gather import effect_bounds
-from ._values import as_float, as_iso, as_str
+from ._values import as_float, as_iso, as_json, as_str
 
 __all__ = [
     "CompareReader",
@@ -103,6 +104,8 @@ class Comparison:
     only_a: tuple[tuple[str, str], ...]
     """(model, perturbation) of run a that run b has not."""
     only_b: tuple[tuple[str, str], ...]
+    differences: tuple[ConfigDifference, ...] = ()
+    """The settings in which the runs' stored configs differ (the models, k, the seed...)."""
 
     @property
     def flipped(self) -> tuple[ComparedRow, ...]:
@@ -139,9 +142,13 @@ def compare_runs(reader: CompareReader, run_a: str, run_b: str) -> Comparison:
         run_a=_run(row_a, df_a),
         run_b=_run(row_b, df_b),
         pairing=pairing,
-        rows=tuple(_row(a, b, replicates) for a, b in matched),
+        rows=tuple(
+            _row(a, b, replicates, (row_a["status"] == "running", row_b["status"] == "running"))
+            for a, b in matched
+        ),
         only_a=tuple(key for key in keyed_a if key not in seen_a),
         only_b=tuple(key for key in keyed_b if key not in seen_b),
+        differences=config_differences(as_json(row_a["config"]), as_json(row_b["config"])),
     )
 
 
@@ -182,16 +189,21 @@ def _run(row: Mapping[str, Any], df: pd.DataFrame) -> ComparedRun:
     )
 
 
-def _decision(r: Any) -> str:
+def _decision(r: Any, running: bool) -> str:
+    """As ``dbpa results`` says it: a perturbation a running run has not tested yet (no arm
+    of it failed) is pending, as is a tested one not corrected yet."""
     if not bool(r.tested):
-        return "not tested"
+        failed = bool(getattr(r, "arm_failed", False))
+        return "pending" if running and not failed else "not tested"
     if as_float(r.adjusted_p) is None:
         return "pending"
     stored = as_str(getattr(r, "decision", None))
     return stored or ("changed" if bool(r.reject) else "no change")
 
 
-def _row(a: Any, b: Any, replicates: Mapping[str, np.ndarray]) -> ComparedRow:
+def _row(
+    a: Any, b: Any, replicates: Mapping[str, np.ndarray], running: tuple[bool, bool]
+) -> ComparedRow:
     effect_a, effect_b = (effect_bounds(r) if bool(r.tested) else None for r in (a, b))
     difference = None
     if effect_a is not None and effect_b is not None:
@@ -213,8 +225,8 @@ def _row(a: Any, b: Any, replicates: Mapping[str, np.ndarray]) -> ComparedRow:
         effect_a=effect_a,
         effect_b=effect_b,
         difference=difference,
-        decision_a=_decision(a),
-        decision_b=_decision(b),
+        decision_a=_decision(a, running[0]),
+        decision_b=_decision(b, running[1]),
         p_a=as_float(a.p_value),
         p_b=as_float(b.p_value),
     )
@@ -269,4 +281,5 @@ def comparison_dict(c: Comparison) -> dict[str, Any]:
         "flipped": [r.perturbation_id for r in c.flipped],
         "only_in_a": [{"model": m, "perturbation_id": p} for m, p in c.only_a],
         "only_in_b": [{"model": m, "perturbation_id": p} for m, p in c.only_b],
+        "differences": [{"setting": d.setting, "a": d.a, "b": d.b} for d in c.differences],
     }

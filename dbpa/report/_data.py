@@ -219,9 +219,14 @@ class TestRow:
     interval: EffectBounds | None = None
     """The effect's estimate and interval (the energy distance between the arms)."""
     equivalence: EquivalenceView | None = None
+    """The equivalence test against the family's margin; None without a margin."""
     stop: StopView | None = None
     """Where and why it stopped, in a sequential audit."""
-    """The equivalence test against the family's margin; None without a margin."""
+    pending: bool = False
+    """Not tested yet: the run is still running and no arm of it failed."""
+    early: str | None = None
+    """A running sequential run: the decision its stop at a look already makes final
+    (``changed`` or ``no change``), before the family's correction."""
 
     @property
     def changed_aspect(self) -> str | None:
@@ -244,12 +249,14 @@ class TestRow:
 
     @property
     def decision(self) -> str:
-        """``changed``, ``no change``, ``not tested`` or ``not corrected``; with an
-        equivalence margin ``changed``, ``equivalent`` or ``inconclusive`` for a tested one."""
+        """``changed``, ``no change``, ``not tested`` or ``pending`` (not decided yet: not
+        tested yet in a running run, or not corrected; a sequential test's stop may make it
+        final before, see ``early``); with an equivalence margin ``changed``, ``equivalent``
+        or ``inconclusive`` for a tested one."""
         if not self.tested:
-            return "not tested"
+            return "pending" if self.pending else "not tested"
         if self.reject is None:
-            return "not corrected"
+            return self.early or "pending"
         if self.equivalence is not None:
             return self.equivalence.decision
         return "changed" if self.reject else "no change"
@@ -277,7 +284,7 @@ class TestRow:
     @property
     def control_changed(self) -> bool:
         """A control perturbation was rejected: the model changed where it should not."""
-        return self.label == "control" and self.reject is True
+        return self.label == "control" and (self.reject is True or self.decision == "changed")
 
 
 @dataclass(frozen=True)

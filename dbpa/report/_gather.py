@@ -108,7 +108,7 @@ def gather(
     results = store.results(run.run_id)
     failures = {str(r.arm_id): str(r.reason) for r in store.arm_failures(run.run_id).itertuples()}
     tests = store.tests(sorted(set(results.test_id)), nulls=False).set_index("test_id", drop=False)
-    families = _families(results, tests, failures, _model_order(run.config))
+    families = _families(results, tests, failures, run)
     if len(results) > summarise_over:
         families = tuple(replace(f, top=most_changed(f.rows, top)) for f in families)
     arms = gather_arms(store, results, failures, samples_per_arm)
@@ -259,12 +259,17 @@ def _not_tested_reason(row: Any, failures: Mapping[str, str]) -> str:
 
 
 def _families(
-    results: pd.DataFrame, tests: pd.DataFrame, failures: Mapping[str, str], order: list[str]
+    results: pd.DataFrame, tests: pd.DataFrame, failures: Mapping[str, str], run: RunInfo
 ) -> tuple[Family, ...]:
     rows: dict[str, list[TestRow]] = {}
+    running = run.status == "running"
+    with_margin = run.config.get("equivalence") is not None
     for r in results.itertuples():
         tested = bool(r.tested)
+        failed = r.original_arm in failures or r.perturbed_arm in failures
+        pending = not tested and running and not failed
         seed = as_int(tests.at[r.test_id, "seed"]) if r.test_id in tests.index else None
+        stop = _stop(r)
         rows.setdefault(str(r.family), []).append(
             TestRow(
                 family=str(r.family),
@@ -290,17 +295,31 @@ def _families(
                 test_id=str(r.test_id),
                 original_arm=str(r.original_arm),
                 perturbed_arm=str(r.perturbed_arm),
-                reason=None if tested else _not_tested_reason(r, failures),
+                reason=None if tested or pending else _not_tested_reason(r, failures),
+                pending=pending,
+                early=_early(stop, with_margin) if tested and not failed else None,
                 driver=as_str(r.driver),
                 components=as_json(r.components),
                 interval=effect_bounds(r) if tested else None,
                 equivalence=_equivalence(r) if tested else None,
-                stop=_stop(r),
+                stop=stop,
             )
         )
-    rank = {name: i for i, name in enumerate(order)}
+    rank = {name: i for i, name in enumerate(_model_order(run.config))}
     names = sorted(rows, key=lambda n: (rank.get(n, len(rank)), n))
     return tuple(Family(n, tuple(sorted(rows[n], key=lambda r: r.position))) for n in names)
+
+
+def _early(stop: StopView | None, with_margin: bool) -> str | None:
+    """The decision a sequential test's stop makes final before its family is corrected:
+    ``changed`` (its p-value is below the family's lone threshold, which every correction
+    rejects; not with a margin, where it may still be shown equivalent) or ``no change``
+    (futile: p = 1)."""
+    if stop is None:
+        return None
+    if stop.reason == "futile":
+        return "no change"
+    return "changed" if stop.reason == "changed" and not with_margin else None
 
 
 def _labelled_p_values(family: Family) -> tuple[list[float], list[str]] | None:

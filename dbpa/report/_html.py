@@ -175,9 +175,11 @@ def render_html(data: ReportData) -> str:
         matrix=perturbation_matrix(data.families),
         rows={(r.family, r.perturbation_id): r for r in rows},
         controls_changed=[r for f in data.families for r in f.controls_changed],
-        untested=[r for r in rows if not r.tested],
+        untested=[r for r in rows if r.decision == "not tested"],
         named=MAX_NAMED,
         shown_arms=_shown_arms(data),
+        samples_shown=max((len(a.outputs) for a in data.arms), default=0),
+        anchors={(v.family, v.perturbation_id): f"fig-{i}" for i, v in enumerate(data.test_views)},
         provenance_rows=[r for f in data.families for r in f.top] if data.summarised else rows,
         config_json=json.dumps(data.run.config, indent=2, sort_keys=True, ensure_ascii=False),
     )

@@ -108,7 +108,7 @@ def summary_markdown(data: ReportData) -> str:
         lines.append(
             f"- 🔴 **Control perturbations that changed the output** (they should not): {names}"
         )
-    untested = [r for r in data.rows if not r.tested]
+    untested = [r for r in data.rows if r.decision == "not tested"]
     if untested:
         lines.append(f"- {len(untested)} perturbation(s) not tested (see the table)")
     for view, row in _changed_views(data)[:MAX_NAMED]:
@@ -430,7 +430,7 @@ def _dropped(data: ReportData) -> list[str]:
 def _decision_cell(r: TestRow) -> str:
     """The decision, why it was not tested, or which component of ``auto`` led it; where
     a sequential test stopped."""
-    if not r.tested:
+    if r.reason:
         return f"not tested: {r.reason}"
     if r.settling is not None:
         text = f"inconclusive (k = {r.settling.k} would likely show it {r.settling.towards})"

@@ -15,10 +15,16 @@ from ._data import MapView, NullView, SimilarityView, TestView
 from ._figures import BLUE, GREY, INK, ORANGE, RED, Chart
 from ._format import fmt_omega
 
-PANEL_W, PANEL_H = 260, 170
+PANEL_W, PANEL_H = 260, 184
 """Size of one panel in CSS pixels."""
-LEFT, RIGHT, TOP, BOTTOM = 34, 8, 30, 30
-"""Margins inside a panel: axis labels left and bottom, legend on top."""
+FONT_SIZE = 10
+"""Every text of the figure, in CSS pixels at its natural size (the report never shows it
+smaller on a screen wider than the figure; opened large it grows)."""
+LEGEND_ROW = FONT_SIZE + 3
+LEFT, RIGHT, TOP, BOTTOM = 36, 8, 8 + 2 * LEGEND_ROW + 4, 34
+"""Margins inside a panel: axis labels left and bottom, a legend of two rows on top."""
+X_LABEL, Y_LABEL = BOTTOM - 6, FONT_SIZE + 2
+"""Baseline of the x axis' label below the plot; the y axis' label from the panel's left."""
 OMEGA, TIMES = "\N{GREEK SMALL LETTER OMEGA}", "\N{MULTIPLICATION SIGN}"
 
 
@@ -67,7 +73,8 @@ class _Panel:
         bottom = TOP + self.height
         left = self.x0 + LEFT
         ticks = "".join(
-            f'<text x="{self.x(v):.1f}" y="{bottom + 11}" text-anchor="{anchor}">{_num(v)}</text>'
+            f'<text x="{self.x(v):.1f}" y="{bottom + FONT_SIZE + 2}" text-anchor="{anchor}">'
+            f"{_num(v)}</text>"
             for v, anchor in (
                 (self.lo, "start"),
                 ((self.lo + self.hi) / 2, "middle"),
@@ -77,9 +84,10 @@ class _Panel:
         return (
             f'<path d="M{left} {TOP}V{bottom}H{left + self.width}" fill="none" stroke="#666"/>'
             f"{ticks}"
-            f'<text x="{left + self.width / 2:.1f}" y="{bottom + 24}" text-anchor="middle">'
+            f'<text x="{left + self.width / 2:.1f}" y="{bottom + X_LABEL}" text-anchor="middle">'
             f"{escape(xlabel)}</text>"
-            f'<text transform="translate({self.x0 + 10} {TOP + self.height / 2:.1f}) rotate(-90)" '
+            f'<text transform="translate({self.x0 + Y_LABEL} {TOP + self.height / 2:.1f}) '
+            'rotate(-90)" '
             f'text-anchor="middle">{escape(ylabel)}</text>'
         )
 
@@ -87,10 +95,10 @@ class _Panel:
 def _legend(x0: float, items: Sequence[tuple[str, str]]) -> str:
     parts = []
     for i, (color, label) in enumerate(items):
-        y = 8 + 11 * i
+        y = 8 + LEGEND_ROW * i
         parts.append(
-            f'<rect x="{x0 + LEFT}" y="{y}" width="9" height="7" fill="{color}"/>'
-            f'<text x="{x0 + LEFT + 13}" y="{y + 7}">{escape(label)}</text>'
+            f'<rect x="{x0 + LEFT}" y="{y}" width="10" height="8" fill="{color}"/>'
+            f'<text x="{x0 + LEFT + 14}" y="{y + 8}">{escape(label)}</text>'
         )
     return "".join(parts)
 
@@ -153,9 +161,9 @@ def _map_panel(m: MapView, x0: float) -> str:
         + ring(m.original_centroid, BLUE)
         + ring(m.perturbed_centroid, ORANGE)
         + f'<path d="M{left} {TOP}V{bottom}H{left + width}" fill="none" stroke="#666"/>'
-        + f'<text x="{left + width / 2:.1f}" y="{bottom + 24}" text-anchor="middle">'
+        + f'<text x="{left + width / 2:.1f}" y="{bottom + X_LABEL}" text-anchor="middle">'
         + f"first principal component ({first})</text>"
-        + f'<text transform="translate({x0 + 10} {TOP + height / 2:.1f}) rotate(-90)" '
+        + f'<text transform="translate({x0 + Y_LABEL} {TOP + height / 2:.1f}) rotate(-90)" '
         + f'text-anchor="middle">second ({second})</text>'
         + _legend(x0, [(BLUE, "original outputs"), (ORANGE, "perturbed (rings: centroids)")])
     )
@@ -173,7 +181,8 @@ def test_figure(view: TestView) -> Chart:
     width = PANEL_W * len(panels)
     svg = (
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{PANEL_H}" '
-        f'viewBox="0 0 {width} {PANEL_H}" font-family="sans-serif" font-size="9" fill="{INK}">'
+        f'viewBox="0 0 {width} {PANEL_H}" font-family="sans-serif" font-size="{FONT_SIZE}" '
+        f'fill="{INK}">'
         f'<rect width="100%" height="100%" fill="#fff"/>{"".join(panels)}</svg>'
     )
     uri = "data:image/svg+xml;base64," + base64.b64encode(svg.encode()).decode("ascii")

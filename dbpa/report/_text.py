@@ -80,9 +80,11 @@ def family_verdict(f: Family, s: Settings) -> str:
     if f.margin is not None:
         inconclusive = sum(r.decision == "inconclusive" for r in f.rows)
         text += f", {f.equivalent} equivalent within the margin, {inconclusive} inconclusive"
-    untested = len(f.rows) - f.tested
+    untested = sum(r.decision == "not tested" for r in f.rows)
     if untested:
         text += f"; {untested} not tested"
+    if pending := sum(r.decision == "pending" for r in f.rows):
+        text += f"; {pending} pending (the run goes on)"
     controls, targets = f.labelled("control"), f.labelled("target")
     if controls or targets:
         text += (
@@ -118,7 +120,7 @@ def results_table(data: ReportData) -> list[dict[str, str]]:
             "p": fmt_p(r.p_value, r.p_floor),
             "adjusted p": fmt_p(r.adjusted_p),
             "distance [90% CI]": fmt_interval(r.interval),
-            "decision": r.decision if r.tested else f"not tested: {r.reason}",
+            "decision": f"not tested: {r.reason}" if r.reason else r.decision,
             **({"stopped": r.stop.text} if r.stop is not None else {}),
         }
         for r in data.rows

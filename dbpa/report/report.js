@@ -110,7 +110,9 @@
       if (!families.has(name)) families.set(name, new Map());
       const members = families.get(name);
       const id = el.dataset.perturbation;
-      if (!members.has(id)) members.set(id, { p: null, pEquivalence: null, label: "", views: [] });
+      if (!members.has(id)) {
+        members.set(id, { id: id, p: null, pEquivalence: null, label: "", views: [] });
+      }
       const entry = members.get(id);
       if (el.hasAttribute("data-p")) entry.p = Number(el.dataset.p);
       if (el.hasAttribute("data-p-equivalence")) {
@@ -176,6 +178,85 @@
     return ((pill || cell) ? (pill || cell).textContent : "").trim();
   }
 
+  // ------------------------------------------------------------ the summary
+
+  /** The summary cards and the alert of changed controls. ``show(null)`` shows the run's
+   * own again, exactly as recorded; ``show(tallies, setting)`` the page's: tallies maps a
+   * family to {tested, changed, equivalent, inconclusive, labelled, controls, targets,
+   * changedControls, changedTargets, controlsChanged: [{id, adjusted}]}. */
+  function setupSummary(runSetting) {
+    const cards = [...document.querySelectorAll("[data-card]")];
+    const saved = cards.map((card) => ({
+      card: card,
+      className: card.className,
+      children: [...card.childNodes].map((c) => c.cloneNode(true)),
+    }));
+    const runAlert = document.getElementById("controls-alert");
+    let pageAlert = document.getElementById("controls-alert-page");
+    const emptyAlert = pageAlert ? pageAlert.cloneNode(true) : null;
+    const named = pageAlert ? Number(pageAlert.dataset.named) : 0;
+
+    function verdict(t, setting) {
+      let text = `At ${setting}: ${t.changed} of ${t.tested} tested perturbations changed ` +
+        "the output distribution";
+      if (t.withEquivalence) {
+        text += `, ${t.equivalent} equivalent within the margin, ${t.inconclusive} inconclusive`;
+      }
+      if (t.controls || t.targets) {
+        text += `; controls changed ${t.changedControls}/${t.controls}, ` +
+          `targets changed ${t.changedTargets}/${t.targets}`;
+      }
+      return text + `. The run decided with ${runSetting}.`;
+    }
+
+    function alertOf(changed, setting) {
+      pageAlert.replaceChildren();
+      const n = changed.length;
+      const strong = document.createElement("strong");
+      strong.textContent = `${n} control perturbation${n > 1 ? "s" : ""} changed the output ` +
+        `distribution at ${setting}`;
+      pageAlert.append(strong, ` (this page's setting; the run decided with ${runSetting}), ` +
+        `which ${n > 1 ? "they" : "it"} should not: `);
+      changed.slice(0, named).forEach((c, i) => {
+        const id = document.createElement("strong");
+        id.textContent = c.id;
+        pageAlert.append(id, ` (${c.family}, adj. p ${formatP(c.adjusted)})` +
+          (i < Math.min(n, named) - 1 ? ", " : ""));
+      });
+      pageAlert.append((n > named ? ` and ${n - named} more (see the results)` : "") + ".");
+    }
+
+    return function show(tallies, setting) {
+      if (tallies === null) {
+        for (const part of saved) {
+          part.card.className = part.className;
+          part.card.replaceChildren(...part.children.map((c) => c.cloneNode(true)));
+        }
+        if (runAlert) runAlert.hidden = false;
+        if (pageAlert) { // as it was, hidden and empty
+          const fresh = emptyAlert.cloneNode(true);
+          pageAlert.replaceWith(fresh);
+          pageAlert = fresh;
+        }
+        return;
+      }
+      const changedControls = [];
+      for (const card of cards) {
+        const t = tallies.get(card.dataset.card);
+        if (!t) continue;
+        card.querySelector(".changed-count").textContent = String(t.changed);
+        card.querySelector(".verdict").textContent = verdict(t, setting);
+        card.classList.toggle("alarm", t.controlsChanged.length > 0);
+        for (const c of t.controlsChanged) changedControls.push({ family: card.dataset.card, ...c });
+      }
+      if (runAlert) runAlert.hidden = true;
+      if (pageAlert) {
+        pageAlert.hidden = changedControls.length === 0;
+        if (changedControls.length) alertOf(changedControls, setting);
+      }
+    };
+  }
+
   function setupThresholds(panel, families, onChange) {
     const alphaInput = panel.querySelector("#alpha");
     const methodInput = panel.querySelector("#method");
@@ -183,6 +264,7 @@
     const runAlpha = Number(panel.dataset.alpha);
     const runMethod = panel.dataset.method;
     const runs = `The run's decisions: ${runMethod} at \u03b1 = ${runAlpha}.`;
+    const showSummary = setupSummary(`${runMethod} at \u03b1 = ${runAlpha}`);
     const saved = [];
     for (const members of families.values()) {
       for (const entry of members.values()) {
@@ -198,24 +280,42 @@
       if (!valid || !Object.hasOwn(CORRECTIONS, method)) return;
       if (alpha === runAlpha && method === runMethod) {
         saved.forEach(restore); // the run's own decisions, exactly as recorded
+        showSummary(null);
         tally.textContent = runs;
       } else {
         const counts = [];
+        const tallies = new Map();
         for (const [name, members] of families) {
           const entries = [...members.values()];
           const decided = decideFamily(entries, alpha, method);
-          let tested = 0, changed = 0, controls = 0;
+          const t = {
+            tested: 0, changed: 0, equivalent: 0, inconclusive: 0, controls: 0, targets: 0,
+            changedControls: 0, changedTargets: 0, controlsChanged: [],
+            withEquivalence: entries.some((e) => e.pEquivalence !== null),
+          };
           entries.forEach((entry, i) => {
             if (entry.p === null) return;
             const { adjusted, decision } = decided[i];
             for (const el of entry.views) showDecision(el, adjusted, decision, entry.label);
-            tested += 1;
-            changed += decision === "changed";
-            controls += decision === "changed" && entry.label === "control";
+            const changed = decision === "changed";
+            t.tested += 1;
+            t.changed += changed;
+            t.equivalent += decision === "equivalent";
+            t.inconclusive += decision === "inconclusive";
+            t.controls += entry.label === "control";
+            t.targets += entry.label === "target";
+            t.changedTargets += changed && entry.label === "target";
+            if (changed && entry.label === "control") {
+              t.changedControls += 1;
+              t.controlsChanged.push({ id: entry.id, adjusted: adjusted });
+            }
           });
+          tallies.set(name, t);
+          const controls = t.changedControls;
           const among = controls ? ` (${controls} of them control${controls > 1 ? "s" : ""})` : "";
-          counts.push(`${name}: ${changed} of ${tested} changed${among}`);
+          counts.push(`${name}: ${t.changed} of ${t.tested} changed${among}`);
         }
+        showSummary(tallies, `\u03b1 = ${alpha} with ${method}`);
         tally.textContent = `At \u03b1 = ${alpha} with ${method}: ${counts.join("; ")}.`;
       }
       onChange();

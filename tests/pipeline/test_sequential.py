@@ -23,9 +23,8 @@ SEQUENTIAL = {"first": 8, "looks": 2, "futility": 0.2}
 
 
 def _config(provider: ScriptedServer, **overrides):
-    return parse_config(
-        make_config(provider, k=K_MAX, n_permutations=999, sequential=SEQUENTIAL, **overrides)
-    )
+    settings = {"k": K_MAX, "n_permutations": 999, "sequential": SEQUENTIAL} | overrides
+    return parse_config(make_config(provider, **settings))
 
 
 def _record(db, run_id):
@@ -152,20 +151,29 @@ def test_every_report_says_where_each_test_stopped_and_what_it_saved(provider, t
 
 
 def test_the_progress_counts_what_the_design_asks_and_the_arms_that_finished_early(
-    provider, tmp_path
+    one_answer_provider, tmp_path
 ):
+    """The targets stop at the first look, the controls (no futility stops) go on to the
+    second: two looks whatever the server's port."""
     from dbpa import progress
 
     db = tmp_path / "a.duckdb"
     updates: list[progress.Progress] = []
+    config = _config(one_answer_provider, sequential=SEQUENTIAL | {"futility": False})
     with progress.listen(updates.append):
-        outcome = audit(config=_config(provider), db=str(db))
-    results, _, run = _record(db, outcome.run_id)
+        outcome = audit(config=config, db=str(db))
+    results, looks, run = _record(db, outcome.run_id)
     last = {u.phase: u for u in updates}
     assert (last["sample"].done, last["sample"].total) == (run["outputs_used"],) * 2
     stops = dict(zip(results.perturbed_arm, results.stopped_at, strict=True))
     early = sum(k < K_MAX for k in stops.values()) + (max(stops.values()) < K_MAX)
     assert (last["early"].done, last["early"].total) == (early, 5)
+    # the embed and test bars count every look (the last look alone was all they showed):
+    # each look tests its open perturbations and embeds their arms and the original's
+    per_look = looks.groupby("look").size()
+    assert (last["test"].done, last["test"].total) == (len(looks),) * 2
+    assert (last["embed"].done, last["embed"].total) == (int((per_look + 1).sum()),) * 2
+    assert list(per_look) == [4, 2]
 
 
 def test_with_an_equivalence_margin_no_test_stops_for_futility(
@@ -209,3 +217,54 @@ def test_replicate_arms_follow_the_original(one_answer_provider, tmp_path):
     assert one_answer_provider.counts.by_endpoint["/v1/chat/completions"] == 5 * 8
     assert (run["outputs_used"], run["outputs_fixed"]) == (5 * 8, 5 * K_MAX)
     assert (results.margin_source == "replicates").all()
+
+
+def test_the_results_read_during_the_run_show_the_stops_of_the_looks_taken(
+    one_answer_provider, tmp_path
+):
+    """Read by ``dbpa results`` from another process (the live reader) as the second look
+    starts: the targets stopped as changed at 8 (their final decision already: below the
+    lone threshold), the controls (identical to the original, no futility stops) pending."""
+    import json
+    import subprocess
+    import sys
+
+    from dbpa import progress
+
+    db = tmp_path / "a.duckdb"
+    read: list[list[dict]] = []
+    as_json = ("--format", "json")
+
+    def after_the_first_look(update: progress.Progress) -> None:
+        if update.phase == "early" and update.done and not read:  # set after each look
+            shown = subprocess.run(
+                [sys.executable, "-m", "dbpa.cli", "results", "latest", "--db", str(db), *as_json],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert shown.returncode == 0, shown.stderr
+            read.append(json.loads(shown.stdout))
+
+    config = _config(one_answer_provider, sequential=SEQUENTIAL | {"futility": False})
+    with progress.listen(after_the_first_look):
+        outcome = audit(config=config, db=str(db))
+    (live,) = read
+    during = {
+        r["perturbation_id"]: (r["decision"], r["stopped_at"], r["stop_reason"]) for r in live
+    }
+    assert during == {
+        "persona-doctor": ("pending", None, None),
+        "persona-nurse": ("pending", None, None),
+        "persona-comedian": ("changed", 8, "changed"),
+        "persona-child": ("changed", 8, "changed"),
+    }
+    assert all(r["k_a"] == 8 and r["adjusted_p"] is None for r in live)  # the look's tests
+    results, _, _ = _record(db, outcome.run_id)
+    final = {r.perturbation_id: (r.reject, r.stopped_at) for r in results.itertuples()}
+    assert final == {
+        "persona-doctor": (False, K_MAX),
+        "persona-nurse": (False, K_MAX),
+        "persona-comedian": (True, 8),
+        "persona-child": (True, 8),
+    }

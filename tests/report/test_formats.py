@@ -108,10 +108,11 @@ def test_summary_counts_changes_and_calls_out_rejected_controls_in_red(labelled)
     results, page, markdown, _ = labelled
     summary = page[page.index('id="summary"') : page.index('id="results"')]
     for _, group in results.groupby("family"):
-        assert f"{int(group.reject.sum())}<span> of {len(group)} changed" in summary
+        changed = f'<span class="changed-count">{int(group.reject.sum())}</span>'
+        assert f'{changed}<span class="of"> of {len(group)} changed' in summary
     rejected = results[(results.label == "control") & results.reject]
     assert len(rejected) == 1
-    alert = re.search(r'<div class="alert">(.*?)</div>', summary, re.S)
+    alert = re.search(r'<div class="alert" id="controls-alert">(.*?)</div>', summary, re.S)
     assert alert is not None
     assert rejected.perturbation_id.iloc[0] in alert.group(1)
     assert "🔴" in markdown
@@ -478,3 +479,57 @@ def test_a_margin_shows_in_every_format(tmp_path):
             assert f"k = {r['settling']['k']} would likely show it" in markdown
     summary = summary_markdown(data)
     assert f"{family['equivalent']} equivalent within the margin" in summary
+
+
+def test_every_text_of_a_per_test_figure_is_at_least_10_px(labelled_run):
+    import base64
+    import xml.etree.ElementTree as ET
+
+    from dbpa.report._svg import test_figure
+
+    with Store(labelled_run.db, read_only=True) as store:
+        views = gather(store, labelled_run.run_id).test_views
+    ns = "{http://www.w3.org/2000/svg}"
+    for view in views:
+        svg = ET.fromstring(base64.b64decode(test_figure(view).uri.split(",", 1)[1]))
+        texts = list(svg.iter(f"{ns}text"))
+        assert len(texts) >= 12  # ticks, axis labels and legends of three panels
+        assert float(svg.get("font-size")) >= 10
+        # none sets a smaller size of its own, and none leaves the figure
+        assert all(t.get("font-size") is None and t.get("style") is None for t in texts)
+        height = float(svg.get("height"))
+        for t in texts:
+            if t.get("y") is not None:
+                assert 10 <= float(t.get("y")) <= height - 2, t.text
+
+
+def test_results_rows_link_to_their_figure(labelled, labelled_run):
+    _, page, _, _ = labelled
+    with Store(labelled_run.db, read_only=True) as store:
+        views = gather(store, labelled_run.run_id).test_views
+    figures = re.findall(r'<figure id="(fig-\d+)">', page)
+    assert len(figures) == len(views) > 0
+    results = page[page.index('id="results"') : page.index('id="tests"')]
+    for anchor in figures:
+        assert results.count(f'href="#{anchor}"') >= 1, anchor
+    # the link sits in the row of the figure's perturbation
+    first = views[0]
+    row = re.search(
+        rf'<tr [^>]*data-family="{re.escape(first.family)}" '
+        rf'data-perturbation="{re.escape(first.perturbation_id)}"[^>]*>(.*?)</tr>',
+        results,
+        re.S,
+    )
+    assert row is not None
+    assert 'href="#fig-0"' in row[1]
+
+
+def test_sample_outputs_say_how_many_of_each_arms_outputs_they_show(labelled):
+    _, page, _, data = labelled
+    outputs = page[page.index('id="outputs"') : page.index('id="usage"')]
+    shown = re.findall(r"· (\d+) of (\d+) outputs shown", outputs)
+    assert len(shown) == len(data["arms"])
+    for (n, of), arm in zip(shown, data["arms"], strict=True):
+        assert (int(n), int(of)) == (len(arm["outputs"]), arm["usage"]["outputs"])
+        assert int(n) < int(of)  # 3 of the 10 each arm holds
+    assert "The first 3 outputs of each of the" in outputs

@@ -278,12 +278,12 @@ def test_a_family_the_run_did_not_correct_reads_so_at_the_runs_settings(
     def of_stopped() -> set[str]:
         return {dec for (f, _), (_, dec) in _shown(page).items() if f == stopped.name}
 
-    assert of_stopped() == {"not corrected"}
+    assert of_stopped() == {"pending"}
     _set(page, 0.05, "bonferroni")  # what the correction would decide
     assert of_stopped() <= {"changed", "no change"}
     _assert_shows(page, data, 0.05, "bonferroni")
     _set(page, 0.05, "holm")
-    assert of_stopped() == {"not corrected"}
+    assert of_stopped() == {"pending"}
     assert opened.errors == []
     page.context.close()
 
@@ -295,6 +295,113 @@ def test_an_invalid_alpha_changes_nothing(labelled_page: Opened):
         page.fill("#alpha", bad)
         assert _shown(page) == before
         assert page.eval_on_selector("#alpha", "input => !input.checkValidity()")
+
+
+def test_the_summary_cards_and_the_control_alert_follow_the_thresholds(labelled_page: Opened):
+    page, data = labelled_page.page, labelled_page.data
+    summary = page.inner_html("#summary")
+    labels = {(r.family, r.perturbation_id): r.label for r in data.rows}
+    alert = page.locator("#controls-alert-page")
+    for alpha, method in [(0.5, "bh"), (0.001, "holm"), (0.3, "bonferroni")]:
+        _set(page, alpha, method)
+        expected = _python_decisions(data, alpha, method)
+        for f in data.families:
+            card = page.locator(f'[data-card="{f.name}"]')
+            changed = [
+                key for key, (_, dec) in expected.items() if key[0] == f.name and dec == "changed"
+            ]
+            assert card.locator(".changed-count").inner_text() == str(len(changed))
+            verdict = card.locator(".verdict").inner_text()
+            assert verdict.startswith(f"At \N{GREEK SMALL LETTER ALPHA} = {alpha} with {method}:")
+            assert f"{len(changed)} of {f.tested} tested perturbations changed" in verdict
+            controls = [key for key in changed if labels[key] == "control"]
+            assert ("alarm" in card.get_attribute("class")) == bool(controls)
+        controls = [
+            key
+            for key, (_, dec) in expected.items()
+            if dec == "changed" and labels[key] == "control"
+        ]
+        assert (
+            page.locator("#controls-alert").count() == 0
+            or not page.locator("#controls-alert").is_visible()
+        )
+        if controls:
+            said = alert.inner_text()
+            assert said.startswith(f"{len(controls)} control perturbation")
+            assert f"at \N{GREEK SMALL LETTER ALPHA} = {alpha} with {method}" in said
+            for family, pid in controls:
+                assert f"{pid} ({family}, adj. p " in said
+        else:
+            assert not alert.is_visible()
+    _set(page, 0.05, "holm")  # back to the run's: exactly the static summary again
+    assert page.inner_html("#summary") == summary
+
+
+def test_a_figure_opens_large_without_a_script_and_a_results_row_leads_to_it(
+    browser: Browser, labelled_run: BuiltRun, tmp_path: Path
+):
+    data, html = _report(labelled_run)
+    opened = _open(browser, html, tmp_path / "report.html", data, java_script_enabled=False)
+    page = opened.page
+    image = page.locator("#fig-0 img")
+    natural = image.bounding_box()["width"]
+    assert natural == 3 * 260  # shown at its natural size: its 10 px texts stay 10 px
+    page.locator("table.results a[href='#fig-0']").first.click()
+    assert page.url.endswith("#fig-0")
+    top = page.evaluate("document.getElementById('fig-0').getBoundingClientRect().top")
+    assert 0 <= top < 100
+    image.click()
+    assert page.url.endswith("#fig-0-large")
+    large = image.bounding_box()
+    assert large["width"] > 1.5 * natural
+    assert page.locator("#fig-0-large a.close").is_visible()
+    page.locator("#fig-0-large a.close").click()
+    assert page.url.endswith("#fig-0")
+    assert image.bounding_box()["width"] == natural
+    assert opened.errors == []
+    page.context.close()
+
+
+def test_long_words_wrap_instead_of_widening_the_page(
+    browser: Browser, labelled_run: BuiltRun, tmp_path: Path
+):
+    data, _ = _report(labelled_run)
+    word = "w" * 400  # an output, a description, an audit name without a space
+
+    def long(view):
+        moved = view.moved
+        after = tuple(dataclasses.replace(e, text=word) for e in moved.after)
+        return dataclasses.replace(view, moved=dataclasses.replace(moved, after=after))
+
+    families = tuple(
+        dataclasses.replace(f, rows=tuple(dataclasses.replace(r, description=word) for r in f.rows))
+        for f in data.families
+    )
+    arms = tuple(
+        dataclasses.replace(a, outputs=tuple(dataclasses.replace(o, text=word) for o in a.outputs))
+        for a in data.arms
+    )
+    data = dataclasses.replace(
+        data,
+        run=dataclasses.replace(data.run, audit=word, description=word),
+        families=families,
+        arms=arms,
+        test_views=tuple(long(v) for v in data.test_views),
+    )
+    opened = _open(
+        browser,
+        render_html(data),
+        tmp_path / "report.html",
+        data,
+        viewport={"width": 800, "height": 900},
+    )
+    page = opened.page
+    for summary in page.locator("details > summary").all():
+        summary.click()
+    assert page.get_by_text(word[:50]).first.is_visible()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 800
+    assert opened.errors == []
+    page.context.close()
 
 
 # ---------------------------------------------------------------------- sorting, filtering

@@ -119,3 +119,57 @@ def test_an_interval_from_before_the_boundary_test_is_not_current(store):
     store.add_tests([record])
     assert store.existing_tests(["t1"]) == {"t1"}
     assert store._rows("SELECT count(*) FROM effect_intervals") == [(1,)]
+
+
+def _looked(store, stop: str | None, *, look: bool = True) -> None:
+    """A running sequential run of one perturbation, its first look stored (unless not
+    ``look``)."""
+    from tests.storage.conftest import family_row
+
+    store.start_run(
+        "seq", audit="a", config={"k": 16}, config_hash="h", epoch="0", flow_run_id=None,
+        versions={},
+    )  # fmt: skip
+    store.add_family("seq", [family_row("p", "o", "x", "p-at-16")])
+    store.add_tests([make_record("p-at-8", "o", "x", 0.001)])
+    if look:
+        row = dict(perturbation_id="p", look=0, k=8, test_id="p-at-8", p_value=0.001, weight=0.3)
+        store.add_sequential_looks("seq", "m", [row | {"stop": stop}])
+
+
+@pytest.mark.parametrize("stop", ["changed", None])
+def test_a_stop_at_a_look_shows_in_the_results_before_the_correction(store, stop):
+    _looked(store, stop)
+    (row,) = store.results("seq").itertuples()
+    assert row.test_id == "p-at-8"  # the family points at the look's test
+    assert bool(row.tested)
+    assert pd.isna(row.adjusted_p)
+    shown = (row.stop_reason, row.stopped_at)
+    assert [None if pd.isna(v) else v for v in shown] == ([stop, 8] if stop else [None, None])
+    assert [None if pd.isna(v) else v for v in store.sequential_looks("seq").stop] == [stop]
+    # the correction's stop, once stored, is the one shown
+    store.add_corrections(
+        "seq", "m", "holm", 0.05, [Decision("p", 0.002, 0.002, True, True)], stops={"p": (8, "x")}
+    )
+    (row,) = store.results("seq").itertuples()
+    assert (row.stop_reason, row.stopped_at) == ("x", 8)
+
+
+def test_a_record_before_look_stops_reads_its_stops_from_the_corrections(tmp_path, monkeypatch):
+    import storage._core
+    from storage import MIGRATIONS, Store
+
+    path = tmp_path / "v6.duckdb"
+    with monkeypatch.context() as patch:
+        patch.setattr(storage._core, "MIGRATIONS", MIGRATIONS[:6])
+        with Store(path, serve_readers=False) as old:
+            _looked(old, None, look=False)  # no stop column to write it in
+            old.add_corrections(
+                "seq", "m", "holm", 0.05, [Decision("p", 0.002, 0.002, True, True)],
+                stops={"p": (8, "changed")},
+            )  # fmt: skip
+    with Store(path, read_only=True) as store:
+        assert store.schema_version == 6
+        (row,) = store.results("seq").itertuples()
+        assert (row.stop_reason, row.stopped_at) == ("changed", 8)
+        assert store.sequential_looks("seq").empty
