@@ -5,6 +5,11 @@ to the second). So every tick of a schedule samples anew; a retry of the same fl
 keeps its scheduled time and resumes the tick (stored outputs are not requested again);
 a run triggered by hand is scheduled for the moment it was triggered, so it is a new
 tick. ``overrides={"epoch": "..."}`` runs, or resumes, a given tick instead.
+
+A tick that fails is retried once, a minute later, unless its failure is permanent
+(``flows._retries.PERMANENT``: a rejected key, an unknown model, a bad request, an endpoint
+unreachable for its whole connect budget, a config that cannot be used): the retry would
+meet it again, so the tick fails once, with one message.
 """
 
 from __future__ import annotations
@@ -19,12 +24,14 @@ from prefect.runtime import flow_run
 
 import storage
 from dbpa.config import load_config
+from flows._retries import retried_unless_permanent
 from flows.audit import AuditOutcome, audit_with_runner, flow_run_tags
 from flows.drift import drift
 from tasks.report import write_reports
 
 RETRY_DELAY_SECONDS = 60
-"""Wait before the retry of a failed tick (the retry resumes it)."""
+"""Wait before the retry of a failed tick (the retry resumes it); permanent failures are not
+retried."""
 
 
 def tick_epoch() -> str:
@@ -53,22 +60,24 @@ def scheduled_audit(
     runner: str = "threads",
 ) -> AuditOutcome:
     """Audit ``config_path`` at this tick's epoch, test every arm for drift against the
-    previous and the first tick, and write the run's reports with the drift history.
+    previous and the first epoch, and write the run's reports with the drift history. A
+    permanent failure of the audit fails the tick without a retry.
 
     ``overrides`` sets config keys, dotted for nested ones (``{"k": 10}``,
     ``{"embedder.model": "..."}``); ``runner``: threads, dask or dask=ADDRESS.
     """
     logger = get_run_logger()
-    config = load_config(config_path, {"epoch": tick_epoch(), **(overrides or {})})
-    logger.info("%s: tick %s (%s)", config.name, config.epoch, Path(config_path).resolve())
-    with tags(*flow_run_tags(config)):
-        outcome = audit_with_runner(runner)(config=config, db=db, out=out)
-        drift(audit=config.name, db=db, epoch=config.epoch)
-        with storage.Store(db) as store:
-            storage.register(store)
-            try:
-                # Now with the drift section; the audit's artifacts already point to them.
-                reports = write_reports(db, outcome.run_id, out, publish=False)
-            finally:
-                storage.unregister(store)
+    with retried_unless_permanent():
+        config = load_config(config_path, {"epoch": tick_epoch(), **(overrides or {})})
+        logger.info("%s: tick %s (%s)", config.name, config.epoch, Path(config_path).resolve())
+        with tags(*flow_run_tags(config)):
+            outcome = audit_with_runner(runner)(config=config, db=db, out=out)
+            drift(audit=config.name, db=db, epoch=config.epoch)
+            with storage.Store(db) as store:
+                storage.register(store)
+                try:
+                    # Now with the drift section; the audit's artifacts already point to them.
+                    reports = write_reports(db, outcome.run_id, out, publish=False)
+                finally:
+                    storage.unregister(store)
     return dataclasses.replace(outcome, reports=reports)

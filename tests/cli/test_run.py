@@ -154,6 +154,25 @@ def test_a_provider_that_keeps_failing_exits_1_with_a_message(tmp_path, write_co
 
 
 @pytest.mark.usefixtures("prefect_harness")
+def test_an_embedder_refusing_connections_exits_1_naming_it(tmp_path, provider, write_config):
+    with ScriptedServer() as gone:  # closed at once: its port refuses connections
+        refused = gone.api_base
+    config = make_config(provider)
+    config["embedder"] |= {"api_base": refused, "connect_budget_s": 1}
+    result = invoke(
+        "run", str(write_config(config)), "--db", str(tmp_path / "e.duckdb"), "--out", str(tmp_path)
+    )
+    assert result.exit_code == 1, result.output
+    assert (
+        f"error: model 'litellm/openai/scripted': connection refused by {refused}; gave up "
+        "after 1 s (connect_budget_s). Every output sampled so far is kept; fix the cause and "
+        "run the same command again."
+    ) in text(result)
+    assert "Traceback" not in result.output
+    assert "(failed)" in text(result)
+
+
+@pytest.mark.usefixtures("prefect_harness")
 def test_ci_gate_exits_3_when_a_control_changes(tmp_path, write_config):
     """The doctor answers otherwise; the nurse repeats the original's one text, so its p-value
     is 1 whatever the server's port (under ``RULES`` a control is now and then rejected by
