@@ -13,7 +13,15 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_table_artifact
 
 import storage
-from dbpa.drift import Comparison, DriftResult, decide, load_vectors, plan_drift, read_epochs
+from dbpa.drift import (
+    Comparison,
+    DriftResult,
+    decide,
+    load_vectors,
+    outdated,
+    plan_drift,
+    read_epochs,
+)
 from tasks.permutation import TestJob, run_tests
 from tasks.report import artifact_key
 
@@ -79,6 +87,18 @@ def drift(
         + ", ".join(f"the {c.against} epoch {c.reference_epoch}" for c in comparisons),
     )
     return summaries
+
+
+def outdated_epochs(audit: str, db: str, tick: str) -> tuple[str, ...]:
+    """The epochs of ``audit`` after ``tick`` whose drift is to be tested again now that
+    ``tick`` is recorded (``dbpa.drift.outdated``): a tick run late comes before them."""
+    with storage.Store(db) as store:
+        epochs = [e.epoch for e in read_epochs(store, audit)]
+        rows = store.drift(audit)
+    recorded: dict[str, dict[str, str]] = {}
+    for r in rows.itertuples():
+        recorded.setdefault(str(r.epoch), {})[str(r.against)] = str(r.reference_epoch)
+    return outdated(epochs, recorded, tick) if tick in epochs else ()
 
 
 def nothing_to_compare(audit: str, epochs: list[str]) -> str:

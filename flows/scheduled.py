@@ -26,7 +26,7 @@ import storage
 from dbpa.config import load_config
 from flows._retries import retried_unless_permanent
 from flows.audit import AuditOutcome, audit_with_runner, flow_run_tags
-from flows.drift import drift
+from flows.drift import drift, outdated_epochs
 from tasks.report import write_reports
 
 RETRY_DELAY_SECONDS = 60
@@ -60,8 +60,10 @@ def scheduled_audit(
     runner: str = "threads",
 ) -> AuditOutcome:
     """Audit ``config_path`` at this tick's epoch, test every arm for drift against the
-    previous and the first epoch, and write the run's reports with the drift history. A
-    permanent failure of the audit fails the tick without a retry.
+    previous and the first epoch (in epoch order: ``dbpa.drift.epoch_order``), and again
+    for the later epochs whose previous or first epoch this tick now is (a tick run late),
+    and write the run's reports with the drift history. A permanent failure of the audit
+    fails the tick without a retry.
 
     ``overrides`` sets config keys, dotted for nested ones (``{"k": 10}``,
     ``{"embedder.model": "..."}``); ``runner``: threads, dask or dask=ADDRESS.
@@ -73,6 +75,9 @@ def scheduled_audit(
         with tags(*flow_run_tags(config)):
             outcome = audit_with_runner(runner)(config=config, db=db, out=out)
             drift(audit=config.name, db=db, epoch=config.epoch)
+            for later in outdated_epochs(config.name, db, config.epoch):
+                logger.info("drift of epoch %s again: %s comes before it", later, config.epoch)
+                drift(audit=config.name, db=db, epoch=later)
             with storage.Store(db) as store:
                 storage.register(store)
                 try:

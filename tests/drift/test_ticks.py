@@ -202,6 +202,24 @@ def test_drift_is_found_when_the_outputs_change_and_not_otherwise(tmp_path: Path
     assert pd.Series(moved.reference_epoch).tolist().count(EPOCHS[0]) == 11
 
 
+def test_drift_compares_ticks_in_time_order_whatever_order_they_ran_in(tmp_path: Path):
+    db = tmp_path / "late.duckdb"
+    with ScriptedServer(rules=RULES, embedding_dimension=24) as provider:
+        params = {"config_path": _write(tmp_path, make_config(provider)), "db": str(db)}
+        for day, when in zip((27, 29, 28), TICKS, strict=True):  # the 28th runs last
+            tick(when, **params, overrides={"epoch": f"2026-11-{day}T03:00:00+00:00"})
+    with Store(db, read_only=True) as store:
+        drift = store.drift("persona-test")
+    compared = {(r.epoch[:10], r.against, r.reference_epoch[:10]) for r in drift.itertuples()}
+    assert compared == {
+        ("2026-11-28", "previous", "2026-11-27"),
+        ("2026-11-28", "baseline", "2026-11-27"),
+        ("2026-11-29", "previous", "2026-11-28"),  # tested again once the 28th was recorded
+        ("2026-11-29", "baseline", "2026-11-27"),
+    }
+    assert len(drift) == 4 * 5  # each of the 5 arms once per comparison
+
+
 def test_nothing_to_compare_says_why():
     assert nothing_to_compare("a", ["2026-01-01T00:00:00+00:00"]) == (
         "a has a single epoch so far; nothing to compare"
