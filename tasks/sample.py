@@ -8,7 +8,8 @@ from typing import Any
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
-from prefect.states import Failed, State
+from prefect.client.schemas.objects import State
+from prefect.states import Failed
 
 import storage
 from dbpa.arms import Arm
