@@ -13,16 +13,42 @@ from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+)
 
 LOCAL_MODEL_PREFIX = "local/"
 """Models named with this prefix run on the embedded in-process server (``local/smollm2-135m``)."""
+DEFAULT_CONNECT_BUDGET_S = 60.0
+"""Seconds an endpoint may refuse connections before its model fails, unless a spec says."""
 
 
 class Spec(BaseModel):
     """Base of every configuration model: frozen, strict about unknown keys."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class _Endpoint(Spec):
+    """A spec of a model behind an HTTP endpoint: its connect budget."""
+
+    connect_budget_s: float = Field(default=DEFAULT_CONNECT_BUDGET_S, ge=0, allow_inf_nan=False)
+    """Seconds the endpoint may refuse connections (or be unreachable), counted from the
+    first failed connection, before the model fails (0: at the first); retried meanwhile."""
+
+    @model_serializer(mode="wrap")
+    def _dump_as_before(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Without ``connect_budget_s`` when it is the default: configs dump, and hash, as
+        they did before it existed."""
+        data: dict[str, Any] = handler(self)
+        if data.get("connect_budget_s") == DEFAULT_CONNECT_BUDGET_S:
+            del data["connect_budget_s"]
+        return data
 
 
 class Message(Spec):
@@ -32,7 +58,7 @@ class Message(Spec):
     content: str
 
 
-class ModelSpec(Spec):
+class ModelSpec(_Endpoint):
     """An LLM reached through litellm, and how to call it."""
 
     model: str = Field(min_length=1)
@@ -52,7 +78,8 @@ class ModelSpec(Spec):
     timeout_s: float = Field(default=120.0, gt=0)
     """Per-request HTTP timeout."""
     max_retries: int = Field(default=6, ge=0)
-    """Retries of transient failures (rate limit, timeout, connection, 5xx)."""
+    """Retries of transient failures (rate limit, timeout, 5xx, malformed answers); failed
+    connections are retried for ``connect_budget_s`` instead."""
 
     @field_validator("params")
     @classmethod
@@ -73,7 +100,7 @@ class ModelSpec(Spec):
         return self.name or self.model
 
 
-class EmbedderSpec(Spec):
+class EmbedderSpec(_Endpoint):
     """Which embedding model turns outputs into vectors."""
 
     backend: Literal["sentence-transformers", "litellm"] = "sentence-transformers"

@@ -22,7 +22,7 @@ from dbpa.arms import Arm
 from dbpa.plan import AuditPlan
 from dbpa.progress import Counter
 from flows._progress import ProgressArtifact
-from tasks.sample import ArmJob, SampleOutcome, sample_arms
+from tasks.sample import ArmJob, ArmsFailed, SampleOutcome, sample_arms
 
 
 def batches(items: Sequence[Any], max_batches: int, min_size: int = 1) -> list[list[Any]]:
@@ -86,6 +86,8 @@ class Sampling:
             for future in as_completed(list(arms_of)):
                 try:
                     outcome = future.result()
+                except ArmsFailed as failed:  # the task run Failed; its other arms are full
+                    outcome = failed.outcome
                 except Exception as exc:  # a transient failure that outlived every retry
                     self._hold(exc)
                     continue

@@ -13,7 +13,15 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_table_artifact
 
 import storage
-from dbpa.drift import Comparison, DriftResult, decide, load_vectors, plan_drift, read_epochs
+from dbpa.drift import (
+    Comparison,
+    DriftResult,
+    decide,
+    load_vectors,
+    outdated,
+    plan_drift,
+    read_epochs,
+)
 from tasks._artifacts import artifact_key, outcome_digest, publish_once
 from tasks.permutation import TestJob, run_tests
 
@@ -34,10 +42,15 @@ class DriftSummary:
 
 @flow(name="dbpa-drift", flow_run_name="drift {audit}", log_prints=True)
 def drift(
-    audit: str, db: str = "dbpa.duckdb", epoch: str = "latest", baseline: str = "first"
+    audit: str,
+    db: str = "dbpa.duckdb",
+    epoch: str = "latest",
+    baseline: str = "first",
+    publish: bool = True,
 ) -> list[DriftSummary]:
     """Test ``epoch`` of ``audit`` against the previous and the ``baseline`` epoch; store
-    the tests and their corrected decisions, and publish them as a table artifact."""
+    the tests and their corrected decisions, and (with ``publish``) show them as a table
+    artifact."""
     logger = get_run_logger()
     summaries, table = [], []
     with storage.Store(db) as store:
@@ -72,6 +85,8 @@ def drift(
                 )
             )
             table += [_table_row(comparison, r) for r in results]
+    if not publish:
+        return summaries
     publish_once(
         create_table_artifact,
         artifact_key(audit, "drift"),
@@ -81,6 +96,18 @@ def drift(
         table=table,
     )
     return summaries
+
+
+def outdated_epochs(audit: str, db: str, tick: str) -> tuple[str, ...]:
+    """The epochs of ``audit`` after ``tick`` whose drift is to be tested again now that
+    ``tick`` is recorded (``dbpa.drift.outdated``): a tick run late comes before them."""
+    with storage.Store(db) as store:
+        epochs = [e.epoch for e in read_epochs(store, audit)]
+        rows = store.drift(audit)
+    recorded: dict[str, dict[str, str]] = {}
+    for r in rows.itertuples():
+        recorded.setdefault(str(r.epoch), {})[str(r.against)] = str(r.reference_epoch)
+    return outdated(epochs, recorded, tick) if tick in epochs else ()
 
 
 def nothing_to_compare(audit: str, epochs: list[str]) -> str:

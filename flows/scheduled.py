@@ -5,6 +5,11 @@ to the second). So every tick of a schedule samples anew; a retry of the same fl
 keeps its scheduled time and resumes the tick (stored outputs are not requested again);
 a run triggered by hand is scheduled for the moment it was triggered, so it is a new
 tick. ``overrides={"epoch": "..."}`` runs, or resumes, a given tick instead.
+
+A tick that fails is retried once, a minute later, unless its failure is permanent
+(``flows._retries.PERMANENT``: a rejected key, an unknown model, a bad request, an endpoint
+unreachable for its whole connect budget, a config that cannot be used): the retry would
+meet it again, so the tick fails once, with one message.
 """
 
 from __future__ import annotations
@@ -19,12 +24,14 @@ from prefect.runtime import flow_run
 
 import storage
 from dbpa.config import load_config
+from flows._retries import retried_unless_permanent
 from flows.audit import AuditOutcome, audit, audit_with_runner, flow_run_tags
-from flows.drift import drift
+from flows.drift import drift, outdated_epochs
 from tasks.report import write_reports
 
 RETRY_DELAY_SECONDS = 60
-"""Wait before the retry of a failed tick (the retry resumes it)."""
+"""Wait before the retry of a failed tick (the retry resumes it); permanent failures are not
+retried."""
 
 
 def tick_epoch() -> str:
@@ -53,24 +60,31 @@ def scheduled_audit(
     runner: str = "threads",
 ) -> AuditOutcome:
     """Audit ``config_path`` at this tick's epoch, test every arm for drift against the
-    previous and the first tick, and write the run's reports with the drift history.
+    previous and the first epoch (in epoch order: ``dbpa.drift.epoch_order``), and again
+    for the later epochs whose previous or first epoch this tick now is (a tick run late),
+    and write the run's reports with the drift history. A permanent failure of the audit
+    fails the tick without a retry.
 
     ``overrides`` sets config keys, dotted for nested ones (``{"k": 10}``,
     ``{"embedder.model": "..."}``); ``runner``: threads, dask or dask=ADDRESS.
     """
     logger = get_run_logger()
-    config = load_config(config_path, {"epoch": tick_epoch(), **(overrides or {})})
-    logger.info("%s: tick %s (%s)", config.name, config.epoch, Path(config_path).resolve())
-    if runner == "threads":  # inline: its task runs and artifacts are the tick's own
-        outcome = audit.fn(config=config, db=db, out=out, publish=False)
-    else:  # the cluster is a subflow's task runner
-        with tags(*flow_run_tags(config)):
-            outcome = audit_with_runner(runner)(config=config, db=db, out=out, publish=False)
-    drift.fn(audit=config.name, db=db, epoch=config.epoch)
-    with storage.Store(db) as store:
-        storage.register(store)
-        try:  # with the drift section, published on the tick's run
-            reports = write_reports(db, outcome.run_id, out)
-        finally:
-            storage.unregister(store)
+    with retried_unless_permanent():
+        config = load_config(config_path, {"epoch": tick_epoch(), **(overrides or {})})
+        logger.info("%s: tick %s (%s)", config.name, config.epoch, Path(config_path).resolve())
+        if runner == "threads":  # inline: its task runs and artifacts are the tick's own
+            outcome = audit.fn(config=config, db=db, out=out, publish=False)
+        else:  # the cluster is a subflow's task runner
+            with tags(*flow_run_tags(config)):
+                outcome = audit_with_runner(runner)(config=config, db=db, out=out, publish=False)
+        drift.fn(audit=config.name, db=db, epoch=config.epoch)
+        for later in outdated_epochs(config.name, db, config.epoch):
+            logger.info("drift of epoch %s again: %s comes before it", later, config.epoch)
+            drift.fn(audit=config.name, db=db, epoch=later, publish=False)  # its own tick's
+        with storage.Store(db) as store:
+            storage.register(store)
+            try:  # with the drift section, published on the tick's run
+                reports = write_reports(db, outcome.run_id, out)
+            finally:
+                storage.unregister(store)
     return dataclasses.replace(outcome, reports=reports)

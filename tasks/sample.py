@@ -6,12 +6,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from prefect import task
+from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
+from prefect.client.schemas.objects import State
+from prefect.states import Failed
 
 import storage
 from dbpa.arms import Arm
-from dbpa.llm import PermanentModelError, TransientModelError, sample
+from dbpa.llm import PermanentModelError, TransientModelError, Warn, sample
 from dbpa.progress import Counter
 from dbpa.specs import Generation
 
@@ -37,8 +39,22 @@ class SampleOutcome:
     """arm_id -> permanent error message (model and reason)."""
 
 
+class ArmsFailed(Exception):
+    """Arms of a sampling task run failed permanently: the task run ends Failed with this
+    error, which carries what the task run achieved (the flow goes on with the other arms)."""
+
+    def __init__(self, outcome: SampleOutcome) -> None:
+        reasons = sorted(set(outcome.failures.values()))
+        super().__init__(f"{len(outcome.failures)} arm(s) failed: {'; '.join(reasons)}")
+        self.outcome = outcome
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.outcome,))
+
+
 def _transient_only(task: Any, task_run: Any, state: Any) -> bool:
-    """Retry the task only when the provider kept failing transiently."""
+    """Retry the task only when the provider kept failing transiently (not after
+    :class:`ArmsFailed`, nor any other error)."""
     try:
         state.result()
     except TransientModelError:
@@ -58,13 +74,16 @@ def _transient_only(task: Any, task_run: Any, state: Any) -> bool:
 )
 def sample_arms(
     db: str, jobs: list[ArmJob], k: int, label: str, counter: Counter | None = None
-) -> SampleOutcome:
+) -> SampleOutcome | State[Any]:
     """Fill every arm of ``jobs`` up to k outputs, asking only for the missing ones (so a
     retry or a resumed run never requests a stored output again); a permanent model error
-    ends that arm only. The arms of the batch are sampled concurrently."""
+    ends that arm only. The arms of the batch are sampled concurrently. With arms that
+    failed permanently the task run ends Failed with :class:`ArmsFailed` (no retry: it
+    would fail again), its message the reasons; the flow reports them once per model."""
     store = storage.get(db)
     present = store.sample_indices([j.arm.arm_id for j in jobs])
     threads = min(len(jobs), ARMS_IN_FLIGHT)
+    warn = get_run_logger().warning
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="dbpa-arm") as pool:
         futures = {
             job.arm.arm_id: pool.submit(
@@ -73,6 +92,7 @@ def sample_arms(
                 job,
                 [i for i in range(k) if i not in present[job.arm.arm_id]],
                 counter,
+                warn,
             )
             for job in jobs
         }
@@ -86,10 +106,20 @@ def sample_arms(
             raise error  # transient failures that outlived the sampler's retries
         else:
             sampled += future.result()
-    return SampleOutcome(sampled=sampled, failures=failures)
+    outcome = SampleOutcome(sampled=sampled, failures=failures)
+    if failures:
+        failed = ArmsFailed(outcome)
+        return Failed(message=str(failed), data=failed)
+    return outcome
 
 
-def _fill(store: storage.Store, job: ArmJob, missing: list[int], counter: Counter | None) -> int:
+def _fill(
+    store: storage.Store,
+    job: ArmJob,
+    missing: list[int],
+    counter: Counter | None,
+    warn: Warn,
+) -> int:
     if not missing:
         return 0
 
@@ -98,4 +128,6 @@ def _fill(store: storage.Store, job: ArmJob, missing: list[int], counter: Counte
         if counter is not None:
             counter.add(len(outputs))
 
-    return len(sample(job.arm.model, job.arm.messages, missing, seed=job.seed, on_outputs=keep))
+    return len(
+        sample(job.arm.model, job.arm.messages, missing, seed=job.seed, on_outputs=keep, warn=warn)
+    )

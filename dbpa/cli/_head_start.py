@@ -12,7 +12,9 @@ and shows; the head start only gets the requests going while Prefect starts.
 :meth:`HeadStart.stop` lets the chunks in flight finish, hands out no more and closes the
 record before the flow opens it, so no output is asked twice. A model that fails is left
 alone for the rest of the head start (its error reaches the user once, from the flow); short
-retry waits keep ``stop`` prompt.
+retry waits keep ``stop`` prompt, and so does giving up at the first failed connection: the
+model's connect budget is spent by the flow's tasks, on the clock that failure started
+(``dbpa.llm.endpoint_for``).
 """
 
 from __future__ import annotations
@@ -124,7 +126,7 @@ class HeadStart:
                 chunk = work.get_nowait()
             except queue.Empty:
                 return
-            model = chunk.arm.model
+            model = chunk.arm.model.model_copy(update={"connect_budget_s": 0.0})
             with self._lock:
                 if model.label in self._failed_models:
                     continue

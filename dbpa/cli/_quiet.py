@@ -3,7 +3,9 @@
 Prefect logs a failed flow run's exception with its traceback through its console handler,
 after which ``dbpa`` prints the same error as its exit message. While :func:`quiet_console`
 is active, the console handler drops the records of errors the command reports itself and
-prints the others without their traceback. Only the terminal changes: Prefect's API log
+the error lines of task runs whose failures the flow sums up (a failed ``sample`` task run's
+final state: the flow logs one line per failed model), and prints the others without their
+traceback. Only the terminal changes: Prefect's API log
 handler still sends every record, traceback included, to the server and its UI.
 """
 
@@ -32,14 +34,21 @@ class _WithoutTraceback(logging.Formatter):
 
 
 @contextmanager
-def quiet_console(reported: Callable[[Exception], bool]) -> Iterator[None]:
-    """Inside the block, Prefect's console handler prints no traceback and no record of an
-    exception for which ``reported`` is true (the command prints that error itself)."""
+def quiet_console(
+    reported: Callable[[Exception], bool], summarised: frozenset[str] = frozenset()
+) -> Iterator[None]:
+    """Inside the block, Prefect's console handler prints no traceback, no record of an
+    exception for which ``reported`` is true (the command prints that error itself) and no
+    error line of a task run of a task named in ``summarised`` (the flow sums them up)."""
     from prefect.logging.handlers import PrefectConsoleHandler
 
     def shown(record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
-        return not (isinstance(error, Exception) and reported(error))
+        if isinstance(error, Exception) and reported(error):
+            return False
+        return not (
+            record.levelno >= logging.ERROR and getattr(record, "task_name", None) in summarised
+        )
 
     changed = [
         (handler, handler.formatter)

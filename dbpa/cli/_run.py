@@ -152,7 +152,7 @@ def run(
     try:
         from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
-        from dbpa.llm import TransientModelError
+        from dbpa.llm import ModelError, PermanentModelError
         from flows.audit import AuditIncomplete, run_audit
 
         server.confirm()
@@ -178,12 +178,12 @@ def run(
             head_start.stop()
 
     def reported(error: Exception) -> bool:  # printed as this command's exit message
-        return exit_code(error) is not None or isinstance(error, TransientModelError)
+        return exit_code(error) is not None or isinstance(error, ModelError)
 
     try:
         with ExitStack() as running:
             if not verbose:
-                running.enter_context(quiet_console(reported))
+                running.enter_context(quiet_console(reported, frozenset({"sample"})))
             running.enter_context(_progress_bars())
             if runner == "threads":  # the embedding tasks run in this process
                 running.enter_context(embedder_warmed(cfg.embedder, work))
@@ -192,17 +192,22 @@ def run(
                     temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None})
                 )
             outcome = run_audit(cfg, str(db), str(out_dir) if out_dir else None, runner)
-    except (AuditIncomplete, TransientModelError) as stopped:
+    except (AuditIncomplete, ModelError) as stopped:
+        # A model error here is the embedder's (or one that outlived every retry): the arms'
+        # own permanent failures arrive as AuditIncomplete, once every other arm is done.
         # Prefect keeps the flow run's exception (as its result) until exit; without its
         # traceback, the flow's frames and the record connection they hold are freed now.
         stopped.__traceback__ = None
         print_results(db, "latest")
         if isinstance(stopped, AuditIncomplete):
             raise
+        then = (
+            "fix the cause and run the same command again"
+            if isinstance(stopped, PermanentModelError)
+            else "run the same command again to resume"
+        )
         raise fail(
-            ExitCode.INCOMPLETE,
-            f"{stopped}. Every output sampled so far is kept; run the same command again to "
-            "resume.",
+            ExitCode.INCOMPLETE, f"{stopped}. Every output sampled so far is kept; {then}."
         ) from None
     results = print_results(db, outcome.run_id)
     for fmt, path in outcome.reports.items():

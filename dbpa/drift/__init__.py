@@ -6,16 +6,17 @@ embeddings go through the permutation test of a perturbation (``run_test``); the
 of one comparison (every arm at ``epoch`` against ``reference_epoch``) are one family for
 the multiplicity correction, with the audit's correction and alpha.
 
-``_epochs`` reads the ticks of an audit, ``_plan`` plans the comparisons, ``_compare``
+``_epochs`` reads the ticks of an audit in epoch order (time order for dated epochs, such
+as scheduled ticks, whatever order they ran in), ``_plan`` plans the comparisons, ``_compare``
 tests and decides them, ``_history`` reads the recorded tests back for the report. The
 record is read through the small ``*Reader`` protocols (``storage.Store`` satisfies
 them); no model is called and nothing is written here.
 """
 
 from ._compare import DriftResult, VectorReader, decide, load_vectors, run_comparison
-from ._epochs import Epoch, EpochReader, read_epochs
+from ._epochs import Epoch, EpochReader, epoch_order, read_epochs
 from ._history import DriftHistory, DriftPoint, HistoryReader, read_history
-from ._plan import AGAINST, Comparison, DriftError, DriftJob, plan_drift
+from ._plan import AGAINST, Comparison, DriftError, DriftJob, outdated, plan_drift
 
 __all__ = [
     "AGAINST",
@@ -30,7 +31,9 @@ __all__ = [
     "HistoryReader",
     "VectorReader",
     "decide",
+    "epoch_order",
     "load_vectors",
+    "outdated",
     "plan_drift",
     "read_epochs",
     "read_history",

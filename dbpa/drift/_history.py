@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from ._epochs import EpochReader
+from ._epochs import EpochReader, epoch_order
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -55,7 +55,8 @@ class DriftHistory:
     """The drift tests of the audit's ticks up to this run's (only with several ticks)."""
 
     epochs: tuple[str, ...]
-    """Ticks with a completed run, oldest first; the first has nothing to compare with."""
+    """Ticks with a completed run, in epoch order (``epoch_order``); the first has nothing
+    to compare with."""
     current: str
     """This run's epoch."""
     points: tuple[DriftPoint, ...]
@@ -71,9 +72,9 @@ class DriftHistory:
 
 
 def read_history(store: HistoryReader, audit: str, epoch: str) -> DriftHistory | None:
-    """The ticks of ``audit`` up to ``epoch`` and their drift tests; None with one tick or
-    no drift test recorded."""
-    epochs = [str(e) for e in store.audit_epochs(audit).epoch]
+    """The ticks of ``audit`` up to ``epoch`` in epoch order and their drift tests; None with
+    one tick or no drift test recorded."""
+    epochs = list(epoch_order([str(e) for e in store.audit_epochs(audit).epoch]))
     if epoch in epochs:
         epochs = epochs[: epochs.index(epoch) + 1]
     recorded = store.drift(audit)

@@ -12,10 +12,11 @@ from dbpa.plan import AuditPlan, plan_audit
 
 from ._epochs import Epoch
 
-__all__ = ["AGAINST", "Comparison", "DriftError", "DriftJob", "plan_drift"]
+__all__ = ["AGAINST", "Comparison", "DriftError", "DriftJob", "outdated", "plan_drift"]
 
 AGAINST = ("previous", "baseline")
-"""What an epoch is compared with: the epoch before it, or the baseline epoch."""
+"""What an epoch is compared with: the epoch before it in epoch order, or the baseline
+epoch."""
 
 
 class DriftError(ValueError):
@@ -66,7 +67,9 @@ def plan_drift(
     against: Sequence[str] = AGAINST,
 ) -> tuple[Comparison, ...]:
     """The comparisons of ``epoch`` (default: the latest) against the previous epoch and
-    the ``baseline`` one (default: the first); none when no earlier epoch exists.
+    the ``baseline`` one (default: the first); none when no earlier epoch exists. ``epochs``
+    are in epoch order (:func:`read_epochs`): latest, previous and first are meant in it,
+    not in the order the runs happened.
 
     The arms are those of the tested epoch's configuration; the reference arms are the
     same configuration at the reference epoch.
@@ -105,6 +108,26 @@ def plan_drift(
             )
         )
     return tuple(comparisons)
+
+
+def outdated(
+    epochs: Sequence[str], recorded: Mapping[str, Mapping[str, str]], tick: str
+) -> tuple[str, ...]:
+    """The epochs after ``tick`` whose drift tests are to run again now that ``tick`` is
+    recorded (``epochs`` in epoch order, ``tick`` among them): the next one, unless its
+    previous epoch is ``tick`` already, and every later one whose recorded tests compare
+    with another epoch than the one before it and the first (a tick recorded late is the
+    previous epoch of the next, and the baseline of all when it is the earliest).
+    ``recorded``: epoch -> against -> the reference epoch of its recorded tests."""
+    position = list(epochs).index(tick)
+    found = []
+    for i in range(position + 1, len(epochs)):
+        now = {"previous": epochs[i - 1], "baseline": epochs[0]}
+        tested = recorded.get(epochs[i], {})
+        untested = i == position + 1 and tested.get("previous") != tick
+        if untested or any(now[against] != ref for against, ref in tested.items()):
+            found.append(epochs[i])
+    return tuple(found)
 
 
 def _common_k(config: Mapping[str, Any], default: int = 20) -> int:

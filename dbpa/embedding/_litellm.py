@@ -3,8 +3,10 @@ OpenAI-compatible server).
 
 Identical texts in one call are embedded once; the unique texts go out in batches of
 ``spec.batch_size``. Errors follow the sampler's policy: transient ones are retried with
-backoff (``spec.max_retries``), then :class:`~dbpa.llm.TransientModelError`; permanent ones
-raise :class:`~dbpa.llm.PermanentModelError` at once; neither message contains the key. The
+backoff (``spec.max_retries``), then :class:`~dbpa.llm.TransientModelError`; failed
+connections for ``spec.connect_budget_s``, then :class:`~dbpa.llm.UnreachableModelError`;
+permanent ones raise :class:`~dbpa.llm.PermanentModelError` at once; no message contains
+the key. The
 dimension is learnt from the first response (or from a one-word probe when asked before any).
 No provider reports truncation: ``truncated`` is all False.
 """
@@ -24,6 +26,7 @@ from dbpa.llm import (
     PermanentModelError,
     Retrier,
     api_key,
+    endpoint_for,
     litellm,
     provider_name,
 )
@@ -60,6 +63,9 @@ class LiteLLMEmbedder:
             rng=random.Random(),
             secrets=(key,) if key and key != KEYLESS_PLACEHOLDER else (),
             auth_hint=f" (the key comes from ${spec.api_key_env})" if spec.api_key_env else "",
+            connect_budget_s=spec.connect_budget_s,
+            address=spec.api_base,
+            endpoint=endpoint_for(self.name, spec.api_base, spec.api_key_env),
         )
 
     @property

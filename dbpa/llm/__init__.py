@@ -13,7 +13,9 @@
 * :func:`choices_per_request`, :func:`requests_needed`, :func:`block_seed`: the blocking of
   indices into requests, for progress bars and checks.
 * Errors: :class:`TransientModelError` (retries exhausted), :class:`PermanentModelError`
-  (the arm stops at once); both are :class:`ModelError` and never contain a key.
+  (the arm stops at once), :class:`UnreachableModelError` (a permanent error: the endpoint
+  refused connections, or could not be reached, for ``connect_budget_s``); all are
+  :class:`ModelError` and never contain a key.
 * ``local/...`` models (:data:`LOCAL_MODELS`) run in-process on xllamacpp; the server starts
   on first use and stops at exit or with :func:`stop_local_server`.
 * :func:`check_model_string`: what can be known of a model string without litellm (a
@@ -21,20 +23,28 @@
   :data:`LITELLM_PROVIDERS` and :data:`LITELLM_ENDPOINT_HOSTS`.
 * For other litellm callers (the hosted embedding backend): :func:`litellm`, the configured
   module; :func:`provider_name` and :func:`api_key` (:data:`KEYLESS_PLACEHOLDER` for keyless
-  servers); :class:`Retrier`, the retry loop with the sampler's error policy.
+  servers); :class:`Retrier`, the retry loop with the sampler's error policy, and
+  :func:`endpoint_for`, what it shares with every caller of an endpoint (the connect
+  budget's clock, a rejected key or model).
 
 litellm is imported on first use only, with ``LITELLM_LOCAL_MODEL_COST_MAP=True`` set before
 (:func:`litellm`), so nothing here touches the internet.
 """
 
 from ._client import litellm
-from ._errors import ModelError, PermanentModelError, TransientModelError
+from ._endpoints import endpoint_for
+from ._errors import (
+    ModelError,
+    PermanentModelError,
+    TransientModelError,
+    UnreachableModelError,
+)
 from ._local import LOCAL_MODELS, LocalModel, LocalServer, local_server, stop_local_server
 from ._model_strings import check_model_string
 from ._provider_names import LITELLM_ENDPOINT_HOSTS, LITELLM_PROVIDERS
 from ._providers import KEYLESS_PLACEHOLDER, api_key, choices_per_request, provider_name
 from ._retry import DEFAULT_RETRY, Retrier, RetryPolicy
-from ._sampler import OnOutputs, block_seed, requests_needed, sample, sample_async
+from ._sampler import OnOutputs, Warn, block_seed, requests_needed, sample, sample_async
 
 __all__ = [
     "DEFAULT_RETRY",
@@ -50,10 +60,13 @@ __all__ = [
     "Retrier",
     "RetryPolicy",
     "TransientModelError",
+    "UnreachableModelError",
+    "Warn",
     "api_key",
     "block_seed",
     "check_model_string",
     "choices_per_request",
+    "endpoint_for",
     "litellm",
     "local_server",
     "provider_name",

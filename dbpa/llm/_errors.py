@@ -1,4 +1,9 @@
-"""Model errors: transient (retried) or permanent (the arm stops), never carrying a key."""
+"""Model errors: transient (retried) or permanent (the arm stops), never carrying a key.
+
+A request that could not even connect (the server refuses connections, or cannot be
+reached) is transient but retried for a budget of seconds (``connect_budget_s``) rather than
+a number of retries; past it, :class:`UnreachableModelError`.
+"""
 
 from __future__ import annotations
 
@@ -30,7 +35,14 @@ class TransientModelError(ModelError):
 
 
 class PermanentModelError(ModelError):
-    """An error retrying cannot fix: bad key, bad request, unknown model, context too long."""
+    """An error retrying cannot fix (bad key, bad request, unknown model, context too long),
+    or an endpoint unreachable for the whole connect budget: not retried again, by the
+    sampler, its task or the flow."""
+
+
+class UnreachableModelError(PermanentModelError):
+    """No connection to the model's endpoint for its whole ``connect_budget_s``: the message
+    names the address and what happened (``connection refused by http://...``)."""
 
 
 def is_provider_error(exc: BaseException) -> bool:
@@ -51,6 +63,47 @@ def is_transient(exc: BaseException) -> bool:
         return True
     status = status_of(exc)
     return status is not None and (status in _TRANSIENT_STATUS or status >= 500)
+
+
+def connect_failure(exc: BaseException, address: str | None) -> str | None:
+    """What kept the request from reaching the server at ``address`` (None: the address the
+    error names), or None when it got there.
+
+    litellm reports a refused connection as ``InternalServerError`` (HTTP 500) or
+    ``APIConnectionError``, with the socket's ``ConnectionRefusedError`` at the end of the
+    chain of causes (httpx or aiohttp in between): ``connection refused by ADDRESS``. Any
+    other failure to connect (``httpx.ConnectError``: no route, no such host) is ``cannot
+    connect to ADDRESS (why)``. Timeouts are not failures to connect: the server may be busy.
+    """
+    import httpx  # a litellm dependency, imported with it
+
+    chain = _causes(exc)
+    where = address or _named_address(chain) or "the provider's endpoint"
+    if any(isinstance(e, ConnectionRefusedError) for e in chain):
+        return f"connection refused by {where}"
+    if any(isinstance(e, httpx.ConnectError) for e in chain):
+        return f"cannot connect to {where} ({chain[-1]})"
+    return None
+
+
+def _named_address(chain: list[BaseException]) -> str | None:
+    """``host:port`` that could not be connected to, when an error of the chain says (aiohttp's
+    does)."""
+    for e in chain:
+        host, port = getattr(e, "host", None), getattr(e, "port", None)
+        if isinstance(host, str) and isinstance(port, int):
+            return f"{host}:{port}"
+    return None
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    """``exc`` and the exceptions it was raised from or during, outermost first."""
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and all(current is not seen for seen in chain):
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
 
 
 def status_of(exc: BaseException) -> int | None:

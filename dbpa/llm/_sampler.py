@@ -14,7 +14,12 @@ order. ``on_outputs`` doubles as the progress hook: it sees every output exactly
 
 Failures. Transient errors are retried (:class:`RetryPolicy`, ``ModelSpec.max_retries``),
 then :class:`TransientModelError`; permanent ones raise :class:`PermanentModelError` at once.
-Either stops the arm: requests in flight are cancelled, delivered outputs stay delivered.
+Failed connections are retried until the endpoint has been unreachable for
+``ModelSpec.connect_budget_s`` (counted across every arm of the process), then
+:class:`UnreachableModelError` (a permanent error naming the address); ``warn`` hears once
+per outage that they are being retried. Once the endpoint rejected the key or the model
+(401, 403, 404), no arm of the process sends it another request (``_endpoints``). Any of
+these stops the arm: requests in flight are cancelled, delivered outputs stay delivered.
 
 Usage figures. With one choice per request, ``prompt_tokens``, ``completion_tokens`` and
 ``cost_usd`` are the request's. With several, each delivered output gets an equal share of the
@@ -37,6 +42,7 @@ from typing import Any
 from dbpa.specs import Generation, Message, ModelSpec, OutputStatus, content_hash
 
 from ._client import litellm
+from ._endpoints import endpoint_for
 from ._errors import ModelError, PermanentModelError
 from ._limits import limit_for
 from ._providers import Route, choices_per_request, route_for
@@ -44,6 +50,7 @@ from ._retry import DEFAULT_RETRY, Retrier, RetryPolicy
 from ._runner import submit
 
 OnOutputs = Callable[[list[Generation]], object]
+Warn = Callable[[str], object]
 
 _SEED_BITS = 31  # every provider takes a signed 32-bit seed; llama.cpp reads 2**32-1 as "random"
 
@@ -68,11 +75,13 @@ async def sample_async(
     on_outputs: OnOutputs | None = None,
     retry: RetryPolicy = DEFAULT_RETRY,
     rng: random.Random | None = None,
+    warn: Warn | None = None,
 ) -> list[Generation]:
     """Sample the outputs ``indices`` of the arm (``model``, ``messages``, ``seed``).
 
     ``rng`` only jitters the retry waits (default: a fresh ``random.Random()``); the texts
-    depend on ``seed`` alone.
+    depend on ``seed`` alone. ``warn`` is told, on the event loop, when the model's endpoint
+    starts refusing connections (once per outage, whichever arm meets it first).
     """
     _model_iv(model)
     payload = _messages_iv(messages)
@@ -91,6 +100,10 @@ async def sample_async(
             rng=rng if rng is not None else random.Random(),
             secrets=route.secrets,
             auth_hint=route.auth_hint,
+            connect_budget_s=model.connect_budget_s,
+            address=route.kwargs.get("api_base"),
+            endpoint=endpoint_for(model.model, model.api_base, model.api_key_env),
+            warn=warn,
         ),
         messages=payload,
         seed=seed,
@@ -123,8 +136,10 @@ def sample(
     on_outputs: OnOutputs | None = None,
     retry: RetryPolicy = DEFAULT_RETRY,
     rng: random.Random | None = None,
+    warn: Warn | None = None,
 ) -> list[Generation]:
-    """Blocking :func:`sample_async`; ``on_outputs`` runs in the calling thread.
+    """Blocking :func:`sample_async`; ``on_outputs`` runs in the calling thread, ``warn`` on
+    dbpa's event loop thread.
 
     The requests run on dbpa's background event loop, which every blocking call of the
     process shares (so litellm's connection pools and the in-flight bounds are shared too).
@@ -132,7 +147,14 @@ def sample(
     deliveries: queue.SimpleQueue[list[Generation] | None] = queue.SimpleQueue()
     future = submit(
         sample_async(
-            model, messages, indices, seed=seed, on_outputs=deliveries.put, retry=retry, rng=rng
+            model,
+            messages,
+            indices,
+            seed=seed,
+            on_outputs=deliveries.put,
+            retry=retry,
+            rng=rng,
+            warn=warn,
         )
     )
     future.add_done_callback(lambda _: deliveries.put(None))
@@ -183,6 +205,7 @@ class _Arm:
             async with limit.slot(model.max_concurrency):
                 if self.stop.is_set():
                     raise _ArmStopped
+                self.retrier.check()  # the endpoint may have rejected the key meanwhile
                 start = time.perf_counter()
                 response = await acompletion(**kwargs)
                 return response, time.perf_counter() - start

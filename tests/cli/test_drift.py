@@ -109,6 +109,26 @@ def test_ticks_with_different_k_compare_the_first_outputs_of_both(tmp_path):
     ]
 
 
+def test_dated_ticks_are_compared_in_time_order_whatever_order_they_ran_in(tmp_path):
+    path = tmp_path / "late.duckdb"
+    with Store(path) as store:
+        for epoch in ("2026-11-27", "2026-11-29", "2026-11-28"):  # the 28th run last
+            record_tick(store, epoch)
+
+    def compared(*args: str) -> list[tuple[str, str, str]]:
+        found = json.loads(invoke("drifty", "--db", str(path), "--format", "json", *args).output)
+        return [(c["against"], c["epoch"], c["reference_epoch"]) for c in found]
+
+    assert compared() == [
+        ("previous", "2026-11-29", "2026-11-28"),
+        ("baseline", "2026-11-29", "2026-11-27"),
+    ]
+    assert compared("--epoch", "2026-11-28") == [
+        ("previous", "2026-11-28", "2026-11-27"),
+        ("baseline", "2026-11-28", "2026-11-27"),
+    ]
+
+
 def test_a_single_tick_has_nothing_to_compare(tmp_path):
     path = tmp_path / "one.duckdb"
     with Store(path) as store:

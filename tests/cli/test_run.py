@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pandas as pd
@@ -130,6 +132,60 @@ def test_a_rejected_key_prints_each_failure_once_and_no_traceback(
     )
 
 
+@pytest.mark.slow
+def test_a_refused_connection_fails_the_run_after_its_minute_in_three_lines(
+    tmp_path, write_config, prefect_home
+):
+    """The whole terminal output of ``dbpa run`` when nothing listens at the model's address,
+    with the default connect budget (60 s): one warning when retrying starts, one error for
+    the model, the exit message; before the budget, 7.6 minutes and 80 repeats."""
+    with ScriptedServer() as gone:  # closed at once: its port refuses connections
+        refused = gone.api_base
+    config = write_config(make_config(gone))
+    start = time.perf_counter()
+    done = run_dbpa(
+        ["run", str(config), "--db", str(tmp_path / "a.duckdb")],
+        prefect_home,
+        cwd=tmp_path,
+        env={KEY_ENV: "sk-pipeline-test"},
+    )
+    elapsed = time.perf_counter() - start
+    assert done.returncode == 1, done.stdout
+    reason = f"model 'openai/scripted': connection refused by {refused}"
+    lines = normalised(done.stdout, tmp_path).splitlines()
+    assert re.sub(r"Task run 'sample [^']*'", "Task run 'sample <ARM>'", lines[1]) == (
+        f"<TIME> | WARNING | Task run 'sample <ARM>' - {reason}; retrying for up to 60 s "
+        "(connect_budget_s)"
+    )
+    assert lines[:1] + lines[2:] == [
+        "persona-test: 4 tests, 5 arms x k=8; record: <TMP>/a.duckdb",
+        "<TIME> | ERROR | Flow run 'audit persona-test' - 5 of 5 arms of openai/scripted "
+        f"could not be sampled: {reason}; gave up after 60 s (connect_budget_s)",
+        "sample 0/40 outputs <ELAPSED>",
+        "embed 0/5 arms <ELAPSED>",
+        "test 0/4 tests <ELAPSED>",
+        "run <RUN> (incomplete)",
+        "perturbation label omega effect p adj. p decision",
+        "<RULE>",
+        "persona-doctor control - - - - not tested",
+        "persona-nurse control - - - - not tested",
+        "persona-comedian target - - - - not tested",
+        "persona-child target - - - - not tested",
+        f"error: 5 of 5 arms could not be sampled: {reason}; gave up after 60 s "
+        "(connect_budget_s). Every other output and result is kept; fix the cause and run the "
+        "same command again.",
+    ]
+    # The budget runs from the first refusal (the head start's, before the flow warns); the
+    # rest is Prefect's temporary server starting (up to 90 s) and the bookkeeping.
+    stamps = [
+        datetime.strptime(line.split(" |")[0], "%H:%M:%S.%f")
+        for line in done.stdout.splitlines()
+        if re.search(r"\| (WARNING|ERROR) *\|", line)
+    ]
+    assert (stamps[1] - stamps[0]).total_seconds() <= 61.0
+    assert 60.0 <= elapsed < 60.0 + 120.0, elapsed
+
+
 @pytest.mark.usefixtures("prefect_harness")
 def test_a_provider_that_keeps_failing_exits_1_with_a_message(tmp_path, write_config, monkeypatch):
     import flows._sampling
@@ -151,6 +207,25 @@ def test_a_provider_that_keeps_failing_exits_1_with_a_message(tmp_path, write_co
     assert "error: model 'openai/scripted': still failing after 0 retries" in text(result)
     assert "Every output sampled so far is kept; run the same command again" in text(result)
     assert "(failed)" in text(result)  # the run's table, as for an incomplete run
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_an_embedder_refusing_connections_exits_1_naming_it(tmp_path, provider, write_config):
+    with ScriptedServer() as gone:  # closed at once: its port refuses connections
+        refused = gone.api_base
+    config = make_config(provider)
+    config["embedder"] |= {"api_base": refused, "connect_budget_s": 1}
+    result = invoke(
+        "run", str(write_config(config)), "--db", str(tmp_path / "e.duckdb"), "--out", str(tmp_path)
+    )
+    assert result.exit_code == 1, result.output
+    assert (
+        f"error: model 'litellm/openai/scripted': connection refused by {refused}; gave up "
+        "after 1 s (connect_budget_s). Every output sampled so far is kept; fix the cause and "
+        "run the same command again."
+    ) in text(result)
+    assert "Traceback" not in result.output
+    assert "(failed)" in text(result)
 
 
 @pytest.mark.usefixtures("prefect_harness")

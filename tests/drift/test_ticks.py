@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 import yaml
 from prefect.client.orchestration import get_client
+from prefect.client.schemas.objects import State
 from prefect.flow_engine import run_flow
 from prefect.states import Scheduled
 
@@ -38,13 +39,21 @@ def _key(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def tick(when: datetime, flow: Any = scheduled_audit, **parameters: Any) -> dict[str, Any]:
     """Run one tick as a scheduled flow run due at ``when``; returns the run as stored."""
+    state, run = run_tick(when, flow, **parameters)
+    assert state.is_completed(), state
+    return run
+
+
+def run_tick(
+    when: datetime, flow: Any = scheduled_audit, **parameters: Any
+) -> tuple[State, dict[str, Any]]:
+    """Run one tick, however it ends: its final state and the run as stored."""
     with get_client(sync_client=True) as client:
         created = client.create_flow_run(
             flow, parameters=parameters, state=Scheduled(scheduled_time=when)
         )
         state = run_flow(flow, flow_run=created, parameters=parameters, return_type="state")
-        assert state.is_completed(), state
-        return client.read_flow_run(created.id).model_dump(mode="json")
+        return state, client.read_flow_run(created.id).model_dump(mode="json")
 
 
 def _seeds(server: ScriptedServer, start: int = 0) -> list[int]:
@@ -93,29 +102,64 @@ def test_each_tick_samples_afresh_and_its_report_shows_the_drift(tmp_path: Path)
     assert 'id="drift"' not in Path(paths[EPOCHS[0]]).read_text()  # one tick: nothing to show
 
 
-def test_a_retried_tick_resumes_without_asking_again(tmp_path: Path):
+def test_a_retried_tick_resumes_without_asking_again(tmp_path: Path, monkeypatch):
+    """A transient failure that outlived the retries of the sampler (none here) and of the
+    task (none here either) fails the tick, which the flow retries."""
+    import flows._sampling
+
+    quick = flows._sampling.sample_arms.with_options(retries=0)
+    monkeypatch.setattr(flows._sampling, "sample_arms", quick)
     db = tmp_path / "retry.duckdb"
     retried = scheduled_audit.with_options(retry_delay_seconds=0)
-    with ScriptedServer(rules=RULES, embedding_dimension=24, script=[Fault("401")]) as provider:
-        params = {"config_path": _write(tmp_path, make_config(provider)), "db": str(db)}
+    with ScriptedServer(rules=RULES, embedding_dimension=24, script=[Fault("500")]) as provider:
+        config = make_config(provider)
+        config["models"][0]["max_retries"] = 0
+        params = {"config_path": _write(tmp_path, config), "db": str(db)}
         run = tick(TICKS[0], flow=retried, **params)
         requests = provider.counts.requests
-    assert run["run_count"] == 2  # the first attempt failed on the permanent error
+    assert run["run_count"] == 2  # the first attempt failed on the transient error
     with Store(db, read_only=True) as store:
         samples = store.samples()
         runs = store.runs()
     assert len(samples) == 5 * 8
     assert set(samples.seed) == {r["seed"] for r in requests}
-    # Only the refused arm, which stored nothing in the first attempt, was asked again; the
+    # Only the failed arm, which stored nothing in the first attempt, was asked again; the
     # 32 outputs the other arms stored then were not requested a second time.
-    refused = requests[0]["messages"]
+    failed = requests[0]["messages"]
     asked = Counter(r["seed"] for r in requests)
     again = [r for r in requests if asked[r["seed"]] > 1]
-    assert {json.dumps(r["messages"]) for r in again} == {json.dumps(refused)}
+    assert {json.dumps(r["messages"]) for r in again} == {json.dumps(failed)}
     assert len(requests) == 5 * 8 + len(again) // 2
-    assert sum(1 for r in requests if r["messages"] != refused) == 4 * 8
+    assert sum(1 for r in requests if r["messages"] != failed) == 4 * 8
     assert set(runs.epoch) == {EPOCHS[0]}
     assert list(runs.status) == ["completed"]  # the retry of a tick's flow run is its run
+
+
+def test_a_tick_whose_key_is_rejected_fails_once_without_a_retry(tmp_path: Path):
+    retried = scheduled_audit.with_options(retry_delay_seconds=0)  # a retry would be at once
+    with ScriptedServer(rules=RULES, script=[Fault("401")] * 1000) as provider:
+        params = {"config_path": _write(tmp_path, make_config(provider)), "db": str(tmp_path / "k")}
+        state, run = run_tick(TICKS[0], flow=retried, **params)
+        requests = provider.counts.total
+    assert state.is_failed(), state
+    assert run["run_count"] == 1
+    assert run["state"]["type"] == "FAILED"
+    assert "5 of 5 arms could not be sampled: model 'openai/scripted': AuthenticationError" in (
+        state.message
+    )
+    # The first 401 ends every arm of the model: only the requests in flight with it were
+    # sent (at most max_concurrency=8), not one or more per arm (the 5 arms have 40 outputs).
+    assert 1 <= requests <= 8, requests
+
+
+def test_a_tick_with_an_unusable_config_fails_once_without_a_retry(tmp_path: Path):
+    retried = scheduled_audit.with_options(retry_delay_seconds=0)
+    state, run = run_tick(
+        TICKS[0], flow=retried, config_path=str(tmp_path / "missing.yaml"), db=str(tmp_path / "m")
+    )
+    assert state.is_failed(), state
+    assert run["run_count"] == 1
+    assert "missing.yaml" in state.message
 
 
 def test_drift_is_found_when_the_outputs_change_and_not_otherwise(tmp_path: Path):
@@ -156,6 +200,24 @@ def test_drift_is_found_when_the_outputs_change_and_not_otherwise(tmp_path: Path
     assert len(moved) == 2 * 11
     assert moved.reject.all(), moved[["against", "role", "p_value", "adjusted_p"]]
     assert pd.Series(moved.reference_epoch).tolist().count(EPOCHS[0]) == 11
+
+
+def test_drift_compares_ticks_in_time_order_whatever_order_they_ran_in(tmp_path: Path):
+    db = tmp_path / "late.duckdb"
+    with ScriptedServer(rules=RULES, embedding_dimension=24) as provider:
+        params = {"config_path": _write(tmp_path, make_config(provider)), "db": str(db)}
+        for day, when in zip((27, 29, 28), TICKS, strict=True):  # the 28th runs last
+            tick(when, **params, overrides={"epoch": f"2026-11-{day}T03:00:00+00:00"})
+    with Store(db, read_only=True) as store:
+        drift = store.drift("persona-test")
+    compared = {(r.epoch[:10], r.against, r.reference_epoch[:10]) for r in drift.itertuples()}
+    assert compared == {
+        ("2026-11-28", "previous", "2026-11-27"),
+        ("2026-11-28", "baseline", "2026-11-27"),
+        ("2026-11-29", "previous", "2026-11-28"),  # tested again once the 28th was recorded
+        ("2026-11-29", "baseline", "2026-11-27"),
+    }
+    assert len(drift) == 4 * 5  # each of the 5 arms once per comparison
 
 
 def test_nothing_to_compare_says_why():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from types import SimpleNamespace
 
 import numpy as np
@@ -9,7 +10,7 @@ import pytest
 
 from dbpa.embedding import get_embedder
 from dbpa.embedding._litellm import LiteLLMEmbedder
-from dbpa.llm import PermanentModelError, TransientModelError, litellm
+from dbpa.llm import PermanentModelError, TransientModelError, UnreachableModelError, litellm
 from dbpa.specs import EmbedderSpec
 from tests.support.providers import KEY_ENV
 from tests.support.scripted_server import Fault, ScriptedServer
@@ -92,6 +93,19 @@ def test_retries_run_out(server: ScriptedServer) -> None:
     server.push_faults(*[Fault("503")] * 5)
     with pytest.raises(TransientModelError, match="still failing after 2 retries"):
         LiteLLMEmbedder(_spec(server)).embed(["x"])
+
+
+def test_a_refused_connection_is_retried_for_the_connect_budget_then_named() -> None:
+    with ScriptedServer() as gone:  # closed at once: its port refuses connections
+        spec = _spec(gone, connect_budget_s=1.0)
+    start = time.perf_counter()
+    with pytest.raises(UnreachableModelError) as info:
+        LiteLLMEmbedder(spec).embed(["x"])
+    assert 1.0 <= time.perf_counter() - start < 3.0
+    assert str(info.value) == (
+        f"model 'litellm/openai/scripted-embed': connection refused by {gone.api_base}; "
+        "gave up after 1 s (connect_budget_s)"
+    )
 
 
 def test_401_is_permanent_and_keeps_the_key_out(server: ScriptedServer, key_in_env: str) -> None:

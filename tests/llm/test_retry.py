@@ -17,6 +17,7 @@ from dbpa.llm import (
     TransientModelError,
     sample,
 )
+from dbpa.llm._endpoints import FORGET_AFTER_S, Endpoint
 from dbpa.llm._retry import retry_after_s
 from tests.support.providers import KEY_ENV, SECRET
 from tests.support.scripted_server import Fault, ScriptedServer
@@ -260,3 +261,39 @@ def test_secret_looking_environment_values_are_redacted(server, monkeypatch) -> 
         sample(spec_for(server, api_key_env=None), MESSAGES, [0], seed=1)
     assert SECRET not in str(info.value)
     assert "***" in str(info.value)
+
+
+@pytest.mark.usefixtures("key_in_env")
+def test_a_rejected_key_is_asked_once_for_every_arm_of_the_model(server: ScriptedServer) -> None:
+    """Arms of one model sampled one after the other, as task runs do: after the first
+    401, no arm sends a request; each fails at once with the same message."""
+    server.push_faults(*[Fault("401")] * 100)
+    spec = spec_for(server, max_concurrency=2)
+    messages: set[str] = set()
+    for seed in range(5):
+        with pytest.raises(PermanentModelError) as info:
+            sample(spec, MESSAGES, range(8), seed=seed)
+        messages.add(str(info.value))
+    assert server.counts.by_endpoint["/v1/chat/completions"] <= 2  # those in flight together
+    assert len(messages) == 1
+    assert "AuthenticationError (HTTP 401)" in messages.pop()
+
+
+@pytest.mark.usefixtures("key_in_env")
+def test_a_bad_request_stops_only_its_own_arm(server: ScriptedServer) -> None:
+    """A 400 may be one prompt's fault (its context too long): the next arm asks."""
+    server.push_faults(Fault("400"))
+    with pytest.raises(PermanentModelError, match="HTTP 400"):
+        sample(spec_for(server, max_concurrency=1), MESSAGES, [0], seed=1)
+    assert len(sample(spec_for(server, max_concurrency=1), MESSAGES, [0], seed=2)) == 1
+
+
+def test_an_old_rejection_is_checked_again() -> None:
+    endpoint = Endpoint()
+    endpoint.reject(PermanentModelError("m", "bad request", 400), 0.0)
+    assert endpoint.rejection(1.0) is None  # not endpoint-wide
+    endpoint.reject(PermanentModelError("m", "no such model", 404), 0.0)
+    known = endpoint.rejection(FORGET_AFTER_S)
+    assert known is not None
+    assert (known.model, known.reason, known.status_code) == ("m", "no such model", 404)
+    assert endpoint.rejection(FORGET_AFTER_S + 1) is None

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import logging
+import time
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -167,6 +171,57 @@ def test_thirty_percent_transient_faults_and_the_audit_completes(tmp_path):
     )
 
 
+@dataclass(frozen=True)
+class _PrefectView:
+    """The latest run's flow run as Prefect's API shows it."""
+
+    states: dict[str, str]
+    """Task run name -> state type."""
+    ended: dict[str, datetime]
+    """Task run name -> end time."""
+    logs: list[tuple[str, str, datetime]]
+    """Level name, message and time of its log lines, its task runs' included."""
+
+
+def _prefect_view(db: Path) -> _PrefectView:
+    from prefect.client.schemas.filters import (
+        FlowRunFilter,
+        FlowRunFilterId,
+        LogFilter,
+        LogFilterFlowRunId,
+    )
+    from prefect.logging.handlers import APILogHandler
+
+    APILogHandler().flush()  # the logs are sent in batches
+    with Store(db, read_only=True) as store:
+        flow_run_id = store.run("latest")["flow_run_id"]
+    with get_client(sync_client=True) as client:
+        task_runs = client.read_task_runs(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id]))
+        )
+        logs = client.read_logs(
+            log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id]))
+        )
+    return _PrefectView(
+        states={t.name: t.state.type.value for t in task_runs if t.state is not None},
+        ended={t.name: t.end_time for t in task_runs if t.end_time is not None},
+        logs=[(logging.getLevelName(log.level), log.message, log.timestamp) for log in logs],
+    )
+
+
+def _swap_to(api_base: str, **fields) -> dict:
+    """A model perturbation to a model named ``broken`` at ``api_base``."""
+    model = {
+        "model": "openai/scripted",
+        "name": "broken",
+        "api_base": api_base,
+        "api_key_env": "DBPA_PIPELINE_TEST_KEY",
+        "max_n": 1,
+        **fields,
+    }
+    return {"kind": "model", "models": [model]}
+
+
 def test_a_permanent_error_ends_the_run_and_keeps_the_rest(tmp_path):
     from tests.pipeline.conftest import RULES
 
@@ -175,14 +230,7 @@ def test_a_permanent_error_ends_the_run_and_keeps_the_rest(tmp_path):
         ScriptedServer(rules=RULES, script=[Fault("401")] * 50) as bad,
     ):
         config = make_config(good)
-        swap = {
-            "model": "openai/scripted",
-            "name": "broken",
-            "api_base": bad.api_base,
-            "api_key_env": "DBPA_PIPELINE_TEST_KEY",
-            "max_n": 1,
-        }
-        config["perturbations"].append({"kind": "model", "models": [swap]})
+        config["perturbations"].append(_swap_to(bad.api_base))
         with pytest.raises(AuditIncomplete, match=r"model .broken.: AuthenticationError") as raised:
             audit(config=parse_config(config), db=str(tmp_path / "p.duckdb"))
         assert "sk-pipeline-test" not in str(raised.value)
@@ -197,6 +245,51 @@ def test_a_permanent_error_ends_the_run_and_keeps_the_rest(tmp_path):
         assert store.samples().groupby("arm_id").size().tolist() == [8] * 5
     assert df.tested.sum() == 4
     assert not df.set_index("perturbation_id").loc["model-broken", "tested"]
+    # Prefect shows the task run that met the error Failed (once: not retried), the others
+    # Completed.
+    states = _prefect_view(tmp_path / "p.duckdb").states
+    sampling = {name: state for name, state in states.items() if name.startswith("sample ")}
+    assert sampling.pop("sample model-broken (openai/scripted)") == "FAILED"
+    assert len(sampling) == 5
+    assert set(sampling.values()) == {"COMPLETED"}
+
+
+def test_a_refused_connection_fails_the_audit_after_its_budget_saying_so_once(tmp_path):
+    from tests.pipeline.conftest import RULES
+
+    budget = 3.0
+    with ScriptedServer() as gone:  # closed at once: its port refuses connections
+        refused = gone.api_base
+    with ScriptedServer(rules=RULES, embedding_dimension=24) as good:
+        config = make_config(good)
+        config["perturbations"].append(_swap_to(refused, connect_budget_s=budget))
+        start = time.perf_counter()
+        with pytest.raises(AuditIncomplete) as raised:
+            audit(config=parse_config(config), db=str(tmp_path / "c.duckdb"))
+        elapsed = time.perf_counter() - start
+    reason = (
+        f"model 'broken': connection refused by {refused}; gave up after 3 s (connect_budget_s)"
+    )
+    assert str(raised.value).startswith(f"1 of 6 arms could not be sampled: {reason}. ")
+    # The whole audit (5 other arms sampled, embedded and tested, reports) takes 5-20 s more
+    # on a loaded 2-core machine (a real server took 7.6 minutes to fail before the budget).
+    assert budget <= elapsed < budget + 60, elapsed
+    with Store(tmp_path / "c.duckdb", read_only=True) as store:
+        assert store.samples().groupby("arm_id").size().tolist() == [8] * 5
+    view = _prefect_view(tmp_path / "c.duckdb")
+    broken = "sample model-broken (openai/scripted)"
+    assert view.states[broken] == "FAILED"
+    about = [(level, message, at) for level, message, at in view.logs if refused in message]
+    warnings = [(message, at) for level, message, at in about if level == "WARNING"]
+    assert [message for message, _ in warnings] == [
+        f"model 'broken': connection refused by {refused}; retrying for up to 3 s "
+        "(connect_budget_s)"
+    ]
+    # From the first refusal (the warning) to the arm's task run failing: the budget.
+    given_up = (view.ended[broken] - warnings[0][1]).total_seconds()
+    assert budget - 0.5 <= given_up < budget + 5, given_up
+    # The warning, the task run's end, the arm, the model, the flow's exception and end.
+    assert len(about) <= 6, about
 
 
 def test_results_do_not_depend_on_concurrency(provider, tmp_path):
