@@ -1,6 +1,6 @@
 """What a run records besides its tasks' results: the run row, its family, the corrected
 decisions. Prefect-free, so that ``dbpa run`` can decide a finished audit from the record
-without starting Prefect (see ``dbpa.cli._from_record``), with the same code as the flow."""
+without starting Prefect (see ``dbpa.launch._from_record``), with the same code as the flow."""
 
 from __future__ import annotations
 

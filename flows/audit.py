@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -103,7 +104,7 @@ def audit(
     is shown in the Prefect UI (a scheduled tick publishes it itself, after drift).
     """
     logger = get_run_logger()
-    plan = None if config.ungenerated else plan_audit(config)
+    plan = None if config.ungenerated else _plan_of(config)
     # Task runs carry no tags (the flow run does, see ``flow_run_tags``): Prefect asks the
     # server for a concurrency slot before every tagged task run, and the ephemeral server
     # answers 503 now and then, after which the task run waits 2 s.
@@ -291,10 +292,16 @@ def audit_with_runner(runner: str = "threads") -> Any:
 
 
 def run_audit(
-    config: AuditConfig, db: str = "dbpa.duckdb", out: str | None = None, runner: str = "threads"
+    config: AuditConfig,
+    db: str = "dbpa.duckdb",
+    out: str | None = None,
+    runner: str = "threads",
+    *,
+    plan: AuditPlan | None = None,
 ) -> AuditOutcome:
     """Run the audit flow as ``dbpa run`` does: its flow run tagged with the audit and its
-    models, its compute tasks on ``runner`` (see :func:`audit_with_runner`).
+    models, its compute tasks on ``runner`` (see :func:`audit_with_runner`), on ``plan``
+    when the caller has planned ``config`` already (it is not planned again).
 
     With no Prefect server configured (the ephemeral default) the flow run sends no
     heartbeats: the server lives and dies with this process, so nothing would watch them,
@@ -302,5 +309,24 @@ def run_audit(
     """
     flow = audit_with_runner(runner)
     quiet = {} if PREFECT_API_URL.value() else {PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}
-    with tags(*flow_run_tags(config)), temporary_settings(updates=quiet):
-        return flow(config=config, db=db, out=out)  # type: ignore[no-any-return]
+    planned = _PLANNED.set((config, plan) if plan is not None else None)
+    try:
+        with tags(*flow_run_tags(config)), temporary_settings(updates=quiet):
+            return flow(config=config, db=db, out=out)  # type: ignore[no-any-return]
+    finally:
+        _PLANNED.reset(planned)
+
+
+_PLANNED: ContextVar[tuple[AuditConfig, AuditPlan] | None] = ContextVar(
+    "dbpa_planned", default=None
+)
+"""The plan ``run_audit`` hands the flow it starts, with the config it is the plan of. A plan
+is ten times the config's size, too much for a flow parameter (Prefect stores each one)."""
+
+
+def _plan_of(config: AuditConfig) -> AuditPlan:
+    """The plan the caller made of ``config``, else ``config`` planned now."""
+    given = _PLANNED.get()
+    if given is not None and given[0] == config:
+        return given[1]
+    return plan_audit(config)

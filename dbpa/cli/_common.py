@@ -81,6 +81,7 @@ def fail(code: ExitCode, message: str) -> typer.Exit:
 # does not import storage or Prefect into a command that does not use them.
 _EXIT_CODES: tuple[tuple[str, str, ExitCode], ...] = (
     ("flows.audit", "AuditIncomplete", ExitCode.INCOMPLETE),
+    ("dbpa.launch", "TemporaryServerError", ExitCode.INCOMPLETE),
     ("storage", "DatabaseInUseError", ExitCode.INCOMPLETE),
     ("storage", "DamagedRecordError", ExitCode.BAD_INPUT),
     ("storage", "UnknownRunError", ExitCode.BAD_INPUT),
@@ -153,20 +154,6 @@ def open_record(db: Path) -> RecordReader:
     from storage import open_reader
 
     return open_reader(db)
-
-
-def wait_for_record(db: Path, *, wait: bool) -> None:
-    """Return once ``db`` can be written: missing, or sound and not held by another process
-    (waiting for it, with one message, unless ``wait`` is False). Writes nothing."""
-    from storage import ready_to_write
-
-    def waiting(pid: int | None) -> None:
-        holder = f"process {pid}'s run" if pid else "another process's run"
-        err.print(
-            f"waiting for {holder} of {db} to finish; --no-wait to fail at once", highlight=False
-        )
-
-    ready_to_write(db, wait=wait, on_wait=waiting)
 
 
 def cell(value: Any) -> str:

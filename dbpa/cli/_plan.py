@@ -10,8 +10,15 @@ import typer
 from rich import box
 from rich.table import Table
 
-from ._common import DEFAULT_DB, ConfigArgument, DbOption, SetOption, open_record, out
-from ._validate import load_audit
+from ._common import (
+    DEFAULT_DB,
+    ConfigArgument,
+    DbOption,
+    SetOption,
+    open_record,
+    out,
+    parse_overrides,
+)
 
 if TYPE_CHECKING:
     from dbpa.sizing import Budget, SizePlan
@@ -41,7 +48,9 @@ def plan(
         raise ValueError(f"--power: {power} is not a probability in (0, 1)")
     if simulations < 10:
         raise ValueError(f"--simulations: {simulations} is too few (at least 10)")
-    cfg, _ = load_audit(config, set_, db)  # paraphrases: those the pilot generated
+    from dbpa.launch import load_audit
+
+    cfg, _ = load_audit(config, parse_overrides(set_), db)  # paraphrases: the pilot's
     with open_record(db) as store:
         sizes = estimate_sizes(store, from_, cfg, power=power, n_simulations=simulations, rng=seed)
     if format_ == "json":

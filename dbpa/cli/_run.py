@@ -1,14 +1,18 @@
-"""The commands that sample: ``run`` (once, resumable) and ``serve`` (on a schedule)."""
+"""The commands that sample: ``run`` (once, resumable) and ``serve`` (on a schedule).
+
+``run`` parses, calls ``dbpa.launch`` and prints: the run itself (one plan, the warm-ups,
+the head start, the flow or the record) is carried out below the command line.
+"""
 
 from __future__ import annotations
 
-import dataclasses
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -19,6 +23,7 @@ from rich.progress import (
 )
 
 from dbpa import progress
+from dbpa.launch import PrefectServer, prepare, run_prepared, wait_for_warm_ups
 
 from ._common import (
     DEFAULT_DB,
@@ -34,20 +39,10 @@ from ._common import (
     fail,
     out,
     parse_overrides,
-    wait_for_record,
 )
-from ._from_record import decide_from_record
-from ._head_start import HeadStart
 from ._quiet import quiet_console
 from ._record import check_gates, print_results
-from ._server import PrefectServer, TemporaryServerError
 from ._signals import stopped_by_signals
-from ._validate import bind_stored, load_audit
-from ._warm import embedder_warmed, generation_work, pending_work, wait_for_warm_ups, warm_up
-
-if TYPE_CHECKING:
-    from dbpa.config import AuditConfig
-    from dbpa.plan import AuditPlan
 
 
 @contextmanager
@@ -73,24 +68,22 @@ def _progress_bars() -> Iterator[None]:
         yield
 
 
-def _without_prefect(server: PrefectServer) -> bool:
-    """Whether a run with nothing but bookkeeping left can skip Prefect: only with Prefect's
-    temporary server (stopped here), never with a configured server whose UI should see it."""
-    server.confirm()
-    if not server.active:
-        return False
-    server.stop()
-    return True
+def _say(audit: str, line: str) -> None:
+    err.print(f"[bold]{escape(audit)}[/]: {escape(line)}")
 
 
-def _first_look(plan: AuditPlan, cfg: AuditConfig) -> AuditPlan:
-    """``plan`` as far as the run surely samples it: a sequential audit only to its first
-    look (a test may stop there; which ones go on, only the flow knows). Head start and
-    warm-ups follow it: a finished sequential audit, its arms short of k where tests
-    stopped, has nothing to sample."""
-    if not cfg.sequential:
-        return plan
-    return dataclasses.replace(plan, k=cfg.sequential.design(cfg.k).looks[0])
+def _warn(message: str) -> None:
+    err.print(f"[yellow]warning:[/] {message}", highlight=False)
+
+
+def _waiting(db: str) -> Callable[[int | None], None]:
+    def waiting(pid: int | None) -> None:
+        holder = f"process {pid}'s run" if pid else "another process's run"
+        err.print(
+            f"waiting for {holder} of {db} to finish; --no-wait to fail at once", highlight=False
+        )
+
+    return waiting
 
 
 @stopped_by_signals()  # the record closed, Prefect's temporary server stopped
@@ -114,105 +107,67 @@ def run(
     if not verbose:
         os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
     # Start-up in parallel: Prefect's temporary server starts in its own process first, while
-    # this one loads the config, reads what the record still needs and loads that.
-    # Sampling starts too, before Prefect is imported (its outputs wait in the record for
-    # the flow's tasks); Prefect then loads, and the head start stops once the server answers.
+    # this one loads and plans the config, reads what the record still needs and loads that.
     server = PrefectServer.launch()
-    cfg, plan = load_audit(config, set_)
-    if require_equivalent and cfg.equivalence is None:
-        raise fail(
-            ExitCode.BAD_INPUT,
-            "--require-equivalent: the config has no equivalence margin (set `equivalence:` in "
-            "it, or --set equivalence=true)",
-        )
-    wait_for_record(db, wait=not no_wait)
-    if plan is None:  # paraphrases: bound here when the record holds them (a re-run)
-        cfg, plan = bind_stored(cfg, db)
-    # With paraphrases still to generate, the flow generates, then plans; the arms that need
-    # none (the original's, other specs') get their head start all the same.
-    work = pending_work(_first_look(plan, cfg), db) if plan is not None else generation_work(cfg)
-    # A sequential audit's decisions come from its looks, which only the flow reads.
-    if plan is not None and work.done and not cfg.sequential and _without_prefect(server):
-        err.print(
-            f"[bold]{cfg.name}[/]: every output, vector and test is in {db}: deciding and "
-            "reporting from the record (Prefect not started)"
-        )
-        recorded = decide_from_record(cfg, plan, db, out_dir)
-        results = print_results(db, recorded.run_id)
-        for fmt, path in recorded.reports.items():
-            out.print(f"{fmt} report: {path}")
-        check_gates(results, fail_on_control_rejection, require_equivalent or [])
-        return
+    prepared = prepare(
+        config,
+        parse_overrides(set_),
+        db,
+        wait=not no_wait,
+        on_wait=_waiting(str(db)),
+        needs_margin="--require-equivalent" if require_equivalent else None,
+    )
     context.call_on_close(wait_for_warm_ups)  # however the run ends
-    warm_up(work)
-    from dbpa.plan import plan_audit
-
-    ready = _first_look(plan if plan is not None else plan_audit(cfg.ready_part()), cfg)
-    head_start = HeadStart(ready, db) if work.models else None
-    try:
-        from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
-
-        from dbpa.llm import ModelError, PermanentModelError
-        from flows.audit import AuditIncomplete, run_audit
-
-        server.confirm()
-        err.print(
-            f"[bold]{cfg.name}[/]: {len(plan.tests)} tests, {len(plan.arms)} arms x "
-            f"k={'up to ' if cfg.sequential else ''}{cfg.k}; "
-            f"record: {db}"
-            if plan is not None
-            else f"[bold]{cfg.name}[/]: paraphrases first, then k={cfg.k}; record: {db}"
-        )
-        server.ready()
-    except TemporaryServerError as exc:
-        kept = head_start.stop() if head_start is not None else 0
-        message = str(exc)
-        if kept:
-            message += (
-                f"\nThe {kept} outputs sampled meanwhile are kept in {db}: the next run asks "
-                "only for the others."
-            )
-        raise fail(ExitCode.INCOMPLETE, message) from None
-    finally:
-        if head_start is not None:
-            head_start.stop()
 
     def reported(error: Exception) -> bool:  # printed as this command's exit message
+        from dbpa.llm import ModelError
+
         return exit_code(error) is not None or isinstance(error, ModelError)
 
-    try:
-        with ExitStack() as running:
+    @contextmanager
+    def showing() -> Iterator[None]:
+        with ExitStack() as shown:
             if not verbose:
-                running.enter_context(quiet_console(reported, frozenset({"sample"})))
-            running.enter_context(_progress_bars())
-            if runner == "threads":  # the embedding tasks run in this process
-                running.enter_context(embedder_warmed(cfg.embedder, work))
-            if server.active:  # no heartbeats, as with Prefect's own temporary server
-                running.enter_context(
-                    temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None})
-                )
-            outcome = run_audit(cfg, str(db), str(out_dir) if out_dir else None, runner)
-    except (AuditIncomplete, ModelError) as stopped:
-        # A model error here is the embedder's (or one that outlived every retry): the arms'
-        # own permanent failures arrive as AuditIncomplete, once every other arm is done.
-        # Prefect keeps the flow run's exception (as its result) until exit; without its
-        # traceback, the flow's frames and the record connection they hold are freed now.
-        stopped.__traceback__ = None
-        print_results(db, "latest")
-        if isinstance(stopped, AuditIncomplete):
-            raise
-        then = (
-            "fix the cause and run the same command again"
-            if isinstance(stopped, PermanentModelError)
-            else "run the same command again to resume"
+                shown.enter_context(quiet_console(reported, frozenset({"sample"})))
+            shown.enter_context(_progress_bars())
+            yield
+
+    try:
+        launched = run_prepared(
+            prepared, server, out_dir, runner, say=_say, warn=_warn, around_flow=showing
         )
-        raise fail(
-            ExitCode.INCOMPLETE, f"{stopped}. Every output sampled so far is kept; {then}."
-        ) from None
-    results = print_results(db, outcome.run_id)
-    for fmt, path in outcome.reports.items():
+    except Exception as stopped:
+        _stopped(stopped, db)
+        raise
+    results = print_results(db, launched.run_id)
+    for fmt, path in launched.reports.items():
         out.print(f"{fmt} report: {path}")
     check_gates(results, fail_on_control_rejection, require_equivalent or [])
+
+
+def _stopped(error: Exception, db: object) -> None:
+    """What the run had done when the flow stopped on ``error``; a model error becomes this
+    command's exit message (the arms' own permanent failures arrive as AuditIncomplete, once
+    every other arm is done; a model error here is the embedder's, or one that outlived every
+    retry)."""
+    from dbpa.llm import ModelError, PermanentModelError
+    from flows.audit import AuditIncomplete
+
+    if not isinstance(error, AuditIncomplete | ModelError):
+        return
+    # Prefect keeps the flow run's exception (as its result) until exit; without its
+    # traceback, the flow's frames and the record connection they hold are freed now.
+    error.__traceback__ = None
+    print_results(db, "latest")  # type: ignore[arg-type]
+    if isinstance(error, AuditIncomplete):
+        return
+    then = (
+        "fix the cause and run the same command again"
+        if isinstance(error, PermanentModelError)
+        else "run the same command again to resume"
+    )
+    message = f"{error}. Every output sampled so far is kept; {then}."
+    raise fail(ExitCode.INCOMPLETE, message) from None
 
 
 def serve(
@@ -235,9 +190,10 @@ def serve(
     """
     from prefect.types.entrypoint import EntrypointType
 
+    from dbpa.launch import load_audit
     from flows.scheduled import scheduled_audit
 
-    cfg, _ = load_audit(config, set_)
+    cfg, _ = load_audit(config, parse_overrides(set_))
     name = name or cfg.name
     deployment = f"{scheduled_audit.name}/{name}"
     api = _serve_checks(cron, deployment)

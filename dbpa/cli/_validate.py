@@ -17,7 +17,6 @@ if TYPE_CHECKING:
     from dbpa.analysis import EquivalenceSpec
     from dbpa.config import AuditConfig
     from dbpa.perturbations import GeneratedParaphrase, Perturbation
-    from dbpa.plan import AuditPlan
 
 SUMMARY_OVER = 300
 """Families with more perturbations than this are summarised unless ``--all`` is given."""
@@ -35,51 +34,15 @@ RecordOption = Annotated[
 ]
 
 
-def load_audit(
-    config: Path, pairs: list[str] | None = None, db: Path | None = None
-) -> tuple[AuditConfig, AuditPlan | None]:
-    """The validated config and its plan; a ``ConfigError`` names file, field and reason.
-
-    The plan is None while a paraphrase spec's texts are not generated yet (the audit flow
-    generates them first); with ``db``, a record that holds them all, they are bound first
-    (see :func:`bind_stored`).
-    """
-    from dbpa.config import ConfigError, load_config
-
-    try:
-        cfg = load_config(config, parse_overrides(pairs))
-        return bind_stored(cfg, db)
-    except ConfigError:
-        raise
-    except ValueError as exc:
-        raise ConfigError(f"{config}: {exc}") from None
-
-
-def bind_stored(cfg: AuditConfig, db: Path | None) -> tuple[AuditConfig, AuditPlan | None]:
-    """``cfg`` with its paraphrases bound when the record ``db`` holds every one of them (read
-    only; with ``min_similarity`` the embedder is loaded), and its plan; the plan is None
-    while some are still to be generated."""
-    from dbpa.plan import plan_audit
-
-    if cfg.ungenerated and db is not None and db.is_file():
-        import storage
-        from dbpa.generation import bind_generated, embed_with, generator_jobs, stored_outputs
-
-        jobs = generator_jobs(cfg)
-        with storage.Store(db, read_only=True) as store:
-            outputs = stored_outputs(jobs, store)
-        if all(len(outputs[j.position]) == j.spec.n for j in jobs):
-            cfg = bind_generated(cfg, outputs, embed_with(cfg))
-    return cfg, None if cfg.ungenerated else plan_audit(cfg)
-
-
 def validate(
     config: ConfigArgument, set_: SetOption = None, all_: AllOption = False, db: RecordOption = None
 ) -> None:
     """Check a config and show what it would sample and test (a family of more than 300
     perturbations as counts and its first and last ones; ``--all`` lists every one).
     Paraphrases not generated yet are announced; ``--db`` shows those a record holds."""
-    cfg, plan = load_audit(config, set_, db)
+    from dbpa.launch import load_audit
+
+    cfg, plan = load_audit(config, parse_overrides(set_), db)
     if plan is None:
         _print_ungenerated(cfg, all_)
         return

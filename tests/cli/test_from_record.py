@@ -5,7 +5,7 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from dbpa.cli._from_record import MESSAGE
+from dbpa.launch._from_record import MESSAGE
 from tests.cli.conftest import invoke, text
 from tests.pipeline.conftest import KEY_ENV, make_config
 from tests.support.cli_process import normalised, run_dbpa

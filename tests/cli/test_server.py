@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 import storage
-from dbpa.cli._server import DEFAULT_STARTUP_TIMEOUT_S, TIMEOUT_SETTING, _uvicorn_ending_with
+from dbpa.launch._server import DEFAULT_STARTUP_TIMEOUT_S, TIMEOUT_SETTING, _uvicorn_ending_with
 from tests.pipeline.conftest import KEY_ENV, RULES, make_config
 from tests.support.cli_process import ROOT, run_dbpa
 from tests.support.scripted_server import ScriptedServer
@@ -25,7 +25,7 @@ TEXT = {"capture_output": True, "text": True, "timeout": 60}
 
 
 def timeout_in_a_fresh_process(env: dict[str, str]) -> float:
-    script = "from dbpa.cli._server import startup_timeout; print(startup_timeout())"
+    script = "from dbpa.launch._server import startup_timeout; print(startup_timeout())"
     done = subprocess.run(
         [sys.executable, "-c", script],
         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", **env},

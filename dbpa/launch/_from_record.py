@@ -11,12 +11,11 @@ through the flow, so that the UI sees it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
-
-from ._common import err
 
 if TYPE_CHECKING:
     from dbpa.config import AuditConfig
@@ -38,17 +37,19 @@ class RecordedRun:
 
 
 def decide_from_record(
-    config: AuditConfig, plan: AuditPlan, db: Path, out_dir: Path | None
+    config: AuditConfig,
+    plan: AuditPlan,
+    db: Path,
+    out_dir: Path | None,
+    warn: Callable[[str], None],
 ) -> RecordedRun:
     """Record a run of ``plan``, correct its families from the stored tests and write its
-    reports, as the audit flow would with nothing to sample, embed or test."""
+    reports, as the audit flow would with nothing to sample, embed or test (``warn`` says
+    what the flow would log as a warning)."""
     import storage
     from dbpa.analysis import decide_family
     from dbpa.report import write_reports
     from flows import _record as record
-
-    def warn(message: str) -> None:
-        err.print(f"[yellow]warning:[/] {message}", highlight=False)
 
     def correct(family, p_values, analysis, equivalence_p, margin):  # type: ignore[no-untyped-def]
         return decide_family(p_values, analysis, equivalence_p, margin)

@@ -10,7 +10,7 @@ import time
 import pytest
 
 import storage
-from dbpa.cli._head_start import ARMS_AT_ONCE, OUTPUTS_PER_CHUNK, HeadStart, chunks
+from dbpa.launch._head_start import ARMS_AT_ONCE, OUTPUTS_PER_CHUNK, HeadStart, chunks
 from dbpa.config import AuditConfig
 from dbpa.plan import plan_audit
 from tests.cli.conftest import invoke
@@ -70,7 +70,7 @@ def test_stop_leaves_whole_outputs_in_the_record(tmp_path, make_server):
 
 ENDS_UNSTOPPED = """
 import sys
-from dbpa.cli._head_start import HeadStart
+from dbpa.launch._head_start import HeadStart
 from dbpa.config import AuditConfig
 from dbpa.plan import plan_audit
 from tests.pipeline.conftest import RULES, make_config

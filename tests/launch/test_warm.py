@@ -9,8 +9,8 @@ import time
 import pytest
 
 import dbpa.embedding
-from dbpa.cli._run import _first_look
-from dbpa.cli._warm import PendingWork, embedder_warmed, pending_work, wait_for_warm_ups
+from dbpa.launch import first_look as _first_look
+from dbpa.launch import PendingWork, embedder_warmed, pending_work, wait_for_warm_ups
 from dbpa.config import parse_config
 from dbpa.plan import plan_audit
 from dbpa.progress import Counter

@@ -23,15 +23,22 @@ import atexit
 import logging
 import queue
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from dbpa.arms import Arm
     from dbpa.plan import AuditPlan
     from dbpa.specs import Generation
-    from storage import Store
+
+
+class SampleWriter(Protocol):
+    """Where the head start stores its outputs (``storage.Store`` is one)."""
+
+    def add_samples(self, arm_id: str, outputs: Sequence[Generation]) -> None: ...
+
 
 ARMS_AT_ONCE = 8
 """Chunks in flight at once."""
@@ -120,7 +127,7 @@ class HeadStart:
         except Exception as exc:  # the flow opens the record itself and reports what is wrong
             _log.debug("head start ended early: %s", exc)
 
-    def _work(self, store: Store, work: queue.SimpleQueue[Chunk]) -> None:
+    def _work(self, store: SampleWriter, work: queue.SimpleQueue[Chunk]) -> None:
         while not self._stopping.is_set():
             try:
                 chunk = work.get_nowait()

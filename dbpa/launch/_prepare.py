@@ -1,0 +1,123 @@
+"""A config loaded, bound and planned once, with what the record says is still to do.
+
+Every later step of a run receives this: the warm-ups and the head start read what is left
+(``work``) and sample ``ready``; deciding from the record, or the audit flow, gets ``plan``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ._work import PendingWork, generation_work, pending_work
+
+if TYPE_CHECKING:
+    from dbpa.config import AuditConfig
+    from dbpa.plan import AuditPlan
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """One run of an audit, planned."""
+
+    config: AuditConfig
+    """The validated config, its paraphrases bound when the record holds them all."""
+    plan: AuditPlan | None
+    """Its plan; None while paraphrases are to be generated (the flow generates them first,
+    then plans the config they complete)."""
+    ready: AuditPlan
+    """What the run surely samples from the start: the plan (or, while paraphrases are to be
+    generated, the plan of the family that needs none), in a sequential audit to its first
+    look only (a test may stop there; which go on, only the flow knows)."""
+    work: PendingWork
+    """What the record says is still to do."""
+    db: Path
+
+    @property
+    def finished(self) -> bool:
+        """Every output, vector and test is stored: only the decisions and reports are left
+        (a sequential audit's decisions come from its looks, which only the flow reads)."""
+        return self.plan is not None and self.work.done and not self.config.sequential
+
+
+def load_audit(
+    config: Path, overrides: dict[str, Any] | None = None, db: Path | None = None
+) -> tuple[AuditConfig, AuditPlan | None]:
+    """The validated config and its plan; a ``ConfigError`` names file, field and reason.
+
+    The plan is None while a paraphrase spec's texts are not generated yet (the audit flow
+    generates them first); with ``db``, a record that holds them all, they are bound first
+    (see :func:`bind_stored`).
+    """
+    from dbpa.config import ConfigError, load_config
+
+    try:
+        cfg = load_config(config, overrides or {})
+        return bind_stored(cfg, db)
+    except ConfigError:
+        raise
+    except ValueError as exc:
+        raise ConfigError(f"{config}: {exc}") from None
+
+
+def bind_stored(cfg: AuditConfig, db: Path | None) -> tuple[AuditConfig, AuditPlan | None]:
+    """``cfg`` with its paraphrases bound when the record ``db`` holds every one of them (read
+    only; with ``min_similarity`` the embedder is loaded), and its plan; the plan is None
+    while some are still to be generated."""
+    from dbpa.plan import plan_audit
+
+    if cfg.ungenerated and db is not None and db.is_file():
+        import storage
+        from dbpa.generation import bind_generated, embed_with, generator_jobs, stored_outputs
+
+        jobs = generator_jobs(cfg)
+        with storage.Store(db, read_only=True) as store:
+            outputs = stored_outputs(jobs, store)
+        if all(len(outputs[j.position]) == j.spec.n for j in jobs):
+            cfg = bind_generated(cfg, outputs, embed_with(cfg))
+    return cfg, None if cfg.ungenerated else plan_audit(cfg)
+
+
+def prepare(
+    config: Path,
+    overrides: dict[str, Any],
+    db: Path,
+    *,
+    wait: bool,
+    on_wait: Callable[[int | None], None],
+    needs_margin: str | None = None,
+) -> Prepared:
+    """Load, bind and plan ``config`` once, wait until the record ``db`` can be written
+    (``on_wait`` is told the holder's pid once; with ``wait`` False, ``DatabaseInUseError``
+    at once) and read what is left to do. ``needs_margin`` names an option that needs the
+    config's equivalence margin (a ``ConfigError`` without one, before any wait)."""
+    from dbpa.config import ConfigError
+    from dbpa.plan import plan_audit
+    from storage import ready_to_write
+
+    cfg, plan = load_audit(config, overrides)
+    if needs_margin and cfg.equivalence is None:
+        raise ConfigError(
+            f"{needs_margin}: the config has no equivalence margin (set `equivalence:` in "
+            "it, or --set equivalence=true)"
+        )
+    ready_to_write(db, wait=wait, on_wait=on_wait)
+    if plan is None:  # paraphrases: bound here when the record holds them (a re-run)
+        cfg, plan = bind_stored(cfg, db)
+    # With paraphrases still to generate, the flow generates, then plans; the arms that need
+    # none (the original's, other specs') are sampled from the start all the same.
+    ready = first_look(plan if plan is not None else plan_audit(cfg.ready_part()), cfg)
+    work = pending_work(ready, db) if plan is not None else generation_work(cfg)
+    return Prepared(cfg, plan, ready, work, db)
+
+
+def first_look(plan: AuditPlan, cfg: AuditConfig) -> AuditPlan:
+    """``plan`` as far as the run surely samples it: a sequential audit only to its first
+    look. A finished sequential audit, its arms short of k where tests stopped, has nothing
+    to sample."""
+    if not cfg.sequential:
+        return plan
+    return dataclasses.replace(plan, k=cfg.sequential.design(cfg.k).looks[0])
