@@ -10,8 +10,8 @@ import time
 import pytest
 
 import storage
-from dbpa.launch._head_start import ARMS_AT_ONCE, OUTPUTS_PER_CHUNK, HeadStart, chunks
 from dbpa.config import AuditConfig
+from dbpa.launch._head_start import ARMS_AT_ONCE, OUTPUTS_PER_CHUNK, HeadStart, chunks
 from dbpa.plan import plan_audit
 from tests.cli.conftest import invoke
 from tests.pipeline.conftest import KEY_ENV, RULES, make_config

@@ -9,9 +9,9 @@ import time
 import pytest
 
 import dbpa.embedding
-from dbpa.launch import first_look as _first_look
-from dbpa.launch import PendingWork, embedder_warmed, pending_work, wait_for_warm_ups
 from dbpa.config import parse_config
+from dbpa.launch import PendingWork, embedder_warmed, pending_work, wait_for_warm_ups
+from dbpa.launch import first_look as _first_look
 from dbpa.plan import plan_audit
 from dbpa.progress import Counter
 from dbpa.specs import EmbedderSpec
