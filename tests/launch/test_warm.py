@@ -129,3 +129,25 @@ def test_the_rerun_of_a_finished_audit_loads_no_model_stack(
     assert provider.counts.total == requests
     imported = re.findall(r"\|\s+([\w.]+)$", again.stdout, re.MULTILINE)
     assert [m for m in imported if m.split(".")[0] in HEAVY] == []
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_a_run_plans_its_config_once(tmp_path, provider, write_config, monkeypatch):
+    """The config is loaded, bound and planned once; the warm-ups, the head start and the
+    flow receive that plan (the flow used to plan it again)."""
+    import dbpa.plan
+    import flows.audit
+    from tests.cli.conftest import invoke
+
+    real, planned = dbpa.plan.plan_audit, []
+
+    def counted(config):
+        planned.append(config.name)
+        return real(config)
+
+    monkeypatch.setattr(dbpa.plan, "plan_audit", counted)
+    monkeypatch.setattr(flows.audit, "plan_audit", counted)
+    config = write_config(make_config(provider))
+    result = invoke("run", str(config), "--db", str(tmp_path / "once.duckdb"))
+    assert result.exit_code == 0, result.output
+    assert planned == ["persona-test"]
