@@ -1,10 +1,23 @@
-"""Session-wide fixtures shared by the test packages."""
+"""Session-wide fixtures shared by the test packages, and the environment of every test
+process (each xdist worker is one): set before any test module imports numpy or Prefect."""
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 
 import pytest
+
+# Two workers on two cores: BLAS threads on top of them only wait on each other.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+# A Prefect home of this process's own: a flow run outside the harness starts a temporary
+# server on PREFECT_HOME's SQLite database, which two workers must not share.
+_HOME = tempfile.mkdtemp(prefix="dbpa-tests-prefect-home-")
+os.environ["PREFECT_HOME"] = _HOME
+atexit.register(shutil.rmtree, _HOME, ignore_errors=True)
 
 pytest_plugins = ["tests.support.providers", "tests.support.cli_process"]
 
