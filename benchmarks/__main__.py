@@ -19,6 +19,7 @@ SUITES = {
     "equivalence": "benchmarks.bench_equivalence",
     "sequential": "benchmarks.bench_sequential",
     "interval": "benchmarks.interval_coverage",
+    "plan": "benchmarks.bench_planning",
 }
 
 

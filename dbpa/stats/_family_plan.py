@@ -50,9 +50,9 @@ REFINE_ROUNDS = 3
 """Rounds that add the midpoint of every crossing bracket wider than ``REFINE_WIDTH``."""
 REFINE_WIDTH = 0.25
 """A bracket (k_lo, k_hi) around a crossing is refined while k_hi - k_lo > max(1, 0.25 k_hi).
-On 90 pilot pairs (``benchmarks/README.md``, "plan") this grid gave the k of every integer
-k simulated to within 1 output (0.1 above it on average), in about 7 arm sizes instead of
-16-26; the sizes near the pilot's, the costliest, are the ones it skips."""
+On 180 simulated curves with every integer k simulated (``benchmarks/README.md``, "plan")
+this grid's k was within 1 output of theirs (0.1 above on average) with about 7 arm sizes
+instead of 16-26; the sizes near the pilot's, the costliest, are the ones it skips."""
 RESOLUTION = 10
 """p-values resolve a level finely when their step 1/(B+1) is at most level / 10 (at coarser B
 the power of a test at that level falls measurably: ``FamilyPlan.resolution_permutations``)."""
