@@ -9,7 +9,13 @@ import pytest
 
 from benchmarks._synthetic import Arm, answer_space, sample
 from dbpa.stats import correct, fine_permutations, permutation_test, plan_family
-from dbpa.stats._family_plan import _crossing, _isotonic, decisive_cap
+from dbpa.stats._family_plan import (
+    _crossing,
+    _isotonic,
+    _plan_family_iv,
+    _Simulation,
+    decisive_cap,
+)
 
 D = 8
 
@@ -176,6 +182,50 @@ def test_p_values_above_the_decisive_cap_decide_nothing(correction):
         p[: n - 1] = 1e-9
         p[n - 1] = cap * (1 - 1e-9)
         assert correct(p, method=correction, alpha=0.05).reject[n - 1]
+
+
+@pytest.mark.parametrize("correction", ["bonferroni", "holm", "bh", "by"])
+def test_each_simulated_audit_decides_as_the_full_tests_would(correction):
+    """The capped tests (and Holm's steps) reject exactly what the full permutation tests of
+    the same arms and seeds reject under the correction."""
+    rng = np.random.default_rng(26)
+    original = _original(rng, 60)
+    pilots = [_shifted(rng, 60, shift) for shift in (0.0, 1.0, 1.0, 1.3, 3.0)]
+    a, pilots, args = _plan_family_iv(
+        original,
+        pilots,
+        m=8,
+        omega="energy_l2",
+        alpha=0.05,
+        correction=correction,
+        power=0.8,
+        ks=(10, 14),
+        n_simulations=40,
+        n_permutations=499,
+        detectable_at=None,
+        omega_options={},
+    )
+    sim = _Simulation(a, pilots, args, "energy_l2", "cosine", {}, np.random.default_rng(0))
+    rejected = stepped = 0
+    for s in range(40):
+        for k in (10, 14):
+            got = sim.rejected(sim.audit(s, k, list(range(5))))
+            full = np.ones(8)
+            for j, pilot in enumerate(pilots):
+                full[j] = permutation_test(
+                    a[sim.order_a[s, :k]],
+                    pilot[sim.orders[j][s, :k]],
+                    omega="energy_l2",
+                    n_permutations=499,
+                    rng=int(sim.seeds[s, j]),
+                ).p_value
+            want = correct(full, method=correction, alpha=0.05).reject[:5]
+            np.testing.assert_array_equal(got, want)
+            rejected += int(want.sum())
+            stepped += int((want & (full[:5] > 0.05 / 8)).sum())
+    assert 0 < rejected < 40 * 2 * 5  # some audits reject some tests, not all
+    if correction in ("holm", "bh"):
+        assert stepped > 0  # rejected above alpha/m: the correction's later steps are used
 
 
 def test_isotonic_fit_and_the_crossing():
