@@ -1,11 +1,12 @@
 """How many outputs an audit needs, estimated from a stored pilot run before paying for it.
 
-Each perturbation of the pilot run is a pilot pair (its original and perturbed arms' stored
-embeddings, at whatever k the pilot used). ``dbpa.stats.plan_k`` resamples the pair at
-candidate arm sizes under the audit's omega, alpha and correction (at the family's per-test
-level) and returns the smallest k that reaches the target power, and the smallest share of
-changed outputs the audit's own k detects. The cost of the whole family at the recommended
-k comes from the pilot's stored token counts and costs (litellm's prices at sampling time).
+Each family (model) of the pilot run is its original arm and its perturbed arms' stored
+embeddings, at whatever k the pilot used. ``dbpa.stats.plan_family`` resamples them at arm
+sizes up to the pilot's, simulating the whole family as the audit runs it (the audit's
+omega, B, alpha and correction over its m tests per model), and returns per perturbation
+the smallest k that reaches the target power and the smallest share of changed outputs the
+audit's own k detects. The cost of the whole family at the recommended k comes from the
+pilot's stored token counts and costs (litellm's prices at sampling time).
 
 Reads the record through ``PilotReader``; never calls a model.
 """
@@ -16,7 +17,7 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import pandas as pd
@@ -24,13 +25,16 @@ from numpy.typing import NDArray
 
 from dbpa.config import AuditConfig
 from dbpa.plan import plan_audit
-from dbpa.stats import SamplePlan, min_permutations, plan_k
+from dbpa.stats import (
+    OMEGAS,
+    Detectable,
+    PerturbationPower,
+    fine_permutations,
+    lone_threshold,
+    plan_family,
+)
 
 __all__ = ["Budget", "PerturbationSize", "PilotReader", "SizePlan", "estimate_sizes"]
-
-CANDIDATES = (5, 10, 20, 40, 80, 160)
-"""Arm sizes simulated first, up to the pilot's own k (arms are drawn without replacement),
-then bisected between the last miss and the first hit."""
 
 
 class PilotReader(Protocol):
@@ -56,12 +60,13 @@ class PerturbationSize:
     label: str | None
     pilot_k: int
     """Outputs per arm the pilot stored for this pair."""
-    plan: SamplePlan | None
-    """The simulation behind the estimate; None when the pilot pair is not embedded."""
+    plan: PerturbationPower | None
+    """Its power curve within its simulated family; None when the pilot pair (its perturbed
+    arm or its family's original) is not embedded."""
 
     @property
     def k(self) -> int | None:
-        """Recommended outputs per arm (None: even the largest candidate falls short)."""
+        """Recommended outputs per arm (None: not reached within the pilot, or not embedded)."""
         return None if self.plan is None else self.plan.k
 
     @property
@@ -69,6 +74,11 @@ class PerturbationSize:
         """Minimum detectable effect at the audit's k: the smallest share of changed outputs
         (changed as the pilot's perturbed outputs differ) detected with the target power."""
         return None if self.plan is None else self.plan.detectable_share
+
+    @property
+    def detectable(self) -> Detectable | Literal["not_embedded"]:
+        """Why ``detectable_share`` is what it is (``PerturbationPower.detectable``)."""
+        return "not_embedded" if self.plan is None else self.plan.detectable
 
 
 @dataclass(frozen=True)
@@ -94,11 +104,19 @@ class SizePlan:
     alpha: float
     correction: str
     m: int
-    """Tests in the audit's family (all models): the correction's size."""
+    """Tests in each model's family of the audit: the correction's size (a pilot family with
+    more perturbations is simulated with its own size)."""
+    level: float
+    """The raw p-value a lone change must pass in the family (``lone_threshold``)."""
     audit_k: int
     n_simulations: int
     n_permutations: int
-    """B of the simulated tests."""
+    """B of the simulated tests: the audit's."""
+    resolution_permutations: int | None
+    """When the audit's B resolves ``level`` only coarsely (1/(B+1) > level / 10): the B
+    that would not; None otherwise."""
+    simulated_ks: tuple[int, ...]
+    """Every k simulated, over the pilot's families."""
     perturbations: tuple[PerturbationSize, ...]
     recommended: Budget | None
     """At the largest recommended k over the perturbations (one k serves the audit);
@@ -119,14 +137,21 @@ def estimate_sizes(
 ) -> SizePlan:
     """Estimate k for every perturbation of ``pilot_run`` under ``config``'s analysis.
 
-    ``n_permutations`` defaults to the smallest B that lets one test reach the family's
-    per-test level (with a floor of 199), which keeps the simulations cheap; a larger B
-    changes power very little.
+    Each family (model) of the pilot is simulated as the audit will run it
+    (``dbpa.stats.plan_family``): its original's pilot shared by its tests, the correction
+    over the config's family of m tests per model (or the pilot family's size, when larger),
+    the tests the pilot lacks (not in it, or not embedded) at p = 1. ``n_permutations`` is
+    the B of the simulated tests: the config's by default, never fewer (power depends on B).
     """
     analysis = config.analysis
     plan = plan_audit(config)
-    m = len(plan.tests)
-    b = n_permutations or max(199, min_permutations(m, analysis.alpha, analysis.correction))
+    m = len(plan.tests) // len(plan.families)
+    b = analysis.n_permutations if n_permutations is None else n_permutations
+    if b < analysis.n_permutations:
+        raise ValueError(
+            f"n_permutations: {b} is fewer than the audit's {analysis.n_permutations}; power "
+            "depends on B, so the simulated tests use at least the audit's"
+        )
     row = reader.run(pilot_run)
     pilot_k = int(_as_mapping(row["config"])["k"])
     results = reader.results(row["run_id"])
@@ -135,39 +160,45 @@ def estimate_sizes(
     for embedder in results.embedder.dropna().unique():  # the pilot's tests say which
         vectors |= reader.arms_vectors(arm_ids, str(embedder), pilot_k)
     gen = np.random.default_rng(rng)
+    similarity = analysis.similarity if OMEGAS[analysis.omega].level != "embedding" else "cosine"
     sizes = []
-    for r in results.itertuples():
-        a, b_arm = vectors.get(r.original_arm), vectors.get(r.perturbed_arm)
-        estimate = None
-        if a is not None and b_arm is not None:
-            estimate = plan_k(
-                a,
-                b_arm,
+    family_plans = []
+    for _, members in results.groupby("family", sort=False):
+        original = vectors.get(members.original_arm.iloc[0])
+        embedded = [i for i, arm in enumerate(members.perturbed_arm) if arm in vectors]
+        estimates: dict[int, PerturbationPower] = {}
+        if original is not None and embedded:
+            family_plan = plan_family(
+                original,
+                [vectors[members.perturbed_arm.iloc[i]] for i in embedded],
+                m=max(m, len(members)),
                 omega=analysis.omega,
                 alpha=analysis.alpha,
-                m=m,
                 correction=analysis.correction,
                 power=power,
-                candidates=sorted({c for c in CANDIDATES if c < pilot_k} | {pilot_k}),
                 n_simulations=n_simulations,
                 n_permutations=b,
                 detectable_at=plan.k,
-                similarity=analysis.similarity,
+                similarity=similarity,
                 rng=gen,
                 **analysis.omega_options,
             )
-        sizes.append(
-            PerturbationSize(
-                family=str(r.family),
-                perturbation_id=str(r.perturbation_id),
-                label=None if pd.isna(r.label) else str(r.label),
-                pilot_k=pilot_k,
-                plan=estimate,
+            family_plans.append(family_plan)
+            estimates = dict(zip(embedded, family_plan.perturbations, strict=True))
+        for i, r in enumerate(members.itertuples()):
+            sizes.append(
+                PerturbationSize(
+                    family=str(r.family),
+                    perturbation_id=str(r.perturbation_id),
+                    label=None if pd.isna(r.label) else str(r.label),
+                    pilot_k=pilot_k,
+                    plan=estimates.get(i),
+                )
             )
-        )
     per_output = _per_output(reader.usage(arm_ids))
     ks = [s.k for s in sizes if s.k is not None]
     arms = len(plan.arms)
+    level = lone_threshold(m, analysis.alpha, analysis.correction)
     return SizePlan(
         pilot_run=str(row["run_id"]),
         power=power,
@@ -175,9 +206,12 @@ def estimate_sizes(
         alpha=analysis.alpha,
         correction=analysis.correction,
         m=m,
+        level=level,
         audit_k=plan.k,
         n_simulations=n_simulations,
         n_permutations=b,
+        resolution_permutations=fine if b < (fine := fine_permutations(level)) else None,
+        simulated_ks=tuple(sorted({k for f in family_plans for k in f.ks})),
         perturbations=tuple(sizes),
         recommended=_budget(max(ks), arms, per_output) if ks else None,
         configured=_budget(plan.k, arms, per_output),

@@ -65,59 +65,99 @@ def _as_json(sizes: SizePlan) -> dict[str, object]:
         row.pop("plan")
         row["k"] = size.k
         row["detectable_share"] = size.detectable_share
+        row["detectable"] = size.detectable
         row["power_curve"] = (
             []
             if size.plan is None
             else [
-                {"k": c.k, "power": c.power, "ci": [c.ci_low, c.ci_high]} for c in size.plan.curve
+                {"k": c.k, "power": c.power, "ci": [c.ci_low, c.ci_high], "fitted": f}
+                for c, f in zip(size.plan.curve, size.plan.fitted, strict=True)
             ]
         )
     return data
 
 
+MDE_MARKS = {
+    "not_detected": "> 100%",
+    "pilot_too_small": "-",
+    "not_embedded": "not embedded",
+}
+
+
 def _print(sizes: SizePlan) -> None:
     out.print(
         f"pilot run {sizes.pilot_run}: omega={sizes.omega}, {sizes.correction} over "
-        f"m={sizes.m} tests at alpha={sizes.alpha}, target power {sizes.power:.2f} "
-        f"({sizes.n_simulations} simulated audits per k, B={sizes.n_permutations})",
+        f"m={sizes.m} tests per model at alpha={sizes.alpha}, target power {sizes.power:.2f} "
+        f"({sizes.n_simulations} simulated audits of each family per k, the audit's "
+        f"B={sizes.n_permutations})",
         highlight=False,
     )
+    if sizes.resolution_permutations is not None:
+        out.print(
+            f"note: at B={sizes.n_permutations} p-values move in steps of 1/(B+1) = "
+            f"{1 / (sizes.n_permutations + 1):.2g}, coarse against the {sizes.level:.3g} a lone "
+            f"change must pass, and power at a given k is lower than with finer steps; "
+            f"B >= {sizes.resolution_permutations:,} resolves it (steps of at most a tenth).",
+            highlight=False,
+        )
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1))
     table.add_column("perturbation", overflow="fold")
     table.add_column("label")
     table.add_column("pilot k", justify="right")
     table.add_column("k needed", justify="right")
     table.add_column(f"MDE at k={sizes.audit_k}", justify="right")
+    marks = set()
     for s in sizes.perturbations:
         if s.plan is None:
-            table.add_row(s.perturbation_id, s.label or "", str(s.pilot_k), "not embedded", "-")
-            continue
-        k = str(s.k) if s.k is not None else f"> {s.plan.pilot_limit}"
+            k = "not embedded"
+        else:
+            k = str(s.k) if s.k is not None else f"> {s.plan.pilot_limit}"
+            if s.k is None:
+                marks.add("beyond")
         share = s.detectable_share
-        table.add_row(
-            s.perturbation_id,
-            s.label or "",
-            str(s.pilot_k),
-            k,
-            f"{share:.0%}" if share is not None else "-",
-        )
+        mde = f"{share:.0%}" if share is not None else MDE_MARKS.get(s.detectable, "")
+        marks.add(s.detectable)
+        table.add_row(s.perturbation_id, s.label or "", str(s.pilot_k), k, mde)
     out.print(table)
-    out.print(
-        f"MDE: the smallest share of outputs that must change (as the pilot's changed) for "
-        f"k={sizes.audit_k} to detect it with power {sizes.power:.2f}.",
-        highlight=False,
-    )
-    out.print(
-        "'> N': not reached within the pilot's N outputs per arm (arms are resampled without "
-        "replacement); a larger pilot tells. '-': the pilot is too small to estimate the MDE "
-        "at this k (it needs 2k outputs of the original arm).",
-        highlight=False,
-    )
+    for line in _footnotes(sizes, marks):
+        out.print(line, highlight=False)
     out.print(f"at the config's k: {_budget(sizes.configured)}", highlight=False)
     if sizes.recommended is None:
-        out.print("no perturbation reaches the target power within the candidates")
+        out.print("no perturbation reaches the target power within the pilot")
     else:
         out.print(f"at the recommended k: {_budget(sizes.recommended)}", highlight=False)
+
+
+def _footnotes(sizes: SizePlan, marks: set[str]) -> list[str]:
+    """What the columns say, and what each mark shown in the table means."""
+    k = sizes.audit_k
+    lines = [
+        f"k needed: the smallest k per arm at which the perturbation is rejected in "
+        f"{sizes.power:.0%} of simulated audits of its whole family at that k ({sizes.correction} "
+        f"over m={sizes.m}: a lone change must pass p <= {sizes.level:.3g}, one among several "
+        "may pass more easily; the tests the pilot lacks count as p = 1).",
+        f"MDE: the smallest share of outputs that must change (as the pilot's changed) for "
+        f"k={k} to detect it with power {sizes.power:.2f}, the rest of the family as in the pilot.",
+    ]
+    if "beyond" in marks:
+        lines.append(
+            "'> N': not reached within the pilot's N outputs per arm (arms are resampled "
+            "without replacement); a larger pilot tells."
+        )
+    if "not_detected" in marks:
+        lines.append(
+            f"'> 100%': even every output changed as the pilot's is detected with power below "
+            f"{sizes.power:.2f} at k={k}."
+        )
+    if "pilot_too_small" in marks:
+        lines.append(
+            f"'-': the pilot is too small to estimate the MDE at k={k}: the share search draws "
+            f"up to {2 * k} outputs of the original arm (2k) and {k} of the perturbed one, "
+            "more than the pilot has (its k per arm is in the table)."
+        )
+    if "not_embedded" in marks:
+        lines.append("'not embedded': the pilot stored no embeddings for this pair.")
+    return lines
 
 
 def _budget(b: Budget) -> str:

@@ -2,13 +2,13 @@
 
 Pure numpy/scipy: similarities, discrepancies (omega) and their combination
 (``auto``), the permutation engine of Algorithm 1, multiplicity corrections, sample
-size, power and the planner of k, ROC for labelled families, effect intervals and
-equivalence decisions (changed / equivalent / inconclusive) with a calibrated margin.
-Nothing here imports Prefect, DuckDB or litellm. scipy (scipy.stats about a second to
-import, scipy.special and scipy.spatial half a second together) is imported only inside
-the functions that use it (the bh and by corrections, ``sample_size``, ``simulate_power``,
-the jsd kernel, the L1 and L2 distances), so that importing this package, as a config
-check does, stays cheap.
+size, power and the planners of k (one pair; a whole family under its correction), ROC
+for labelled families, effect intervals and equivalence decisions (changed / equivalent /
+inconclusive) with a calibrated margin. Nothing here imports Prefect, DuckDB or litellm.
+scipy (scipy.stats about a second to import, scipy.special and scipy.spatial half a second
+together) is imported only inside the functions that use it (the bh and by corrections,
+``sample_size``, ``simulate_power``, the jsd kernel, the L1 and L2 distances), so that
+importing this package, as a config check does, stays cheap.
 """
 
 from ._boundary import BoundaryDraws
@@ -22,6 +22,13 @@ from ._equivalence import (
     decide,
     decide_family,
     equivalence_p_value,
+)
+from ._family_plan import (
+    Detectable,
+    FamilyPlan,
+    PerturbationPower,
+    fine_permutations,
+    plan_family,
 )
 from ._group_sequential import (
     GroupSequentialPaths,
@@ -81,9 +88,11 @@ __all__ = [
     "ComponentResult",
     "CorrectionResult",
     "Decision",
+    "Detectable",
     "EffectDifference",
     "EffectInterval",
     "FamilyDecision",
+    "FamilyPlan",
     "GroupSequentialPaths",
     "MarginCalibration",
     "ModelChoice",
@@ -92,6 +101,7 @@ __all__ = [
     "PathPlan",
     "PermutationBudgetWarning",
     "PermutationTestResult",
+    "PerturbationPower",
     "PowerResult",
     "Rates",
     "RocResult",
@@ -111,6 +121,7 @@ __all__ = [
     "effect_difference",
     "effect_interval",
     "equivalence_p_value",
+    "fine_permutations",
     "group_sequential_paths",
     "group_sequential_stop",
     "histogram_edges",
@@ -120,6 +131,7 @@ __all__ = [
     "path_plan",
     "permutation_test",
     "permutation_test_matrix",
+    "plan_family",
     "plan_k",
     "pooled_similarity",
     "rates_at",

@@ -340,13 +340,33 @@ def _result(
 
 
 def _splits(
-    n: int, k_a: int, n_permutations: int, bytes_per_split: int, rng: np.random.Generator
+    n: int,
+    k_a: int,
+    n_permutations: int,
+    bytes_per_split: int,
+    rng: np.random.Generator,
+    first_chunk: int | None = None,
 ) -> tuple[bool, Iterator[NDArray[np.bool_]]]:
-    """(exact, chunks of splits): all splits when there are at most B of them, else B random."""
+    """(exact, chunks of splits): all splits when there are at most B of them, else B random.
+
+    With ``first_chunk`` the chunks start at that size and double up to the memory budget's;
+    the splits and their order do not depend on the chunk sizes."""
     chunk = max(1, MEMORY_BUDGET_BYTES // bytes_per_split)
-    if math.comb(n, k_a) <= n_permutations:
-        return True, _all_splits(n, k_a, chunk)
-    return False, _random_splits(n, k_a, n_permutations, chunk, rng)
+    total = math.comb(n, k_a)
+    if total <= n_permutations:
+        return True, _all_splits(n, k_a, _sizes(total, chunk, first_chunk))
+    return False, _random_splits(n, k_a, n_permutations, chunk, rng, first_chunk)
+
+
+def _sizes(total: int, chunk: int, first: int | None = None) -> Iterator[int]:
+    """Chunk sizes that add up to ``total``: ``chunk`` each, or from ``first`` doubling to it."""
+    size = chunk if first is None else min(first, chunk)
+    done = 0
+    while done < total:
+        step = min(size, total - done)
+        yield step
+        done += step
+        size = min(2 * size, chunk)
 
 
 def _run_combined(
@@ -370,9 +390,7 @@ def _run_combined(
     exact, splits = _splits(n, k_a, n_permutations, bytes_per_split, rng)
     values = np.concatenate([np.column_stack([k(masks) for k in kernels]) for masks in splits])
     if not exact:  # when exact, the first enumerated split is the observed one
-        observed = np.zeros((1, n), dtype=bool)
-        observed[0, :k_a] = True
-        values = np.vstack([np.column_stack([k(observed) for k in kernels]), values])
+        values = np.vstack([_observed_values(kernels, n, k_a), values])
     combination = combine(values, [kernel.scale for kernel in kernels], TIE_RTOL)
 
     evaluated = slice(0, None) if exact else slice(1, None)
@@ -401,27 +419,111 @@ def _run_combined(
     )
 
 
-def _all_splits(n: int, k_a: int, chunk: int) -> Iterator[NDArray[np.bool_]]:
-    """Every subset of size k_a as a boolean mask, in chunks; the first is the observed split."""
+def _observed_values(kernels: list[Kernel], n: int, k_a: int) -> NDArray[np.float64]:
+    """(1, components) values of the observed split."""
+    observed = np.zeros((1, n), dtype=bool)
+    observed[0, :k_a] = True
+    return np.column_stack([k(observed) for k in kernels])
+
+
+CAPPED_CHUNK = 100
+"""First chunk of ``capped_p_value``; the chunks double from it (so checks are cheap)."""
+
+
+def capped_p_value(
+    a: ArrayLike,
+    b: ArrayLike,
+    *,
+    cap: float,
+    similarity: str = "cosine",
+    omega: str = "jsd",
+    n_permutations: int = 1000,
+    rng: RngLike = None,
+    **omega_options: Any,
+) -> float:
+    """``permutation_test(a, b, ...).p_value`` where it is at most ``cap``; 1.0 where it is not.
+
+    The same splits are drawn in the same order, in chunks from ``CAPPED_CHUNK`` doubling,
+    and the drawing stops as soon as the splits seen force the p-value above ``cap``
+    whatever the rest hold: for a single omega, those at least as extreme as the observed
+    one; for a combined omega, the fewest, over its components, that exceed the observed
+    split's value in that component beyond the tie tolerance (each of those ranks strictly
+    better in that component, so those of the component the observed split ranks best in
+    are all more extreme combined). A decision at any level up to ``cap`` is the full
+    test's; a null pair stops after about cap/p of the B splits. Arguments as
+    ``permutation_test``; ``cap`` in (0, 1].
+    """
+    spec, options = _omega_iv(omega, omega_options)
+    n_perm = as_positive_int(n_permutations, "n_permutations")
+    if not 0.0 < cap <= 1.0:
+        raise ValueError(f"cap: must be in (0, 1], got {cap!r}")
+    gen = as_rng(rng)
+    if spec.components:
+        _, kernels, k_a, n = _component_kernels(a, b, spec, similarity)
+    else:
+        matrix = _single_matrix(a, b, spec, similarity)
+        k_a, n = len(np.asarray(a)), matrix.shape[0]
+        kernels = [spec.build(matrix, k_a, options)]
+    observed = _observed_values(kernels, n, k_a)[0]
+    scales = np.array([kernel.scale for kernel in kernels])
+    bytes_per_split = sum(kernel.bytes_per_split for kernel in kernels)
+    exact, splits = _splits(n, k_a, n_perm, bytes_per_split, gen, CAPPED_CHUNK)
+    total = math.comb(n, k_a) if exact else n_perm + 1
+    # Lower bound of the p-value's numerator so far. Single omega: the observed split (drawn
+    # among the enumerated ones when exact) and every split at least as extreme. Combined:
+    # the observed split and, per component, the splits beyond it.
+    count = 0 if exact and not spec.components else 1
+    beyond = np.zeros(len(kernels), dtype=np.int64)
+    blocks = []
+    for masks in splits:
+        block = np.column_stack([k(masks) for k in kernels])
+        if spec.components:
+            blocks.append(block)
+            beyond += np.count_nonzero(
+                block - TIE_RTOL * (np.abs(block) + scales) > observed, axis=0
+            )
+            bound = 1 + int(beyond.min())
+        else:
+            count += int(np.count_nonzero(block >= observed - TIE_RTOL * (abs(observed) + scales)))
+            bound = count
+        if bound > cap * total:
+            return 1.0
+    if not spec.components:
+        return count / total
+    values = np.concatenate(blocks)
+    if not exact:
+        values = np.vstack([observed, values])
+    return combine(values, list(scales), TIE_RTOL).p_value
+
+
+def _all_splits(n: int, k_a: int, sizes: Iterator[int]) -> Iterator[NDArray[np.bool_]]:
+    """Every subset of size k_a as a boolean mask, in chunks of the given sizes; the first is
+    the observed split."""
     combos = itertools.combinations(range(n), k_a)
-    while block := list(itertools.islice(combos, chunk)):
+    for size in sizes:
+        block = list(itertools.islice(combos, size))
         masks = np.zeros((len(block), n), dtype=bool)
         np.put_along_axis(masks, np.array(block), True, axis=1)
         yield masks
 
 
 def _random_splits(
-    n: int, k_a: int, count: int, chunk: int, rng: np.random.Generator
+    n: int,
+    k_a: int,
+    count: int,
+    chunk: int,
+    rng: np.random.Generator,
+    first_chunk: int | None = None,
 ) -> Iterator[NDArray[np.bool_]]:
-    """``count`` uniformly random subsets of size k_a (independent draws), in chunks.
+    """``count`` uniformly random subsets of size k_a (independent draws), in chunks
+    (``_sizes``).
 
     Each split takes the k_a smallest of n uniforms, so the random stream, and with it
     the result, does not depend on the chunk size. A row whose k_a-th and (k_a+1)-th
     smallest uniforms tie (float64: practically never) takes its k_a smallest by
     ``argpartition``, which is also how every row could be computed, only slower.
     """
-    for start in range(0, count, chunk):
-        size = min(chunk, count - start)
+    for size in _sizes(count, chunk, first_chunk):
         uniforms = rng.random((size, n))
         kth = np.partition(uniforms, k_a - 1, axis=1)[:, k_a - 1 : k_a]
         masks = uniforms <= kth

@@ -27,7 +27,7 @@ from ._multiplicity import CORRECTIONS, lone_threshold, min_permutations
 from ._omega import OMEGAS
 from ._power import PowerResult, simulate_power
 from ._similarity import pool_arms
-from ._validation import RngLike, as_positive_int, as_probability, as_rng, choose
+from ._validation import RngLike, as_arm_sizes, as_positive_int, as_probability, as_rng, choose
 
 SHARE_STEPS = 5
 """Halvings of the share interval (0, 1] when searching the detectable share: +-1/32."""
@@ -46,7 +46,8 @@ class SamplePlan:
     level: float
     """Per-test level of the simulations: the raw p-value a lone change must reach in the
     family, alpha/m for Bonferroni, Holm and BH, alpha/(m H_m) for BY. Holm and BH reject
-    more easily when several perturbations change, so k is conservative for them."""
+    more easily when several perturbations change, so k is conservative for them
+    (``plan_family`` simulates the whole family under its correction)."""
     alpha: float
     m: int
     """Number of tests in the family."""
@@ -90,7 +91,8 @@ def plan_k(
     rng: RngLike = None,
     **omega_options: Any,
 ) -> SamplePlan:
-    """Smallest k per arm with simulated power >= ``power`` for one pilot pair.
+    """Smallest k per arm with simulated power >= ``power`` for one pilot pair, as a lone
+    change of its family (``plan_family`` plans a whole family, as the audit runs it).
 
     The candidates are simulated in increasing order until one reaches the target
     (larger arms cost more to simulate); k is then bisected between it and the
@@ -106,7 +108,7 @@ def plan_k(
     m = as_positive_int(m, "m")
     correction = choose(correction, "correction", CORRECTIONS)
     power = as_probability(power, "power")
-    candidate_ks = _as_candidates(candidates)
+    candidate_ks = as_arm_sizes(candidates, "candidates")
     n_sims = as_positive_int(n_simulations, "n_simulations")
     n_perm = as_positive_int(n_permutations, "n_permutations")
     if detectable_at is not None:
@@ -188,14 +190,3 @@ def plan_k(
         detectable_share=detectable_share,
         share_curve=tuple(share_curve[s] for s in sorted(share_curve)),
     )
-
-
-def _as_candidates(values: Any) -> list[int]:
-    """Distinct arm sizes >= 2, sorted."""
-    try:
-        items = list(values)
-    except TypeError:
-        raise ValueError(f"candidates: expected a sequence of arm sizes, got {values!r}") from None
-    if not items:
-        raise ValueError("candidates: needs at least one arm size")
-    return sorted({as_positive_int(v, "candidates", minimum=2) for v in items})

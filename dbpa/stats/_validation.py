@@ -80,6 +80,17 @@ def as_positive_int(value: Any, name: str, minimum: int = 1) -> int:
     return int(value)
 
 
+def as_arm_sizes(values: Any, name: str) -> list[int]:
+    """Distinct arm sizes >= 2, sorted."""
+    try:
+        items = list(values)
+    except TypeError:
+        raise ValueError(f"{name}: expected a sequence of arm sizes, got {values!r}") from None
+    if not items:
+        raise ValueError(f"{name}: needs at least one arm size")
+    return sorted({as_positive_int(v, name, minimum=2) for v in items})
+
+
 def as_finite(value: Any, name: str) -> float:
     """A finite float (bools are numbers here, as in ``float``)."""
     try:

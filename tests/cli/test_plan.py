@@ -9,23 +9,21 @@ import pytest
 from typer.testing import CliRunner
 
 from dbpa.cli import app
-from tests.report.conftest import COST_PER_OUTPUT
+from tests.report.conftest import COST_PER_OUTPUT, BuiltRun, Case, build_run
 
 CONFIG = Path(__file__).parents[2] / "examples" / "personas.yaml"
 
 
-def _plan(db: Path, *extra: str) -> dict:
+def _invoke(db: Path, *extra: str, config: Path = CONFIG) -> str:
     result = CliRunner().invoke(
         app,
         [
             "plan",
-            str(CONFIG),
+            str(config),
             "--from",
             "latest",
             "--db",
             str(db),
-            "--format",
-            "json",
             "--simulations",
             "20",
             "--set",
@@ -34,7 +32,121 @@ def _plan(db: Path, *extra: str) -> dict:
         ],
     )
     assert result.exit_code == 0, result.output
-    return json.loads(result.output)
+    return result.output
+
+
+def _plan(db: Path, *extra: str, config: Path = CONFIG) -> dict:
+    return json.loads(_invoke(db, "--format", "json", *extra, config=config))
+
+
+@pytest.fixture(scope="module")
+def larger_pilot(tmp_path_factory: pytest.TempPathFactory) -> BuiltRun:
+    """A pilot of 24 outputs per arm: one large change, one none."""
+    db = tmp_path_factory.mktemp("larger-pilot") / "audit.duckdb"
+    cases = (
+        Case("comedian", 1.5, "target", description="Act as a comedian."),
+        Case("doctor", 0.0, "control", description="Act as a doctor."),
+    )
+    return build_run(db, cases=cases, k=24, n_permutations=199)
+
+
+@pytest.fixture(scope="module")
+def unembedded_pilot(tmp_path_factory: pytest.TempPathFactory) -> BuiltRun:
+    db = tmp_path_factory.mktemp("unembedded-pilot") / "audit.duckdb"
+    case = Case("comedian", 1.5, description="Act as a comedian.")
+    return build_run(db, cases=(case,), embed=False, n_permutations=199)
+
+
+MARKS = {
+    "> 100%": "'> 100%': even every output changed as the pilot's is detected with power below",
+    "-": "'-': the pilot is too small to estimate the MDE at k=",
+    "not embedded": "'not embedded': the pilot stored no embeddings for this pair.",
+}
+
+
+def _rows(output: str) -> dict[str, list[str]]:
+    """perturbation id -> its table cells after the label."""
+    rows = {}
+    for line in output.splitlines():
+        cells = line.split()
+        if cells and cells[0] in ("comedian", "doctor"):
+            rows[cells[0]] = cells[1:]
+    return rows
+
+
+@pytest.mark.usefixtures("wide_console")
+@pytest.mark.parametrize(
+    ("k", "comedian", "doctor", "why"),
+    [
+        # 2k = 16 <= 24 outputs of the original: the share is searched
+        ("8", "estimated", "not_detected", ("> 100%",)),
+        # 2k = 32 > 24: detected at k, but the share search needs more of the original
+        ("16", "pilot_too_small", "not_detected", ("> 100%", "-")),
+        # k = 30 is beyond the pilot: nothing is simulated at k
+        ("30", "pilot_too_small", "pilot_too_small", ("-",)),
+    ],
+)
+def test_the_mde_marks_say_why(larger_pilot, k, comedian, doctor, why):
+    data = _plan(larger_pilot.db, "--set", f"k={k}")
+    by_id = {p["perturbation_id"]: p for p in data["perturbations"]}
+    assert by_id["comedian"]["detectable"] == comedian
+    assert by_id["doctor"]["detectable"] == doctor
+    share = by_id["comedian"]["detectable_share"]
+    assert (share is not None) == (comedian == "estimated")
+    output = _invoke(larger_pilot.db, "--set", f"k={k}")
+    rows = _rows(output)
+    cell = {"estimated": f"{share:.0%}" if share else "", "not_detected": "> 100%"}
+    cell["pilot_too_small"] = "-"
+    assert " ".join(rows["comedian"]).endswith(cell[comedian])
+    assert " ".join(rows["doctor"]).endswith(cell[doctor])
+    flat = text_of(output)
+    for mark, line in MARKS.items():
+        assert (line in flat) == (mark in why), mark
+    if "-" in why:
+        assert f"draws up to {2 * int(k)} outputs of the original arm (2k)" in flat
+
+
+@pytest.mark.usefixtures("wide_console")
+def test_an_unembedded_pilot_says_so(unembedded_pilot):
+    output = _invoke(unembedded_pilot.db)
+    assert " ".join(_rows(output)["comedian"]).count("not embedded") == 2  # k and MDE
+    flat = text_of(output)
+    assert MARKS["not embedded"] in flat
+    assert MARKS["> 100%"] not in flat
+    assert MARKS["-"] not in flat
+    data = _plan(unembedded_pilot.db)
+    assert [p["detectable"] for p in data["perturbations"]] == ["not_embedded"]
+    assert data["recommended"] is None
+
+
+def test_coarse_permutations_are_named_with_the_b_that_is_not(labelled_run):
+    coarse = _invoke(labelled_run.db, "--set", "n_permutations=999")
+    assert "B >= 1,599 resolves it" in text_of(coarse)
+    assert "resolves it" not in text_of(_invoke(labelled_run.db))  # the config's B=2000
+    data = _plan(labelled_run.db, "--set", "n_permutations=999")
+    assert data["n_permutations"] == 999  # the audit's own B is simulated
+    assert data["resolution_permutations"] == 1599
+    assert data["level"] == pytest.approx(0.05 / 8)
+
+
+def test_m_is_the_family_of_one_model(labelled_run, tmp_path):
+    """Two models: each model's family of 8 is corrected on its own, so m = 8, not 16."""
+    config = tmp_path / "two-models.yaml"
+    models = (
+        "models:\n  - {model: local/smollm2-135m, name: a}\n"
+        "  - {model: local/smollm2-135m, name: b, params: {temperature: 0.5}}\n"
+    )
+    body = CONFIG.read_text()
+    start = body.index("models:")
+    end = body.index("prompt:")
+    config.write_text(body[:start] + models + body[end:])
+    data = _plan(labelled_run.db, config=config)
+    assert data["m"] == 8
+    assert data["configured"]["arms"] == 18  # 2 originals, 16 perturbed arms
+
+
+def text_of(output: str) -> str:
+    return " ".join(output.split())
 
 
 def test_a_large_effect_needs_few_outputs_and_no_effect_never_reaches_power(labelled_run):

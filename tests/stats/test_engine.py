@@ -233,3 +233,35 @@ def test_identical_arms_are_not_rejected():
 
 def test_top_level_package_exports_the_entry_point():
     assert dbpa.permutation_test is permutation_test
+
+
+@pytest.mark.parametrize("omega", [*SINGLE_OMEGAS, "auto"])
+@pytest.mark.parametrize("k", [5, 12])  # 5: every split enumerated (252 <= B)
+def test_the_capped_p_value_is_the_p_value_wherever_it_decides(omega, k):
+    """Below the cap it is the full test's p-value (same splits, same order, fewer at a
+    time); above it, 1.0 or the p-value itself: no decision at a level up to the cap moves."""
+    rng = np.random.default_rng(40 + k)
+    cap = 0.05
+    seen = {"below": 0, "stopped": 0}
+    for shift in (0.0, 0.0, 0.6, 1.0, 2.5, 5.0):
+        a, b = _arms(rng, k, k, d=6, shift=shift)
+        full = permutation_test(a, b, omega=omega, n_permutations=999, rng=7).p_value
+        capped = _permutation.capped_p_value(a, b, cap=cap, omega=omega, n_permutations=999, rng=7)
+        if full <= cap:
+            assert capped == full
+            seen["below"] += 1
+        else:
+            assert capped in (1.0, full)
+            seen["stopped"] += capped == 1.0
+        uncapped = _permutation.capped_p_value(
+            a, b, cap=1.0, omega=omega, n_permutations=999, rng=7
+        )
+        assert uncapped == full
+    assert seen["below"] >= 1
+    assert seen["stopped"] >= 1
+
+
+def test_the_capped_p_value_names_a_bad_cap():
+    a, b = _arms(np.random.default_rng(1), 6, 6)
+    with pytest.raises(ValueError, match="cap: must be in"):
+        _permutation.capped_p_value(a, b, cap=0.0)
