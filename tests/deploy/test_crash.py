@@ -17,6 +17,8 @@ from tests.deploy.conftest import start_worker
 from tests.pipeline.conftest import RULES, make_config
 from tests.support.scripted_server import ScriptedServer
 
+pytestmark = pytest.mark.xdist_group("prefect-server")  # one session server per worker
+
 AUTOMATION = REPO / "deployments" / "automations" / "crash-silent-runs.yaml"
 HEARTBEAT = 30
 """Seconds between heartbeats in the dbpa pool (the smallest Prefect allows)."""

@@ -19,6 +19,8 @@ from tests.deploy._processes import DBPA
 from tests.pipeline.conftest import KEY_ENV, RULES, make_config
 from tests.support.scripted_server import ScriptedServer
 
+pytestmark = pytest.mark.xdist_group("prefect-server")  # one session server per worker
+
 COLUMNS = ["perturbation_id", "statistic", "p_value", "adjusted_p", "reject", "null_mean"]
 COLUMNS += ["stopped_at", "stop_reason"]
 

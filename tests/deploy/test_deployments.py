@@ -18,6 +18,8 @@ from tests.deploy._processes import REPO, Api, free_port
 from tests.pipeline.conftest import KEY_ENV, RULES, make_config
 from tests.support.scripted_server import ScriptedServer
 
+pytestmark = pytest.mark.xdist_group("prefect-server")  # one session server per worker
+
 SPEC = yaml.safe_load((REPO / "deployments" / "prefect.yaml").read_text())
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
 PERSONAS = "dbpa-scheduled-audit/personas"

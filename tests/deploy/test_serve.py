@@ -13,6 +13,8 @@ from tests.deploy._processes import DBPA, REPO, wait_for
 from tests.pipeline.conftest import KEY_ENV, RULES, make_config
 from tests.support.scripted_server import ScriptedServer
 
+pytestmark = pytest.mark.xdist_group("prefect-server")  # one session server per worker
+
 DEPLOYMENT = "dbpa-scheduled-audit/persona-test"
 
 

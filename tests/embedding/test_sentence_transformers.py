@@ -9,7 +9,6 @@ import sys
 
 import numpy as np
 import pytest
-from sentence_transformers import SentenceTransformer
 
 from dbpa.embedding._sentence_transformers import SentenceTransformerEmbedder, resolve_model
 from dbpa.specs import EmbedderSpec
@@ -55,6 +54,8 @@ def test_paraphrases_are_closer_than_unrelated_text(embedder):
 
 
 def test_identical_texts_are_embedded_once(embedder, monkeypatch):
+    from sentence_transformers import SentenceTransformer  # here: torch is slow to import
+
     seen: list[list[str]] = []
     encode = SentenceTransformer.encode
 
