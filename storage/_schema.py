@@ -233,5 +233,14 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             "ALTER TABLE corrections ADD COLUMN margin_multiple DOUBLE",
         ],
     ),
+    (
+        7,
+        "effect intervals: the tilted-bootstrap guard of the equivalence test, its p-value "
+        "on a grid of margins",
+        [
+            "ALTER TABLE effect_intervals ADD COLUMN guard_margins DOUBLE[]",
+            "ALTER TABLE effect_intervals ADD COLUMN guard_p DOUBLE[]",
+        ],
+    ),
 ]
 """(version, description, statements) in the order they are applied."""

@@ -11,7 +11,7 @@ the jsd kernel, the L1 and L2 distances), so that importing this package, as a c
 check does, stays cheap.
 """
 
-from ._boundary import BoundaryDraws
+from ._boundary import BoundaryDraws, TiltedSteps
 from ._combined import ComponentResult
 from ._difference import EffectDifference, effect_difference
 from ._equivalence import (
@@ -99,6 +99,7 @@ __all__ = [
     "SequentialTest",
     "Settling",
     "SimilaritySplit",
+    "TiltedSteps",
     "WitnessScores",
     "best_model",
     "calibrate_margin",
