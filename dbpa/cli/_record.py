@@ -275,6 +275,8 @@ def _settling(r: _Result) -> Any:
         return None
     if float(r.margin) == 0:  # type: ignore[arg-type]  # no k shows a distance below 0
         return None
+    if not float(r.effect_high) < float("inf"):  # type: ignore[arg-type]  # outputs bound nothing
+        return None
     return settling_k(
         float(r.effect_estimate),  # type: ignore[arg-type]
         float(r.effect_low),  # type: ignore[arg-type]

@@ -92,7 +92,10 @@ METHOD = (
 )
 GUARD_START = 0.5
 """The tilted-bootstrap guard is evaluated for margins from the least-favourable test's
-bound at this tail on (below it that test's p-value exceeds it and decides alone)."""
+bound at this tail on (below it that test's p-value exceeds it and decides alone), and from
+a tenth of its 5% bound where that is larger (the 50% bound is 0 when the arms' plug-in
+distance is below the noise: every margin at which the test rejects at 0.05 or less is
+above the 5% bound)."""
 """How ``effect_interval`` computes its bounds (stored with every interval)."""
 
 
@@ -303,7 +306,7 @@ def effect_interval(
     replicates, boundary = _bootstrap(distances, k_a, n_boot, gen)
     tail = (1.0 - level) / 2.0
     low = boundary_lower(_relabelled(distances, k_a, n_boot, gen), tail)
-    start = boundary_bound(boundary, GUARD_START)
+    start = max(boundary_bound(boundary, GUARD_START), boundary_bound(boundary, 0.05) / 10.0)
     boundary = replace(boundary, guard=tilted_steps(distances, k_a, start, n_boot, gen))
     high = boundary_bound(boundary, tail)
     replicates.setflags(write=False)

@@ -28,7 +28,7 @@ The equivalence p-value is the larger of the least-favourable test's and this on
 intersection: valid where either is). So that any margin can be tested later from the
 record, the guard is evaluated at interval time on a geometric grid of margins starting at
 the least-favourable test's 50% bound (below it that test's p-value exceeds 0.5 and
-decides alone) and kept as a step function: a margin between two grid points takes the
+decides alone; ``_interval.GUARD_START``) and kept as a step function: a margin between two grid points takes the
 p-value of the lower one, made non-increasing, which only errs towards "not shown".
 """
 
