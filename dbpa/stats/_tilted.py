@@ -106,10 +106,6 @@ class _Arms:
             _normalized(self.log_b - tilt / self.k_b * scores),
         )
 
-    def theta(self, w_a: Vector, w_b: Vector) -> float:
-        """The energy distance the tilted arms' resampled U-statistic estimates."""
-        return float(_thetas(self.d, w_a[None, :], w_b[None, :])[0])
-
     def likelihood(self, w_a: Vector, w_b: Vector) -> float:
         """Log-likelihood of the observed outputs under the tilted arms."""
         with np.errstate(divide="ignore"):
