@@ -1,12 +1,13 @@
 """Equivalence: how often "equivalent" is wrongly shown when the effect is exactly the margin,
-and how many outputs per arm show it when nothing changed; the product's least-favourable
-test against the percentile-bootstrap test it replaced (the baseline), on the same audits.
+and how many outputs per arm show it when nothing changed; the product's test against the
+two it replaced, on the same audits.
 
 Simulated audits on the synthetic answer spaces of ``tests/stats/synthetic_effects`` (d=384),
 one test at alpha=0.05: the effect interval (``dbpa.stats.effect_interval``, B=1000) and
-two p-values of ``theta >= margin`` from its draws: the product's (``equivalence_p_value``,
-least favourable over the boundary) and the percentile bootstrap's ``(1 + #{replicates >=
-margin}) / (1 + B)`` (the product's until 2026-11-26). Three tables:
+three p-values of ``theta >= margin`` from its draws: the product's (``equivalence_p_value``:
+the least-favourable test intersected with the tilted-bootstrap guard, since 2026-11-27),
+the least-favourable test alone (the product's 2026-11-26), and the percentile bootstrap's
+``(1 + #{replicates >= margin}) / (1 + B)`` (the product's until 2026-11-26). Three tables:
 
 1. the effect exactly at the margin (the margin set to each scenario's true effect): the
    share declaring "equivalent", which must stay <= alpha (95% Clopper-Pearson intervals);
@@ -21,12 +22,14 @@ from __future__ import annotations
 
 import itertools
 import time
+from dataclasses import replace
 
 import numpy as np
 from scipy.stats import binomtest
 
 from benchmarks._table import print_table
 from dbpa.stats import EffectInterval, calibrate_margin, effect_interval, equivalence_p_value
+from dbpa.stats._boundary import NO_GUARD, boundary_p_value
 from tests.stats.synthetic_effects import scenario, true_effect
 
 ALPHA = 0.05
@@ -36,18 +39,36 @@ ROOT_SEED = 20261126
 MARGINS = (0.02, 0.04, 0.08)
 """Fixed margins on the energy-distance scale (for scale: the shift scenario's effect is
 about 0.064, the reweighted mixture's about 0.072)."""
-AT_MARGIN = ("few_texts", "two_texts", "mixture", "gauss_shift", "shift")
-"""Scenarios whose effect is made the margin: a few repeated answers changing shares is the
-least favourable case; a drift of every answer alike the most favourable."""
+AT_MARGIN = (
+    "few_texts",
+    "two_texts",
+    "collapse",
+    "collapse_hard",
+    "share_detail",
+    "mixture",
+    "gauss_shift",
+    "shift",
+)
+"""Scenarios whose effect is made the margin: a few repeated answers changing shares, or a
+perturbed arm collapsing onto the original's most common answer, are the least favourable
+cases; a drift of every answer alike the most favourable."""
+UNEQUAL = (("few_texts", 20, 80), ("collapse_hard", 10, 40), ("collapse_hard", 40, 10))
+"""Scenarios at the margin with unequal arms (original, perturbed outputs)."""
 REPLICATES = 3
 QUANTILE = 0.95
-METHODS = ("least favourable (product)", "percentile (before)")
+METHODS = ("product (guarded)", "least favourable alone", "percentile")
 
 
-def _p_values(interval: EffectInterval, margin: float) -> tuple[float, float]:
-    """The product's p-value of ``theta >= margin`` and the percentile bootstrap's."""
+def _p_values(interval: EffectInterval, margin: float) -> tuple[float, float, float]:
+    """The product's p-value of ``theta >= margin``, the least-favourable test's alone, and
+    the percentile bootstrap's."""
     above = int(np.count_nonzero(interval.bootstrap >= margin))
-    return equivalence_p_value(interval, margin), (1 + above) / (1 + interval.n_bootstrap)
+    alone = boundary_p_value(replace(interval.boundary, guard=NO_GUARD), margin)
+    return (
+        equivalence_p_value(interval, margin),
+        alone,
+        (1 + above) / (1 + interval.n_bootstrap),
+    )
 
 
 def _rate(hits: int, n: int) -> str:
@@ -55,12 +76,16 @@ def _rate(hits: int, n: int) -> str:
     return f"{hits / n:.3f} [{ci.low:.3f}, {ci.high:.3f}]"
 
 
-def _at_the_margin(name: str, k: int, sims: int, rng: np.random.Generator) -> np.ndarray:
-    """Per method, the audits of ``name`` declared equivalent with the margin at its effect."""
+def _at_the_margin(name: str, k: int, k_b: int, sims: int, rng: np.random.Generator) -> np.ndarray:
+    """Per method, the audits of ``name`` declared equivalent with the margin at its effect
+    (``k`` original and ``k_b`` perturbed outputs)."""
     s, margin = scenario(name), true_effect(name)
     hits = np.zeros(len(METHODS), dtype=int)
     for _ in range(sims):
-        interval = effect_interval(*s.draw(rng, k), n_bootstrap=N_BOOTSTRAP, rng=rng)
+        original, perturbed = s.draw(rng, k)
+        if k_b != k:
+            perturbed = s.draw(rng, k_b)[1]
+        interval = effect_interval(original, perturbed, n_bootstrap=N_BOOTSTRAP, rng=rng)
         hits += np.array(_p_values(interval, margin)) <= ALPHA
     return hits
 
@@ -88,17 +113,19 @@ def _smallest_k(ks: tuple[int, ...], shares: np.ndarray) -> str:
     )
 
 
-def main(quick: bool = False) -> None:
-    sims = 60 if quick else 400
-    ks = (20, 40) if quick else (10, 20, 40, 80, 160)
+def main(quick: bool = False, sims: int | None = None, ks: tuple[int, ...] | None = None) -> None:
+    sims = sims or (60 if quick else 400)
+    ks = ks or ((20, 40) if quick else (10, 20, 40, 80, 160))
     root = np.random.SeedSequence(ROOT_SEED)
     start = time.perf_counter()
     print(f"equivalence: {sims} audits per cell, alpha={ALPHA}, B={N_BOOTSTRAP}")
-    cells = [(name, k) for name in AT_MARGIN for k in ks]
+    cells = [(name, k, k) for name in AT_MARGIN for k in ks] + list(UNEQUAL)
     rows = []
-    for (name, k), seed in zip(cells, root.spawn(len(cells)), strict=True):
-        hits = _at_the_margin(name, k, sims, np.random.default_rng(seed))
-        rows.append([name, f"{true_effect(name):.4f}", k, *(_rate(int(h), sims) for h in hits)])
+    for (name, k, k_b), seed in zip(cells, root.spawn(len(cells)), strict=True):
+        hits = _at_the_margin(name, k, k_b, sims, np.random.default_rng(seed))
+        size = str(k) if k == k_b else f"{k}/{k_b}"
+        rows.append([name, f"{true_effect(name):.4f}", size, *(_rate(int(h), sims) for h in hits)])
+        print(*rows[-1], sep=" | ", flush=True)
     print_table(
         f"effect exactly at the margin: share declared equivalent (nominal <= {ALPHA})",
         ["scenario", "margin = effect", "k", *METHODS],
@@ -125,7 +152,7 @@ def main(quick: bool = False) -> None:
         for m in range(len(MARGINS))
     ]
     print_table(
-        "no effect, fixed margins: share declared equivalent (product / percentile)",
+        "no effect, fixed margins: share declared equivalent (" + " / ".join(METHODS) + ")",
         ["k", *(f"margin {m:g}" for m in MARGINS)],
         [*fixed_rows, [f"k for power >= {TARGET_POWER}", *needed]],
     )
@@ -137,4 +164,7 @@ if __name__ == "__main__":
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
-    main(quick=parser.parse_args().quick)
+    parser.add_argument("--sims", type=int, help="audits per cell")
+    parser.add_argument("--ks", type=int, nargs="+", help="outputs per arm")
+    args = parser.parse_args()
+    main(quick=args.quick, sims=args.sims, ks=tuple(args.ks) if args.ks else None)

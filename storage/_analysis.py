@@ -15,7 +15,7 @@ import pandas as pd
 import pyarrow as pa
 
 from dbpa.analysis import Decision, Margin, PerturbationTestRecord
-from dbpa.stats import INTERVAL_MIN_ROWS, BoundaryDraws, EffectInterval
+from dbpa.stats import INTERVAL_MIN_ROWS, BoundaryDraws, EffectInterval, TiltedSteps
 
 from ._core import StoreCore
 from ._errors import UnknownRunError
@@ -134,7 +134,7 @@ RUNS_SQL = """
 
 _CURRENT_INTERVAL = {
     False: "FALSE",
-    True: "ei.noise IS NOT NULL",
+    True: "ei.guard_p IS NOT NULL",
 }
 """SQL for "the test's stored interval is current", by whether the record has the columns."""
 
@@ -163,7 +163,7 @@ class AnalysisRecord(StoreCore):
         ids = sorted(set(test_ids))
         if not ids:
             return set()
-        current = _CURRENT_INTERVAL[self.schema_version >= 6]
+        current = _CURRENT_INTERVAL[self.schema_version >= 8]
         rows = self._rows(
             "SELECT t.test_id FROM tests t LEFT JOIN effect_intervals ei USING (test_id) "
             f"WHERE list_contains(?, t.test_id) AND ({current} OR least(t.k_a, t.k_b) < ?)",
@@ -215,11 +215,13 @@ class AnalysisRecord(StoreCore):
         intervals = _intervals_table(records)
         with self._transaction() as con:
             self._insert(con, "tests", table, "ON CONFLICT DO NOTHING")
-            con.execute(  # an interval from before the current equivalence test is replaced
-                "DELETE FROM effect_intervals WHERE noise IS NULL AND list_contains(?, test_id)",
-                [intervals.column("test_id").to_pylist()],
-            )
-            self._insert(con, "effect_intervals", intervals, "ON CONFLICT DO NOTHING")
+            if intervals.num_rows:  # one from before the current equivalence test is replaced
+                con.execute(
+                    "DELETE FROM effect_intervals "
+                    "WHERE guard_p IS NULL AND list_contains(?, test_id)",
+                    [intervals.column("test_id").to_pylist()],
+                )
+                self._insert(con, "effect_intervals", intervals, "ON CONFLICT DO NOTHING")
 
     def interval_replicates(self, test_ids: Sequence[str]) -> pd.DataFrame:
         """``test_id``, ``bootstrap``: the replicates behind the stored effect intervals of
@@ -235,25 +237,26 @@ class AnalysisRecord(StoreCore):
     def effect_intervals(self, test_ids: Sequence[str]) -> dict[str, EffectInterval]:
         """test_id -> the stored effect interval of those of these tests that have a current
         one (with the noise draws of its equivalence test)."""
-        if not test_ids or self.schema_version < 6:
+        if not test_ids or self.schema_version < 8:
             return {}
         rows = self._rows(
             "SELECT ei.test_id, ei.estimate, ei.low, ei.high, ei.confidence, ei.omega, "
             "ei.method, ei.n_bootstrap, ei.bootstrap, ei.plug_in, ei.noise, "
-            "ei.directions, t.k_a, t.k_b "
+            "ei.directions, ei.guard_margins, ei.guard_p, t.k_a, t.k_b "
             "FROM effect_intervals ei JOIN tests t USING (test_id) "
-            "WHERE ei.test_id IN (SELECT unnest(?)) AND ei.noise IS NOT NULL",
+            "WHERE ei.test_id IN (SELECT unnest(?)) AND ei.guard_p IS NOT NULL",
             [list(test_ids)],
         )
         found = {}
         for row in rows:
             test_id, estimate, low, high, level, omega, method, n_boot = row[:8]
-            boot, plug_in, noise, directions, k_a, k_b = row[8:]
+            boot, plug_in, noise, directions, guard_margins, guard_p, k_a, k_b = row[8:]
             squared = _read_only(noise)
             boundary = BoundaryDraws(
                 plug_in=float(plug_in),
                 noise=squared,
                 directions=_read_only(directions).reshape(-1, squared.size).T,
+                guard=TiltedSteps(_read_only(guard_margins), _read_only(guard_p)),
             )
             found[str(test_id)] = EffectInterval(
                 estimate=float(estimate),
@@ -573,6 +576,8 @@ def _intervals_table(records: Sequence[PerturbationTestRecord]) -> pa.Table:
             "plug_in": pa.array([i.boundary.plug_in for _, i in kept], pa.float64()),
             "noise": _float_lists(squared),
             "directions": _float_lists(directions),
+            "guard_margins": _double_lists([i.boundary.guard.margins for _, i in kept]),
+            "guard_p": _double_lists([i.boundary.guard.p_values for _, i in kept]),
         }
     )
 
@@ -583,6 +588,15 @@ def _float_lists(arrays: Sequence[np.ndarray]) -> pa.ListArray:
     return pa.ListArray.from_arrays(
         np.cumsum([0] + [len(a) for a in flat]).astype(np.int32),
         pa.array(np.concatenate(flat) if flat else np.empty(0, np.float32)),
+    )
+
+
+def _double_lists(arrays: Sequence[np.ndarray]) -> pa.ListArray:
+    """A DOUBLE[] column: one list per array (kept exact: the guard's p-values decide)."""
+    flat = [np.asarray(a, dtype=np.float64) for a in arrays]
+    return pa.ListArray.from_arrays(
+        np.cumsum([0] + [len(a) for a in flat]).astype(np.int32),
+        pa.array(np.concatenate(flat) if flat else np.empty(0, np.float64)),
     )
 
 

@@ -238,5 +238,14 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
         "sequential audits: why a test stopped at a look, stored with the look as it is taken",
         ["ALTER TABLE sequential_looks ADD COLUMN stop VARCHAR"],
     ),
+    (
+        8,
+        "effect intervals: the tilted-bootstrap guard of the equivalence test, its p-value "
+        "on a grid of margins",
+        [
+            "ALTER TABLE effect_intervals ADD COLUMN guard_margins DOUBLE[]",
+            "ALTER TABLE effect_intervals ADD COLUMN guard_p DOUBLE[]",
+        ],
+    ),
 ]
 """(version, description, statements) in the order they are applied."""

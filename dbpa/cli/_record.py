@@ -246,16 +246,19 @@ def _column(df: pd.DataFrame, name: str) -> list[Any]:
 
 
 def _interval_cell(r: _Result) -> str:
-    """The distance's estimate and 90% interval, as in the reports."""
+    """The distance's estimate, clipped into its interval, and the 90% interval, as in the
+    reports (``dbpa.report.shown_estimate``; the JSON and CSV keep the raw estimate)."""
     import numpy as np
 
     if cell(r.effect_estimate) == "":
         return "-"
-    est, low, high = (
+    low, high = float(r.effect_low), float(r.effect_high)  # type: ignore[arg-type]
+    shown = min(max(float(r.effect_estimate), low), high)  # type: ignore[arg-type]
+    est, low_cell, high_cell = (
         np.format_float_positional(v, precision=2, unique=False, fractional=False, trim="-")
-        for v in (r.effect_estimate, r.effect_low, r.effect_high)
+        for v in (shown, low, high)
     )
-    return f"{est} [{low}, {high}]"
+    return f"{est} [{low_cell}, {high_cell}]"
 
 
 class _Result(NamedTuple):
@@ -313,6 +316,8 @@ def _settling(r: _Result) -> Any:
     if "" in (cell(r.effect_estimate), cell(r.margin), cell(r.k_a), cell(r.k_b)):
         return None
     if float(r.margin) == 0:  # type: ignore[arg-type]  # no k shows a distance below 0
+        return None
+    if not float(r.effect_high) < float("inf"):  # type: ignore[arg-type]  # outputs bound nothing
         return None
     return settling_k(
         float(r.effect_estimate),  # type: ignore[arg-type]

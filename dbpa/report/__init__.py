@@ -45,7 +45,7 @@ from ._data import (
     Usage,
 )
 from ._differences import ConfigDifference, config_differences
-from ._format import fmt_interval
+from ._format import fmt_interval, shown_estimate
 from ._gather import SUMMARISE_OVER, TOP_CHANGES, ReportReader, gather, most_changed
 from ._html import CONTENT_SECURITY_POLICY, render_comparison_html, render_html
 from ._json import render_json, report_dict
@@ -103,6 +103,7 @@ __all__ = [
     "report_dict",
     "report_path",
     "results_table",
+    "shown_estimate",
     "summary_markdown",
     "viewer_url",
     "write_reports",

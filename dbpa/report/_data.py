@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -264,9 +265,12 @@ class TestRow:
     @property
     def settling(self) -> Settling | None:
         """An inconclusive decision: the k per arm that would likely settle it (80% power,
-        ``dbpa.stats.settling_k``); None otherwise, and with a margin of 0."""
+        ``dbpa.stats.settling_k``); None otherwise, with a margin of 0, and where the outputs
+        bound no distance (an upper bound of infinity: outputs that do not vary)."""
         view, bounds = self.equivalence, self.interval
         if view is None or bounds is None or not view.margin or self.decision != "inconclusive":
+            return None
+        if not math.isfinite(bounds.high):
             return None
         k = min(self.k_a or 0, self.k_b or 0)
         if k < 2:

@@ -24,6 +24,7 @@ __all__ = [
     "fmt_rate",
     "fmt_time",
     "p_floor",
+    "shown_estimate",
 ]
 
 MISSING = "\N{EN DASH}"
@@ -70,12 +71,22 @@ def fmt_effect(value: float | None) -> str:
     return MISSING if value is None or math.isnan(value) else f"{value:+.3f}"
 
 
+def shown_estimate(bounds: EffectBounds | EffectDifference) -> float:
+    """The estimate as tables show it: clipped into its own interval. The unbiased estimate
+    of an effect can be negative, or (rarely) above the upper bound, and a percentile
+    interval of a difference need not hold the difference of the estimates; a point shown
+    outside its own interval reads as a contradiction, so tables show the nearest point of
+    the interval (the record and the JSON keep the raw estimate)."""
+    return min(max(bounds.estimate, bounds.low), bounds.high)
+
+
 def fmt_interval(bounds: EffectBounds | EffectDifference | None) -> str:
-    """An estimate and its interval, 3 significant digits: ``0.0123 [0, 0.031]``."""
+    """An estimate (clipped into its interval, ``shown_estimate``) and its interval, 3
+    significant digits: ``0.0123 [0, 0.031]``."""
     if bounds is None:
         return MISSING
     low, high = (_positional(v, 3) for v in (bounds.low, bounds.high))
-    return f"{_positional(bounds.estimate, 3)} [{low}, {high}]"
+    return f"{_positional(shown_estimate(bounds), 3)} [{low}, {high}]"
 
 
 def fmt_rate(value: float | None) -> str:

@@ -11,7 +11,7 @@ together) is imported only inside the functions that use it (the bh and by corre
 importing this package, as a config check does, stays cheap.
 """
 
-from ._boundary import BoundaryDraws
+from ._boundary import BoundaryDraws, TiltedSteps
 from ._combined import ComponentResult
 from ._difference import EffectDifference, effect_difference
 from ._equivalence import (
@@ -111,6 +111,7 @@ __all__ = [
     "SequentialTest",
     "Settling",
     "SimilaritySplit",
+    "TiltedSteps",
     "WitnessScores",
     "best_model",
     "calibrate_margin",

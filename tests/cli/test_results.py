@@ -211,3 +211,21 @@ def test_the_report_of_a_running_sequential_run_reads_as_its_results(tmp_path):
     # only the failed arm's perturbation is called untested; the open ones are pending
     assert "1 perturbation could not be tested" in page
     assert "stopped at k=8: changed" in page
+
+
+@pytest.mark.parametrize(
+    ("estimate", "low", "high", "shown"),
+    [
+        (-0.000873, 0.0, 0.438, "0 [0, 0.44]"),
+        (-0.162, 0.0, 0.0, "0 [0, 0]"),
+        (0.5, 0.0, 0.438, "0.44 [0, 0.44]"),
+        (0.0123, 0.0, 0.031, "0.012 [0, 0.031]"),
+    ],
+)
+def test_the_results_table_never_shows_an_estimate_outside_its_interval(estimate, low, high, shown):
+    """As in the reports: the estimate is clipped into its interval (the JSON keeps it raw)."""
+    from dbpa.cli._record import _interval_cell, _Result
+
+    fields = dict.fromkeys(_Result._fields)
+    fields.update(effect_estimate=estimate, effect_low=low, effect_high=high)
+    assert _interval_cell(_Result(**fields)) == shown

@@ -60,9 +60,9 @@ def test_every_test_carries_an_interval_and_no_margin_means_no_three_way_decisio
     assert (df.interval_confidence == 0.90).all()
     assert (df.effect_low <= df.effect_high).all()
     # the targets' answers differ entirely from the original's: their interval excludes 0;
-    # the controls repeat the original's one text: every replicate is 0
+    # the controls repeat the original's one text: no outputs seen bound the distance
     assert (df.loc[TARGETS, "effect_low"] > 0).all()
-    assert (df.loc[CONTROLS, "effect_high"] == 0).all()
+    assert (df.loc[CONTROLS, "effect_high"] == np.inf).all()
     assert df.loc[CONTROLS, "effect_low"].max() < df.loc[TARGETS, "effect_low"].min()
 
 
@@ -127,23 +127,27 @@ def test_outputs_that_never_vary_calibrate_a_margin_of_0_and_nothing_is_equivale
     assert "would likely settle" not in shown
 
 
-def test_a_margin_above_every_effect_makes_every_perturbation_equivalent(
+def test_arms_of_one_text_each_show_no_margin_however_wide(
     one_answer_provider: ScriptedServer, tmp_path
 ):
-    """Energy distance between unit vectors is at most 4; equivalence outranks a change. On the
-    one-answer provider, so the targets' change tests reject whatever the server's port."""
+    """Each arm repeats one text: no reweighting of the outputs seen puts the arms a margin of
+    5 apart (nor does any other), so nothing can be told about a margin that wide and
+    nothing is shown equivalent; the targets' change tests still reject (on the one-answer
+    provider, whatever the server's port). Equivalence outranking a change is
+    ``tests/stats/test_equivalence.py``'s."""
     provider = one_answer_provider
     config = parse_config(make_config(provider, equivalence={"margin": 5.0}))
     outcome = audit(config=config, db=str(tmp_path / "a.duckdb"))
     assert provider.counts.by_endpoint["/v1/chat/completions"] == 5 * 8  # no replicate arm
     df = _results(tmp_path / "a.duckdb", outcome.run_id)
-    assert (df.decision == "equivalent").all()
-    assert df.loc[TARGETS, "reject"].all()  # the change test still rejected
+    assert (df.loc[TARGETS, "decision"] == "changed").all()
+    assert (df.loc[CONTROLS, "decision"] == "inconclusive").all()
     assert (df.margin == 5.0).all()
     assert (df.margin_source == "fixed").all()
     assert df.margin_pairs.isna().all()
-    # no replicate >= 5: p = 1/(B+1) with B = max(n_permutations, 1000)
-    np.testing.assert_allclose(df.equivalence_p, 1 / 1001)
+    np.testing.assert_allclose(df.equivalence_p, 1.0)
+    shown = CliRunner().invoke(app, ["results", outcome.run_id, "--db", str(tmp_path / "a.duckdb")])
+    assert "would likely settle" not in " ".join(shown.output.split())
 
 
 def test_a_margin_below_every_effect_makes_nothing_equivalent(provider: ScriptedServer, tmp_path):
@@ -169,9 +173,11 @@ def test_controls_calibrate_the_margin(provider: ScriptedServer, tmp_path):
     [
         "DELETE FROM effect_intervals",  # a record written before intervals were
         "UPDATE effect_intervals SET noise = NULL, directions = NULL, plug_in = NULL, "
+        "guard_margins = NULL, guard_p = NULL, "
         "high = 99, method = 'upper: percentile bootstrap'",  # before the boundary test
+        "UPDATE effect_intervals SET guard_margins = NULL, guard_p = NULL, high = 99",
     ],
-    ids=["no interval", "bootstrap-era interval"],
+    ids=["no interval", "bootstrap-era interval", "interval without the guard"],
 )
 def test_tests_stored_without_a_current_interval_get_one_without_a_model_call(
     provider: ScriptedServer, tmp_path, as_before: str

@@ -179,28 +179,29 @@ def test_the_progress_counts_what_the_design_asks_and_the_arms_that_finished_ear
 def test_with_an_equivalence_margin_no_test_stops_for_futility(
     one_answer_provider, tmp_path, caplog
 ):
-    """A control that cannot become changed may still become equivalent: it samples to k max
-    (energy distances between unit vectors are at most 4, so a margin of 5 holds them all).
-    Each arm repeats one text, so the targets cross at the first look whatever the port."""
+    """A control that cannot become changed may still become equivalent: it samples to k max.
+    Each arm repeats one text, so the targets cross at the first look whatever the port; and
+    arms of one text each bound no distance (the tilted guard), so even a margin of 5 (above
+    every energy distance between unit vectors) shows nothing: each look's equivalence
+    p-value is 1, and so is their combination."""
     provider = one_answer_provider
     db = tmp_path / "a.duckdb"
     config = _config(provider, equivalence={"margin": 5.0})
     with caplog.at_level("INFO"):
         outcome = audit(config=config, db=str(db))
     assert "sequential: no futility stops with an equivalence margin" in caplog.text
-    results, looks, _ = _record(db, outcome.run_id)
+    results, _, _ = _record(db, outcome.run_id)
     by_id = results.set_index("perturbation_id")
     assert set(by_id.stop_reason) <= {"changed", "k_max"}
     assert (by_id.loc[by_id.stop_reason == "k_max", "stopped_at"] == K_MAX).all()
     targets = by_id.loc[["persona-comedian", "persona-child"]]
     assert (targets.stop_reason == "changed").all()
     assert (targets.stopped_at == 8).all()
-    assert (by_id.decision == "equivalent").all()
-    # every look's 1000 bootstrap replicates lie below 5: p_eq = 1/1001 at each look;
-    # combined as min_j p_j / w_j over the looks taken (weights 0.3 and 0.7)
-    for pid, rows in looks.groupby("perturbation_id"):
-        weight = max((0.3, 0.7)[: len(rows)])
-        assert by_id.loc[pid, "equivalence_p"] == pytest.approx(1 / 1001 / weight)
+    assert (targets.decision == "changed").all()
+    controls = by_id.drop(index=["persona-comedian", "persona-child"])
+    assert (controls.stop_reason == "k_max").all()
+    assert (controls.decision == "inconclusive").all()
+    assert (by_id.equivalence_p == 1.0).all()
 
 
 def test_replicate_arms_follow_the_original(one_answer_provider, tmp_path):

@@ -6,7 +6,15 @@ import math
 
 import pytest
 
-from dbpa.report._format import fmt_cost, fmt_effect, fmt_omega, fmt_p, fmt_time, p_floor
+from dbpa.report._format import (
+    fmt_cost,
+    fmt_effect,
+    fmt_interval,
+    fmt_omega,
+    fmt_p,
+    fmt_time,
+    p_floor,
+)
 
 
 @pytest.mark.parametrize(
@@ -45,3 +53,22 @@ def test_omega_effect_cost_and_time_formats():
     assert fmt_time("2026-11-21T18:54:07.770589+00:00") == "2026-11-21 18:54:07 UTC"
     assert fmt_time("2026-11-21T20:54:07+02:00") == "2026-11-21 18:54:07 UTC"
     assert fmt_time(None) == "\N{EN DASH}"
+
+
+@pytest.mark.parametrize(
+    ("estimate", "low", "high", "shown"),
+    [
+        (-0.000873, 0.0, 0.438, "0 [0, 0.438]"),  # an unbiased estimate below 0
+        (-0.162, 0.0, 0.0, "0 [0, 0]"),  # repeated texts: the bound at 0
+        (0.5, 0.0, 0.438, "0.438 [0, 0.438]"),  # above the upper bound
+        (0.0123, 0.0, 0.031, "0.0123 [0, 0.031]"),  # inside: unchanged
+    ],
+)
+def test_an_estimate_is_never_shown_outside_its_interval(estimate, low, high, shown):
+    """The tables show the estimate clipped into its interval, for an effect and for the
+    difference of two runs' effects alike."""
+    from dbpa.report._data import EffectBounds
+    from dbpa.stats import EffectDifference
+
+    assert fmt_interval(EffectBounds(estimate, low, high, 0.9)) == shown
+    assert fmt_interval(EffectDifference(estimate, low, high, 0.9, 100)) == shown

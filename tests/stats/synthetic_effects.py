@@ -23,6 +23,10 @@ FEW_TEXTS = Arm(weights=(0.5, 0.3, 0.2), detail=0.0, noise=0.001)
 """Three nearly fixed answers, as a model that repeats a few texts."""
 TWO_TEXTS = Arm(weights=(0.5, 0.5), detail=0.0, noise=0.001)
 """Two nearly fixed answers: all the noise lies along the one direction a change can take."""
+COLLAPSE = (0.97, 0.02, 0.01)
+"""A perturbed arm collapsing onto the original's most common answer: its sample is often
+that answer alone, and the original's sample spread is smallest exactly when it too
+over-represents that answer (the Wald-at-the-boundary problem of proportions)."""
 SCENARIOS: dict[str, tuple[Arm, Arm]] = {
     "null": (TYPICAL, TYPICAL),
     "shift": (COMPACT, replace(COMPACT, drift=0.2)),
@@ -30,6 +34,11 @@ SCENARIOS: dict[str, tuple[Arm, Arm]] = {
     "mixture": (TYPICAL, replace(TYPICAL, weights=(0.1, 0.3, 0.2, 0.4))),
     "few_texts": (FEW_TEXTS, replace(FEW_TEXTS, weights=(0.3, 0.3, 0.4))),
     "two_texts": (TWO_TEXTS, replace(TWO_TEXTS, weights=(0.35, 0.65))),
+    "collapse": (replace(FEW_TEXTS, weights=(0.6, 0.3, 0.1)), replace(FEW_TEXTS, weights=COLLAPSE)),
+    "collapse_hard": (
+        replace(FEW_TEXTS, weights=(0.8, 0.15, 0.05)),
+        replace(FEW_TEXTS, weights=COLLAPSE),
+    ),
 }
 SHARE_DETAIL = Arm(weights=(0.5, 0.5), type_scale=0.5, detail=0.9, noise=0.2)
 """Two answer types worded in many ways (``DETAIL_RANK`` directions of detail): most of the

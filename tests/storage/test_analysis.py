@@ -98,22 +98,32 @@ def test_an_interval_reads_back_with_the_same_equivalence_test(store):
     back = stored["t1"].boundary
     np.testing.assert_array_equal(back.noise, interval.boundary.noise)
     np.testing.assert_array_equal(back.directions, interval.boundary.directions)
+    np.testing.assert_array_equal(back.guard.margins, interval.boundary.guard.margins)
+    np.testing.assert_array_equal(back.guard.p_values, interval.boundary.guard.p_values)
+    assert back.guard.margins.size >= 1
     assert back.plug_in == interval.boundary.plug_in
     for margin in np.geomspace(0.01, 10.0, 25):
         assert equivalence_p_value(stored["t1"], margin) == equivalence_p_value(interval, margin)
     assert store.existing_tests(["t1"]) == {"t1"}
 
 
-def test_an_interval_from_before_the_boundary_test_is_not_current(store):
-    """A record written before migration 6 has intervals without noise draws: their test
-    counts as not stored (it is run again), and a new interval replaces the old row."""
+@pytest.mark.parametrize(
+    "older",
+    [
+        "noise = NULL, directions = NULL, plug_in = NULL, guard_margins = NULL, guard_p = NULL",
+        "guard_margins = NULL, guard_p = NULL",
+    ],
+    ids=["before migration 6", "before migration 8"],
+)
+def test_an_interval_from_before_the_current_equivalence_test_is_not_current(store, older):
+    """A record written before migration 6 has intervals without noise draws, one written
+    before migration 8 without the tilted guard: their test counts as not stored (it is run
+    again), and a new interval replaces the old row."""
     rng = np.random.default_rng(3)
     interval = effect_interval(rng.normal(size=(6, 4)), rng.normal(size=(6, 4)), rng=1)
     record = dataclasses.replace(make_record("t1"), k_a=6, k_b=6, interval=interval)
     store.add_tests([record])
-    store._connection.execute(
-        "UPDATE effect_intervals SET noise = NULL, directions = NULL, plug_in = NULL"
-    )
+    store._connection.execute(f"UPDATE effect_intervals SET {older}")
     assert store.existing_tests(["t1"]) == set()
     assert store.effect_intervals(["t1"]) == {}
     store.add_tests([record])

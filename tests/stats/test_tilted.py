@@ -1,0 +1,82 @@
+"""The tilted-bootstrap guard of the equivalence test: its step function, and its p-value
+against the exact binomial one where an arm's sample hides the arm's spread."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from scipy.stats import binom
+
+from dbpa.stats import TiltedSteps, effect_interval, equivalence_p_value
+from dbpa.stats._boundary import (
+    NO_GUARD,
+    boundary_bound,
+    boundary_p_value,
+    guard_bound,
+    guard_p_value,
+)
+
+STEPS = TiltedSteps(np.array([0.1, 0.2, 0.4]), np.array([0.5, 0.04, 0.001]))
+
+
+def test_a_margin_takes_the_p_value_of_the_grid_margin_below_it():
+    assert guard_p_value(STEPS, 0.05) == 0.0  # below the grid the guard does not decide
+    assert guard_p_value(STEPS, 0.1) == 0.5
+    assert guard_p_value(STEPS, 0.199) == 0.5
+    assert guard_p_value(STEPS, 0.2) == 0.04
+    assert guard_p_value(STEPS, 10.0) == 0.001  # the last one holds beyond the grid
+    assert guard_bound(STEPS, 0.05) == 0.2
+    assert guard_bound(STEPS, 0.0001) == math.inf
+    assert guard_bound(NO_GUARD, 0.05) == 0.0
+
+
+def _one_answer_unlike_the_rest():
+    """Original: 19 outputs of one text and 1 of another; perturbed: 20 of the first. A
+    margin m is the energy distance of a share q = sqrt(m / (2 d)) of the second text, d the
+    texts' distance; in a sample of 20 the arm showed one."""
+    first, second = np.eye(8)[0], np.eye(8)[1]
+    original = np.vstack([np.tile(first, (19, 1)), second])
+    return original, np.tile(first, (20, 1)), float(np.linalg.norm(first - second))
+
+
+@pytest.mark.parametrize("margin", [0.05, 0.1, 0.2])
+def test_the_guard_is_the_exact_binomial_test_at_the_share_the_margin_needs(margin):
+    """The closest point of the boundary gives the original arm the share q of the second
+    text; a sample showing at most the one observed then has probability P(Bin(20, q) <= 1),
+    the exact p-value the guard must reproduce (within its Monte Carlo error). The
+    least-favourable test alone, which learns the noise from a sample with a single second
+    text, gives far less (it showed the margin 0.1 at alpha 0.05)."""
+    original, perturbed, distance = _one_answer_unlike_the_rest()
+    interval = effect_interval(original, perturbed, n_bootstrap=2000, rng=1)
+    exact = binom.cdf(1, 20, math.sqrt(margin / (2.0 * distance)))
+    assert equivalence_p_value(interval, margin) == pytest.approx(exact, abs=0.03)
+    alone = boundary_p_value(replace(interval.boundary, guard=NO_GUARD), margin)
+    assert alone < exact / 2
+
+
+def test_outputs_that_never_vary_show_no_margin():
+    """Both arms one repeated text: no reweighting of the outputs puts the arms any distance
+    apart, so nothing is shown equivalent (the least-favourable test alone showed every
+    margin: its noise draws are all 0)."""
+    same = np.tile(np.eye(8)[0], (12, 1))
+    interval = effect_interval(same, same.copy(), n_bootstrap=500, rng=2)
+    for margin in (1e-6, 0.01, 1.0):
+        assert equivalence_p_value(interval, margin) == 1.0
+    assert interval.high == math.inf
+    alone = replace(interval.boundary, guard=NO_GUARD)
+    assert boundary_p_value(alone, 0.01) < 0.05
+    assert boundary_bound(interval.boundary, 0.05) == math.inf
+
+
+def test_the_guard_p_value_never_rises_with_the_margin(rng):
+    from tests.stats.synthetic_effects import scenario
+
+    for name in ("collapse_hard", "mixture"):
+        a, b = scenario(name).draw(rng, 15)
+        steps = effect_interval(a, b, n_bootstrap=500, rng=rng).boundary.guard
+        assert steps.margins.size >= 1
+        assert np.all(np.diff(steps.margins) > 0)
+        assert np.all(np.diff(steps.p_values) <= 0)
