@@ -47,6 +47,7 @@ from ._omega import OMEGAS, Omega, histogram_edges
 from ._permutation import PermutationTestResult, permutation_test, permutation_test_matrix
 from ._planning import SamplePlan, plan_k
 from ._power import PowerResult, sample_size, simulate_power
+from ._prompt_sets import COMBINATIONS, PromptSetResult, prompt_set_test
 from ._roc import (
     ModelChoice,
     OperatingPoint,
@@ -72,6 +73,7 @@ from ._similarity import SIMILARITIES, SimilaritySplit, pooled_similarity, split
 from ._witness import WitnessScores, witness_scores
 
 __all__ = [
+    "COMBINATIONS",
     "CORRECTIONS",
     "INTERVAL_MIN_ROWS",
     "INTERVAL_OMEGAS",
@@ -93,6 +95,7 @@ __all__ = [
     "PermutationBudgetWarning",
     "PermutationTestResult",
     "PowerResult",
+    "PromptSetResult",
     "Rates",
     "RocResult",
     "SamplePlan",
@@ -122,6 +125,7 @@ __all__ = [
     "permutation_test_matrix",
     "plan_k",
     "pooled_similarity",
+    "prompt_set_test",
     "rates_at",
     "rejected_together",
     "roc_curve",
