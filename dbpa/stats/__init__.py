@@ -14,6 +14,7 @@ check does, stays cheap.
 from ._boundary import BoundaryDraws
 from ._combined import ComponentResult
 from ._difference import EffectDifference, effect_difference
+from ._drilldown import PromptDrilldown, prompt_drilldown
 from ._equivalence import (
     Decision,
     FamilyDecision,
@@ -68,6 +69,7 @@ from ._sequential import (
 from ._sequential import (
     unreachable_looks as sequential_unreachable_looks,
 )
+from ._set_equivalence import SetEquivalence, set_equivalence
 from ._settle import Settling, corrected_level, settling_k
 from ._similarity import SIMILARITIES, SimilaritySplit, pooled_similarity, split_similarities
 from ._witness import WitnessScores, witness_scores
@@ -95,6 +97,7 @@ __all__ = [
     "PermutationBudgetWarning",
     "PermutationTestResult",
     "PowerResult",
+    "PromptDrilldown",
     "PromptSetResult",
     "Rates",
     "RocResult",
@@ -102,6 +105,7 @@ __all__ = [
     "SequentialDesign",
     "SequentialFamily",
     "SequentialTest",
+    "SetEquivalence",
     "Settling",
     "SimilaritySplit",
     "WitnessScores",
@@ -125,6 +129,7 @@ __all__ = [
     "permutation_test_matrix",
     "plan_k",
     "pooled_similarity",
+    "prompt_drilldown",
     "prompt_set_test",
     "rates_at",
     "rejected_together",
@@ -134,6 +139,7 @@ __all__ = [
     "sequential_family",
     "sequential_p_value",
     "sequential_unreachable_looks",
+    "set_equivalence",
     "settling_k",
     "simulate_power",
     "split_similarities",

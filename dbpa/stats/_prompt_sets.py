@@ -322,11 +322,33 @@ def _relabel(
     )
 
 
+class _Constant:
+    """The statistic of a prompt whose outputs are all the same: 0 on every split."""
+
+    bytes_per_split = 8
+    scale = 1.0
+
+    def __call__(self, masks: NDArray[np.bool_]) -> Vector:
+        return np.zeros(masks.shape[0])
+
+
+SAME_RTOL = 1e-12
+"""Outputs whose embeddings differ by at most this share of their largest entry are one text."""
+
+
 def _prompt(a: Matrix, b: Matrix, spec: Omega, options: dict[str, Any], similarity: str) -> _Prompt:
-    """The kernels of one prompt: each component's statistic on the prompt's pooled matrix."""
+    """The kernels of one prompt: each component's statistic on the prompt's pooled matrix.
+
+    A prompt whose every output is the same text gets a constant statistic: its pooled
+    matrix would hold only rounding noise (the products of identical rows differ in the last
+    bits with their place in the matrix), which is not exchangeable between splits and, for
+    the histogram of ``jsd``, spans every bin.
+    """
     z = np.vstack([a, b])
     k_a = a.shape[0]
     parts = [OMEGAS[name] for name in spec.components] if spec.components else [spec]
+    if np.ptp(z, axis=0).max() <= SAME_RTOL * np.abs(z).max():
+        return _Prompt(tuple(_Constant() for _ in parts), k_a, z.shape[0])
     kernels = []
     for part in parts:
         part_options = options if part is spec else dict(part.defaults)

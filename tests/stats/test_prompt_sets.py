@@ -9,7 +9,15 @@ import math
 import numpy as np
 import pytest
 
-from dbpa.stats import COMBINATIONS, permutation_test, prompt_set_test
+from dbpa.stats import (
+    COMBINATIONS,
+    effect_interval,
+    equivalence_p_value,
+    permutation_test,
+    prompt_drilldown,
+    prompt_set_test,
+    set_equivalence,
+)
 from tests.stats import reference
 from tests.stats.conftest import clustered
 from tests.stats.test_combined import _tippett_combination, _tolerances
@@ -230,3 +238,244 @@ def test_a_set_of_only_degenerate_prompts_has_p_value_one():
     assert r.driver is None
     assert np.isnan(r.prompt_z).all()
     assert (r.prompt_effects == 0).all()
+
+
+# --------------------------------------------------------------------------- type-I error
+
+
+def _at_most_alpha(rate, n_sims):
+    return rate <= ALPHA + 2.5 * math.sqrt(ALPHA * (1 - ALPHA) / n_sims)
+
+
+def _null_set(rng, n_prompts, *, k=(10, 10), unequal=False, same_text=0):
+    """A set where nothing changed: every prompt its own answer distribution (its own
+    answer-type weights and spread), k per arm or drawn in 4-14 (unequal), and ``same_text``
+    prompts whose every answer is one text."""
+    originals, perturbed = [], []
+    for i in range(n_prompts):
+        k_a, k_b = rng.integers(4, 15, size=2) if unequal else k
+        if i < same_text:
+            text = _same_text(1, d=16, value=float(rng.uniform(0.1, 0.9)))
+            originals.append(np.repeat(text, k_a, axis=0))
+            perturbed.append(np.repeat(text, k_b, axis=0))
+            continue
+        weights = rng.dirichlet(np.ones(3))
+        centres = rng.normal(size=(3, 16)) * 2.0 + 1.0
+        spread = float(rng.uniform(0.2, 1.0))
+        originals.append(clustered(rng, k_a, 16, weights, spread, centres))
+        perturbed.append(clustered(rng, k_b, 16, weights, spread, centres))
+    return originals, perturbed
+
+
+def _type_one_rate(n_prompts, n_sims, b, seed, **shape):
+    rng = np.random.default_rng(seed)
+    rejected = 0
+    for s in range(n_sims):
+        originals, perturbed = _null_set(rng, n_prompts, **shape)
+        rejected += prompt_set_test(originals, perturbed, n_permutations=b, rng=s).p_value <= ALPHA
+    return rejected / n_sims
+
+
+@pytest.mark.parametrize(
+    ("n_prompts", "n_sims", "b", "shape"),
+    [
+        (1, 400, 99, {}),
+        (5, 400, 99, {}),
+        (5, 300, 99, {"unequal": True}),
+        (5, 300, 99, {"same_text": 2}),
+        pytest.param(50, 150, 99, {"unequal": True, "same_text": 10}, marks=pytest.mark.slow),
+    ],
+)
+def test_type_one_error_of_the_pooled_test(n_prompts, n_sims, b, shape):
+    """omega auto, sum_z: P(p <= alpha) under H0 at most alpha + 2.5 SE, for prompts with
+    different answer distributions, unequal k and prompts whose every answer is one text (50
+    prompts: about 45 s on a busy machine)."""
+    rate = _type_one_rate(n_prompts, n_sims, b, seed=n_prompts + 7 * len(shape), **shape)
+    print(f"{n_prompts} prompts {shape}: type-I {rate:.3f} of {n_sims}")
+    assert _at_most_alpha(rate, n_sims), rate
+
+
+@pytest.mark.slow
+def test_type_one_error_of_a_set_of_500_prompts():
+    """500 prompts (unequal k, 50 with a single text), 150 audits at B = 99: about 2 min."""
+    rate = _type_one_rate(500, 150, 99, seed=500, unequal=True, same_text=50)
+    print(f"500 prompts: type-I {rate:.3f} of 150")
+    assert _at_most_alpha(rate, 150), rate
+
+
+@pytest.mark.parametrize("combination", ["fisher", "tippett", "sum"])
+def test_type_one_error_of_the_other_combinations(combination):
+    rng, n_sims = np.random.default_rng(31), 200
+    rejected = 0
+    for s in range(n_sims):
+        originals, perturbed = _null_set(rng, 5, unequal=True, same_text=1)
+        r = prompt_set_test(originals, perturbed, combination=combination, n_permutations=99, rng=s)
+        rejected += r.p_value <= ALPHA
+    assert _at_most_alpha(rejected / n_sims, n_sims), rejected / n_sims
+
+
+def test_per_prompt_p_values_are_valid_under_the_null():
+    """Each prompt's own p-value from the shared relabellings: P(p_i <= alpha) <= alpha."""
+    rng, n_sims = np.random.default_rng(41), 200
+    hits = np.zeros(5)
+    for s in range(n_sims):
+        originals, perturbed = _null_set(rng, 5, unequal=True)
+        hits += (
+            prompt_set_test(originals, perturbed, n_permutations=99, rng=s).prompt_p_values <= ALPHA
+        )
+    rate = hits.sum() / (5 * n_sims)
+    assert _at_most_alpha(rate, 5 * n_sims), rate
+
+
+# --------------------------------------------------------------------------- drill-down
+
+
+def test_drilldown_tests_prompts_only_in_selected_perturbations_at_r_alpha_over_m():
+    set_p = [0.001, 0.004, 0.3, 0.8]  # Holm at 0.05 selects the first two: R = 2 of m = 4
+    prompt_p = [
+        [0.001, 0.02, 0.5],
+        [0.012, 0.5, 0.9, 0.9],
+        [0.0001, 0.5],  # not selected: never called moved, however small
+        [0.5],
+    ]
+    d = prompt_drilldown(set_p, prompt_p, alpha=0.05)
+    assert d.selected.tolist() == [True, True, False, False]
+    assert d.n_selected == 2
+    assert d.level == pytest.approx(2 * 0.05 / 4)
+    # Holm at 0.025 inside: 0.001 <= 0.025/3, 0.02 > 0.025/2; 0.012 <= 0.025/4? no (0.00625)
+    assert d.moved[0].tolist() == [True, False, False]
+    assert d.moved[1].tolist() == [False, False, False, False]
+    assert d.moved[2].tolist() == [False, False]
+    assert np.isnan(d.prompt_adjusted[2]).all()
+    # adjusted on the alpha scale: Holm's adjusted p times m / R
+    assert d.prompt_adjusted[0].tolist() == pytest.approx([0.003 * 2, 0.04 * 2, 1.0])
+    assert d.prompt_adjusted[1][0] == pytest.approx(min(1.0, 0.048 * 2))
+    assert (d.prompt_adjusted[0] <= 0.05).tolist() == d.moved[0].tolist()
+
+
+def test_drilldown_with_nothing_selected_calls_nothing_moved():
+    d = prompt_drilldown([0.2, 0.9], [[0.001, 0.001], [0.001]], within="bh")
+    assert d.n_selected == 0
+    assert d.level == 0.0
+    assert not any(m.any() for m in d.moved)
+
+
+def test_drilldown_with_bh_inside():
+    d = prompt_drilldown([0.001], [[0.01, 0.02, 0.03, 0.5]], within="bh", selection="bh")
+    # R = m = 1: BH at 0.05 rejects 0.01 <= 0.0125, 0.02 <= 0.025, 0.03 <= 0.0375
+    assert d.moved[0].tolist() == [True, True, True, False]
+
+
+def _drilldown_error(n_families, within, seed, *, moved=(2, 2, 0, 0, 0)):
+    """Simulated families of 5 perturbations over 8 prompts sharing their original arms:
+    perturbation j moves ``moved[j]`` prompts (a new answer type). Per family the error is
+    the average over the selected perturbations of the within-error (any unchanged prompt
+    called moved: holm; the false share of those called moved: bh); 0 when none is selected."""
+    rng = np.random.default_rng(seed)
+    n_prompts, k = 8, 8
+    errors = []
+    for f in range(n_families):
+        centres = [rng.normal(size=(3, 16)) * 2.0 for _ in range(n_prompts)]
+        weights = [rng.dirichlet(np.ones(2)) for _ in range(n_prompts)]
+        originals = [
+            clustered(rng, k, 16, (*w, 0.0), 0.5, c) for w, c in zip(weights, centres, strict=True)
+        ]
+        set_p, prompt_p = [], []
+        for j, n_moved in enumerate(moved):
+            perturbed = [
+                clustered(rng, k, 16, (0.0, 0.0, 1.0) if i < n_moved else (*w, 0.0), 0.5, c)
+                for i, (w, c) in enumerate(zip(weights, centres, strict=True))
+            ]
+            r = prompt_set_test(
+                originals, perturbed, omega="energy_cosine", n_permutations=199, rng=f * 10 + j
+            )
+            set_p.append(r.p_value)
+            prompt_p.append(r.prompt_p_values)
+        d = prompt_drilldown(set_p, prompt_p, alpha=ALPHA, within=within)
+        per_selected = []
+        for j in np.flatnonzero(d.selected):
+            false = d.moved[j][moved[j] :]
+            if within == "holm":
+                per_selected.append(float(false.any()))
+            else:
+                per_selected.append(false.sum() / max(1, d.moved[j].sum()))
+        errors.append(np.mean(per_selected) if per_selected else 0.0)
+    return float(np.mean(errors))
+
+
+@pytest.mark.parametrize(
+    ("within", "moved"),
+    [("holm", (2, 2, 0, 0, 0)), ("bh", (2, 2, 0, 0, 0)), ("holm", (1, 0, 0, 0, 0))],
+)
+def test_drilldown_error_over_selected_perturbations_is_at_most_alpha(within, moved):
+    """Benjamini & Bogomolov's error (the average over selected perturbations of the
+    within-perturbation error) with shared original arms, which their independence does not
+    cover: at most alpha + 2.5 SE over 100 families."""
+    n = 100
+    rate = _drilldown_error(n, within, seed=len(moved) + sum(moved), moved=moved)
+    print(f"drill-down {within} {moved}: {rate:.3f}")
+    assert _at_most_alpha(rate, n), rate
+
+
+# --------------------------------------------------------------------------- set equivalence
+
+
+def test_set_equivalence_of_one_prompt_is_the_one_prompt_test(rng):
+    a, b = _prompt_arms(rng, 20, 20, d=8, shift=0.1)
+    iv = effect_interval(a, b, n_bootstrap=500, rng=1)
+    for margin in (0.01, 0.05, 0.2):
+        s = set_equivalence([iv], margin)
+        assert s.p_value == equivalence_p_value(iv, margin)
+        assert s.estimate == iv.estimate
+        assert s.n_prompts == 1
+
+
+def test_set_equivalence_reads_the_mean_not_every_prompt(rng):
+    """Three unchanged prompts and one that moved: at a margin of the moved prompt's own
+    estimate that prompt is not shown equivalent, but the mean effect over the four is."""
+    arms = [_prompt_arms(rng, 60, 60, d=8) for _ in range(3)]
+    moved = _prompt_arms(rng, 60, 60, d=8, shift=0.35)
+    intervals = [effect_interval(a, b, n_bootstrap=500, rng=i) for i, (a, b) in enumerate(arms)]
+    intervals.append(effect_interval(*moved, n_bootstrap=500, rng=9))
+    theta_moved = intervals[-1].estimate
+    margin = theta_moved
+    assert equivalence_p_value(intervals[-1], margin) > ALPHA  # that prompt alone: not shown
+    s = set_equivalence(intervals, margin)
+    assert s.estimate == pytest.approx(np.mean([iv.estimate for iv in intervals]))
+    assert s.equivalent
+    assert s.upper < margin
+    assert not set_equivalence(intervals, 0.5 * s.estimate).equivalent
+
+
+def _set_equivalence_rate(shape, n_prompts, k, n_sims, seed):
+    """P(equivalent) when the mean effect is exactly the margin: ``all`` prompts carry the
+    two_texts effect (the least favourable one-prompt shape), ``one`` carries it alone (the
+    margin is its effect over P), ``half`` of them carry it."""
+    from tests.stats.synthetic_effects import scenario, true_effect
+
+    rng = np.random.default_rng(seed)
+    carrier, null = scenario("two_texts"), scenario("null")
+    carriers = {"all": n_prompts, "one": 1, "half": n_prompts // 2}[shape]
+    margin = true_effect("two_texts") * carriers / n_prompts
+    hits = 0
+    for _ in range(n_sims):
+        intervals = [
+            effect_interval(
+                *(carrier if i < carriers else null).draw(rng, k), n_bootstrap=500, rng=rng
+            )
+            for i in range(n_prompts)
+        ]
+        hits += set_equivalence(intervals, margin).equivalent
+    return hits / n_sims
+
+
+@pytest.mark.parametrize(
+    ("shape", "n"),
+    [pytest.param("all", 300, marks=pytest.mark.slow), ("one", 150), ("half", 150)],
+)
+def test_set_equivalence_level_at_the_margin(shape, n):
+    """4 prompts, k = 20: P(equivalent | mean effect = margin) <= alpha + 2.5 SE (every prompt
+    at the margin: 300 audits, about 45 s)."""
+    rate = _set_equivalence_rate(shape, 4, 20, n, seed=11)
+    print(f"set equivalence at the margin, {shape}: {rate:.3f}")
+    assert _at_most_alpha(rate, n), rate
