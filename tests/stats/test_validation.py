@@ -206,7 +206,10 @@ ARMS = [GOOD, GOOD + 1.0]
             r"^perturbed\[1\]: row 2 is a zero vector",
         ),
         ({"omega": "jensen"}, r"^omega: unknown 'jensen'; choose one of jsd"),
-        ({"combination": "mean"}, r"^combination: unknown 'mean'; choose one of sum_z, fisher"),
+        (
+            {"combination": "mean"},
+            r"^combination: unknown 'mean'; choose one of sum_z\+tippett, sum_z, fisher",
+        ),
         ({"similarity": "dot"}, r"^similarity: unknown 'dot'"),
         (
             {"omega": "energy_l2", "similarity": "neg_l1"},
