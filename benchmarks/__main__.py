@@ -20,6 +20,7 @@ SUITES = {
     "sequential": "benchmarks.bench_sequential",
     "interval": "benchmarks.interval_coverage",
     "threads": "benchmarks.bench_threads",
+    "prompt_sets": "benchmarks.bench_prompt_sets",
 }
 
 

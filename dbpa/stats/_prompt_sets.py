@@ -23,8 +23,8 @@ combination on the same rows (``_combined``): the set's ``driver`` says which as
 A prompt's own ``auto`` p-value combines its two components on the same rows.
 
 A prompt whose statistic does not vary over its relabellings (every answer the same text in
-both arms, or a tie between every split) adds nothing: its standardised statistic is 0 and
-its per-prompt p-value 1 on every row.
+both arms, which gets a constant statistic, or a tie between every split) adds nothing: its
+standardised statistic is 0 and its per-prompt p-value 1 on every row.
 
 Which combination, measured (``python -m benchmarks prompt_sets``, 200 synthetic audits per
 cell of 20 prompts at k = 10, and real outputs of the embedded model; tables in
@@ -36,7 +36,7 @@ prompts move a lot). Each alone is blind to the other's case: ``sum_z`` reached 
 (``sum_z`` 0.45). Their combination had the highest mean power over the six synthetic cells
 (0.59; ``sum_z`` 0.57, ``fisher`` 0.58, ``tippett`` 0.45, ``sum`` 0.53), the smallest largest
 shortfall against the best candidate of each cell (0.10; ``sum_z`` and ``fisher`` 0.22), and was
-the best or within 0.01 of it on every real-output cell.
+the best of the pooled combinations run on real outputs, or within 0.01 of it, in every cell.
 """
 
 from __future__ import annotations

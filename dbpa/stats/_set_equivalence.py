@@ -25,7 +25,7 @@ that needs every prompt's own evidence) nor a normal approximation of the mean (
 depends on where the effect sits, which data at the scale of the noise do not show) is used.
 The level at the margin is simulated in tests/stats/test_prompt_sets.py (4 prompts, k = 20,
 two repeated answers changing shares: the least favourable one-prompt shape): "equivalent" in
-0.033 of 1000 audits with every prompt at the margin, 0.017 and 0.033 of 300 with the whole
+0.033 of 1000 audits with every prompt at the margin, 0.013 and 0.033 of 150 with the whole
 effect in one prompt and in half of them. Not covered by the candidates: a delta spread over
 several prompts whose noises vary alike is as likely to look small as one along a single
 direction, and the sum of their noises can have the longer tail; the simulations above are
