@@ -172,8 +172,9 @@ def test_a_tick_with_a_rejected_key_fails_once_with_its_sampling_task_runs_faile
         requests = provider.counts.total
     assert run["state"]["type"] == "FAILED", worker.output()[-4000:]
     assert run["run_count"] == 1  # not retried
-    assert "could not be sampled: model 'openai/scripted': AuthenticationError" in (
-        run["state"]["message"]
+    assert (
+        "could not be sampled: model 'openai/scripted': AuthenticationError"
+        in (run["state"]["message"])
     )
     assert 1 <= requests <= 8, requests
     states = {t["name"]: t["state"]["type"] for t in api.task_runs(run["id"])}
