@@ -61,7 +61,7 @@ from ._combined import (
     null_summary,
 )
 from ._omega import OMEGAS, Kernel, Omega
-from ._permutation import MEMORY_BUDGET_BYTES, TIE_RTOL, _all_splits, _random_splits
+from ._permutation import MEMORY_BUDGET_BYTES, TIE_RTOL, _all_splits, _random_splits, _sizes
 from ._similarity import SIMILARITIES, _unit_rows
 from ._threads import blas_for
 from ._validation import RngLike, as_embeddings, as_positive_int, as_rng, choose
@@ -347,33 +347,13 @@ def _relabel(
     )
 
 
-class _Constant:
-    """The statistic of a prompt whose outputs are all the same: 0 on every split."""
-
-    bytes_per_split = 8
-    scale = 1.0
-
-    def __call__(self, masks: NDArray[np.bool_]) -> Vector:
-        return np.zeros(masks.shape[0])
-
-
-SAME_RTOL = 1e-12
-"""Outputs whose embeddings differ by at most this share of their largest entry are one text."""
-
-
 def _prompt(a: Matrix, b: Matrix, spec: Omega, options: dict[str, Any], similarity: str) -> _Prompt:
-    """The kernels of one prompt: each component's statistic on the prompt's pooled matrix.
-
-    A prompt whose every output is the same text gets a constant statistic: its pooled
-    matrix would hold only rounding noise (the products of identical rows differ in the last
-    bits with their place in the matrix), which is not exchangeable between splits and, for
-    the histogram of ``jsd``, spans every bin.
-    """
+    """The kernels of one prompt: each component's statistic on the prompt's pooled matrix
+    (a prompt whose every output is the same text gets a constant statistic: the kernels
+    merge the rounding noise of equal values, ``_omega.merged_ties``)."""
     z = np.vstack([a, b])
     k_a = a.shape[0]
     parts = [OMEGAS[name] for name in spec.components] if spec.components else [spec]
-    if np.ptp(z, axis=0).max() <= SAME_RTOL * np.abs(z).max():
-        return _Prompt(tuple(_Constant() for _ in parts), k_a, z.shape[0])
     kernels = []
     for part in parts:
         part_options = options if part is spec else dict(part.defaults)
@@ -392,7 +372,8 @@ def _relabelled(prompts: list[_Prompt], b: int, gen: np.random.Generator) -> tup
     sizes = [math.comb(p.n, p.k_a) for p in prompts]
     if math.prod(sizes) <= b:
         per_prompt = [
-            _evaluate(p, _concat(_all_splits(p.n, p.k_a, ENUMERATION_CHUNK))) for p in prompts
+            _evaluate(p, _concat(_all_splits(p.n, p.k_a, _sizes(sizes[i], ENUMERATION_CHUNK))))
+            for i, p in enumerate(prompts)
         ]
         grid = np.array(list(itertools.product(*(range(s) for s in sizes))), dtype=np.intp)
         values = np.stack([v[grid[:, i]] for i, v in enumerate(per_prompt)], axis=1)
