@@ -283,7 +283,9 @@ def test_identical_outputs_in_both_arms_are_never_a_change(omega):
 def test_equal_values_merged_at_the_tie_tolerance_only():
     from dbpa.stats._omega import TIE_ATOL, merged_ties
 
-    m = np.array([[1.0, 0.5, 0.5 + TIE_ATOL / 4], [0.5, 1.0 - TIE_ATOL / 2, 0.25], [0.2, 0.25, 1.0]])
+    m = np.array(
+        [[1.0, 0.5, 0.5 + TIE_ATOL / 4], [0.5, 1.0 - TIE_ATOL / 2, 0.25], [0.2, 0.25, 1.0]]
+    )
     merged = merged_ties(m)
     assert merged[0, 2] == merged[0, 1] == 0.5
     assert merged[1, 1] == merged[0, 0] == 1.0 - TIE_ATOL / 2  # the run's smallest
