@@ -6,7 +6,10 @@ on :func:`stop_local_server`. It is reached through litellm as ``openai/<alias>`
 OpenAI-compatible endpoint, so retries, timeouts and bounds apply unchanged.
 
 Continuous batching: ``n_parallel`` slots, each with ``ctx_per_slot`` tokens of context, decode
-together; llama.cpp threads = the cores this process may use.
+together; llama.cpp threads = the cores this process may use, or ``DBPA_LOCAL_THREADS``. Its
+threads wait on each other at every token: with as many threads as cores and one core busy
+elsewhere, 24 outputs took over 300 s instead of 8 s, against 52 s on one thread (2026-11-27,
+2 cores), so a machine shared with other heavy work (the test suite) runs it on one.
 """
 
 from __future__ import annotations
@@ -122,6 +125,20 @@ def stop_local_server(model: str | None = None) -> None:
             _SERVERS.pop(name, None)
 
 
+def local_threads(model: str) -> int:
+    """llama.cpp's threads: ``DBPA_LOCAL_THREADS`` if set, else the cores this process may use."""
+    chosen = os.environ.get("DBPA_LOCAL_THREADS", "").strip()
+    if chosen:
+        if not chosen.isdigit() or int(chosen) < 1:
+            raise PermanentModelError(
+                model, f"DBPA_LOCAL_THREADS must be a whole number >= 1, not {chosen!r}"
+            )
+        return int(chosen)
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0)) or 1
+    return os.cpu_count() or 1
+
+
 def _start(model: str, entry: LocalModel) -> tuple[LocalServer, Any]:
     import xllamacpp
 
@@ -129,7 +146,6 @@ def _start(model: str, entry: LocalModel) -> tuple[LocalServer, Any]:
         path = entry.path()
     except FileNotFoundError as exc:
         raise PermanentModelError(model, str(exc)) from None
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     params = xllamacpp.CommonParams()
     params.model.path = str(path)
     params.model_alias = {entry.alias}
@@ -138,8 +154,7 @@ def _start(model: str, entry: LocalModel) -> tuple[LocalServer, Any]:
     params.ui = False
     params.n_parallel = entry.n_parallel
     params.n_ctx = entry.n_parallel * entry.ctx_per_slot
-    params.cpuparams.n_threads = cores or 1
-    params.cpuparams_batch.n_threads = cores or 1
+    params.cpuparams.n_threads = params.cpuparams_batch.n_threads = local_threads(model)
     params.verbosity = 1  # errors only; llama.cpp's default prints every request's timings
     try:
         handle = xllamacpp.Server(params)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 from typing import Any
 
@@ -19,6 +20,7 @@ from dbpa.llm import (
     sample,
     stop_local_server,
 )
+from dbpa.llm._local import local_threads
 from dbpa.specs import EmbedderSpec, Message, ModelSpec
 from tests.support.network import loopback_only
 
@@ -148,3 +150,17 @@ def test_a_file_that_is_no_model_is_a_permanent_error(monkeypatch: pytest.Monkey
         match=r"^model 'local/broken': the local server did not start: Failed to init server",
     ):
         local_server("local/broken")
+
+
+def test_local_threads_follow_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DBPA_LOCAL_THREADS", "3")
+    assert local_threads("local/x") == 3
+    monkeypatch.delenv("DBPA_LOCAL_THREADS")
+    assert local_threads("local/x") == len(os.sched_getaffinity(0))
+
+
+@pytest.mark.parametrize("value", ["0", "two", "-1", "1.5"])
+def test_bad_local_threads_name_the_variable(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("DBPA_LOCAL_THREADS", value)
+    with pytest.raises(PermanentModelError, match=f"DBPA_LOCAL_THREADS.*{value!r}"):
+        local_threads("local/x")
