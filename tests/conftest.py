@@ -16,6 +16,9 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 # The embedded model's llama.cpp threads wait on each other at every token; with the other
 # worker busy, two of them were over 6x slower than one (dbpa/llm/_local.py).
 os.environ.setdefault("DBPA_LOCAL_THREADS", "1")
+# A flow run outside the harness starts Prefect's ephemeral server, which must answer within
+# 20 s by default: not always so on two cores shared by two workers and their subprocesses.
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 # A Prefect home of this process's own: a flow run outside the harness starts a temporary
 # server on PREFECT_HOME's SQLite database, which two workers must not share.
 _HOME = tempfile.mkdtemp(prefix="dbpa-tests-prefect-home-")

@@ -52,33 +52,38 @@ def load_audit(
     generates them first); with ``db``, a record that holds them all, they are bound first
     (see :func:`bind_stored`).
     """
+    from dbpa.plan import plan_audit
+
+    cfg = bind_stored(_loaded(config, overrides), db)
+    return cfg, None if cfg.ungenerated else plan_audit(cfg)
+
+
+def _loaded(config: Path, overrides: dict[str, Any] | None) -> AuditConfig:
     from dbpa.config import ConfigError, load_config
 
     try:
-        cfg = load_config(config, overrides or {})
-        return bind_stored(cfg, db)
+        return load_config(config, overrides or {})
     except ConfigError:
         raise
     except ValueError as exc:
         raise ConfigError(f"{config}: {exc}") from None
 
 
-def bind_stored(cfg: AuditConfig, db: Path | None) -> tuple[AuditConfig, AuditPlan | None]:
+def bind_stored(cfg: AuditConfig, db: Path | None) -> AuditConfig:
     """``cfg`` with its paraphrases bound when the record ``db`` holds every one of them (read
-    only; with ``min_similarity`` the embedder is loaded), and its plan; the plan is None
-    while some are still to be generated."""
-    from dbpa.plan import plan_audit
+    only; with ``min_similarity`` the embedder is loaded)."""
+    if not (cfg.ungenerated and db is not None and db.is_file()):
+        return cfg
+    import storage
+    from dbpa.generation import bind_generated, embed_with, generator_jobs, stored_outputs
 
-    if cfg.ungenerated and db is not None and db.is_file():
-        import storage
-        from dbpa.generation import bind_generated, embed_with, generator_jobs, stored_outputs
-
-        jobs = generator_jobs(cfg)
-        with storage.Store(db, read_only=True) as store:
-            outputs = stored_outputs(jobs, store)
-        if all(len(outputs[j.position]) == j.spec.n for j in jobs):
-            cfg = bind_generated(cfg, outputs, embed_with(cfg))
-    return cfg, None if cfg.ungenerated else plan_audit(cfg)
+    jobs = generator_jobs(cfg)
+    with storage.Store(db, read_only=True) as store:
+        outputs = stored_outputs(jobs, store)
+    if any(len(outputs[j.position]) != j.spec.n for j in jobs):
+        return cfg
+    embedder = embed_with(cfg)
+    return bind_generated(cfg, outputs, embedder)
 
 
 def prepare(
@@ -98,18 +103,20 @@ def prepare(
     from dbpa.plan import plan_audit
     from storage import ready_to_write
 
-    cfg, plan = load_audit(config, overrides)
+    cfg = _loaded(config, overrides)
     if needs_margin and cfg.equivalence is None:
         raise ConfigError(
             f"{needs_margin}: the config has no equivalence margin (set `equivalence:` in "
             "it, or --set equivalence=true)"
         )
     ready_to_write(db, wait=wait, on_wait=on_wait)
-    if plan is None:  # paraphrases: bound here when the record holds them (a re-run)
-        cfg, plan = bind_stored(cfg, db)
+    cfg = bind_stored(cfg, db)  # paraphrases: bound here when the record holds them (a re-run)
     # With paraphrases still to generate, the flow generates, then plans; the arms that need
     # none (the original's, other specs') are sampled from the start all the same.
-    ready = first_look(plan if plan is not None else plan_audit(cfg.ready_part()), cfg)
+    plannable = cfg.ready_part() if cfg.ungenerated else cfg
+    planned = plan_audit(plannable)
+    plan = None if cfg.ungenerated else planned
+    ready = first_look(planned, cfg)
     work = pending_work(ready, db) if plan is not None else generation_work(cfg)
     return Prepared(cfg, plan, ready, work, db)
 
