@@ -11,8 +11,10 @@ from collections.abc import Iterator
 
 import pytest
 
-# Two workers on two cores: BLAS threads on top of them only wait on each other.
+# Two workers on two cores: BLAS and torch's OpenMP threads on top of them only wait on
+# each other.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 # The embedded model's llama.cpp threads wait on each other at every token; with the other
 # worker busy, two of them were over 6x slower than one (dbpa/llm/_local.py).
 os.environ.setdefault("DBPA_LOCAL_THREADS", "1")
