@@ -18,7 +18,17 @@ them); no model is called and nothing is written here.
 from ._compare import DriftResult, VectorReader, decide, load_vectors, run_comparison
 from ._epochs import Epoch, EpochReader, epoch_order, read_epochs
 from ._history import DriftHistory, DriftPoint, HistoryReader, read_history
-from ._monitor import ALL_SERIES, MonitorReader, MonitorReplay, MonitorTick, replay_monitor
+from ._monitor import (
+    ALL_SERIES,
+    EvidencePoint,
+    MonitorHistory,
+    MonitorHistoryReader,
+    MonitorReader,
+    MonitorReplay,
+    MonitorTick,
+    read_monitor,
+    replay_monitor,
+)
 from ._plan import AGAINST, Comparison, DriftError, DriftJob, outdated, plan_drift
 
 __all__ = [
@@ -32,7 +42,10 @@ __all__ = [
     "DriftResult",
     "Epoch",
     "EpochReader",
+    "EvidencePoint",
     "HistoryReader",
+    "MonitorHistory",
+    "MonitorHistoryReader",
     "MonitorReader",
     "MonitorReplay",
     "MonitorTick",
@@ -44,6 +57,7 @@ __all__ = [
     "plan_drift",
     "read_epochs",
     "read_history",
+    "read_monitor",
     "replay_monitor",
     "run_comparison",
 ]

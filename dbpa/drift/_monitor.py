@@ -15,6 +15,7 @@ at its first tick (the same array every tick: never counted again).
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -26,13 +27,23 @@ from dbpa.config import parse_config
 from dbpa.stats import DriftMonitor, MonitorState
 
 from ._compare import VectorReader, load_vectors
-from ._epochs import EpochReader, read_epochs
+from ._epochs import EpochReader, epoch_order, read_epochs
 from ._plan import DriftError, plan_drift
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["ALL_SERIES", "MonitorReader", "MonitorReplay", "MonitorTick", "replay_monitor"]
+__all__ = [
+    "ALL_SERIES",
+    "EvidencePoint",
+    "MonitorHistory",
+    "MonitorHistoryReader",
+    "MonitorReader",
+    "MonitorReplay",
+    "MonitorTick",
+    "read_monitor",
+    "replay_monitor",
+]
 
 ALL_SERIES = "*"
 """A reset's series that applies to every arm."""
@@ -115,6 +126,100 @@ class MonitorReplay:
             last[t.series] = t
         return tuple(last.values())
 
+    def history(self) -> MonitorHistory:
+        """The evidence of every tick, as the chart and the report show it."""
+        return MonitorHistory(
+            self.audit,
+            tuple(
+                EvidencePoint(
+                    t.series,
+                    t.baseline_epoch,
+                    t.epoch,
+                    t.state.ticks,
+                    t.state.log_e_value,
+                    t.state.threshold,
+                    t.state.alarm,
+                    t.raised,
+                )
+                for t in self.ticks
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class EvidencePoint:
+    """One arm's evidence at one tick since its baseline."""
+
+    series: str
+    baseline_epoch: str
+    epoch: str
+    tick: int
+    log_e_value: float
+    threshold: float
+    """The arm's alarm line (an e-value: ``m / alpha``)."""
+    alarm: bool
+    raised: bool
+    """The alarm was raised at this tick."""
+
+    @property
+    def e_value(self) -> float:
+        """The evidence as an e-value (overflow capped)."""
+        return math.exp(min(self.log_e_value, 700.0))
+
+
+@dataclass(frozen=True)
+class MonitorHistory:
+    """The monitor's evidence over the ticks: each arm since its current baseline."""
+
+    audit: str
+    points: tuple[EvidencePoint, ...]
+    """By series, then tick."""
+
+    @property
+    def epochs(self) -> tuple[str, ...]:
+        """The ticks shown, in epoch order."""
+        return epoch_order(list(dict.fromkeys(p.epoch for p in self.points)))
+
+    def latest(self) -> tuple[EvidencePoint, ...]:
+        """Each series' last point."""
+        last: dict[str, EvidencePoint] = {}
+        for p in self.points:
+            last[p.series] = p
+        return tuple(last.values())
+
+
+@runtime_checkable
+class MonitorHistoryReader(Protocol):
+    """Reads the stored monitor states (``storage.Store`` is one)."""
+
+    def monitor_ticks(self, audit: str) -> pd.DataFrame:
+        """Every stored monitor state of ``audit``, by series, baseline and tick."""
+        ...
+
+
+def read_monitor(store: MonitorHistoryReader, audit: str) -> MonitorHistory | None:
+    """The stored evidence of ``audit``'s arms since each one's latest baseline (the one
+    written last); None when the monitor has stored nothing."""
+    rows = store.monitor_ticks(audit)
+    if rows.empty:
+        return None
+    latest = rows.sort_values("created_at").groupby("series").baseline_epoch.last()
+    current = rows[rows.baseline_epoch.to_numpy() == latest.reindex(rows.series).to_numpy()]
+    points = tuple(
+        EvidencePoint(
+            str(r.series),
+            str(r.baseline_epoch),
+            str(r.epoch),
+            int(r.tick),
+            float(r.log_e_value),
+            float(r.threshold),
+            bool(r.alarm),
+            _tick_or_none(r.alarm_tick) == int(r.tick),
+        )
+        for r in current.sort_values(["series", "tick"]).itertuples()
+    )
+    return MonitorHistory(audit, points)
+
 
 def replay_monitor(
     store: MonitorReader,
@@ -173,6 +278,14 @@ def replay_monitor(
                 )
     replay_ticks.sort(key=lambda t: (t.series, t.baseline_epoch, t.state.ticks))
     return MonitorReplay(audit, alpha, m, tolerance, form, tuple(replay_ticks), skipped)
+
+
+def _tick_or_none(value: Any) -> int | None:
+    """A stored tick, or None (NULL read back as None or NaN)."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def _resets(frame: pd.DataFrame, names: Sequence[str]) -> dict[str, int]:
