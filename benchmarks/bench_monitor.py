@@ -19,7 +19,10 @@ finds it about 0.6 of the time, the small one 0.25, the large one 0.93 (measured
    each size and k, for the test form (alpha = 0.05 for one arm) and the detector (alpha =
    1 / 3650: ten years of daily ticks to a false alarm on average); "before" counts alarms
    before the change, "missed" none by tick 200.
-3. Model calls per detection of the moderate change: the monitor's k times the mean number
+3. Tolerance: a change of exactly the tolerance (a share 0.25 of answers moved, tolerance
+   0.25) at tick 1 or after 100 quiet ticks, 300 ticks: the share of runs that alarm
+   (at most alpha = 0.05 by design), against a change of twice it.
+4. Model calls per detection of the moderate change: the monitor's k times the mean number
    of ticks to its alarm (misses count 100); per-tick tests at k outputs per tick, each
    finding the change with power p at Holm's first threshold 0.05 / 50, need k / p calls.
 """
@@ -98,6 +101,25 @@ def _delay(rng: np.random.Generator, share: float, k: int, form: str) -> int | N
     return None
 
 
+def tolerance_rates(rng: np.random.Generator, runs: int, k: int = 10) -> list[list[object]]:
+    """Alarm rates of ``DriftMonitor(tolerance=0.25)`` at a change of 0.25 and of 0.5."""
+    rows: list[list[object]] = []
+    for share in (0.25, 0.5):
+        for quiet in (0, CHANGE_AT - 1):
+            alarms = 0
+            for _ in range(runs):
+                space = answer_space(rng, d=D)
+                monitor = DriftMonitor(ALPHA, 0.25, rng=rng)
+                reference = sample(rng, space, BASELINE, k)
+                for tick in range(1, 301):
+                    arm = changed(share) if tick > quiet else BASELINE
+                    if monitor.update(reference, sample(rng, space, arm, k)).alarm:
+                        alarms += 1
+                        break
+            rows.append([0.25, share, k, quiet, runs, alarms / runs])
+    return rows
+
+
 def _per_tick_power(rng: np.random.Generator, share: float, k: int, runs: int) -> float:
     hits = 0
     for _ in range(runs):
@@ -159,6 +181,11 @@ def main(quick: bool = False) -> None:
         "detection delay (ticks after the change)",
         ["form", "change", "k", "median", "p90", "within 10", "before", "missed"],
         rows,
+    )
+    print_table(
+        "tolerance 0.25: share of runs alarmed within 300 ticks",
+        ["tolerance", "change", "k", "quiet ticks", "runs", "alarmed"],
+        tolerance_rates(rng, runs),
     )
     cost = []
     for k in (5, 10, 20, 40):

@@ -25,8 +25,15 @@ outputs of the last ``window`` ticks, centred between them and scaled by their s
 clipped to [-1, 1] (any bounded function chosen from the past keeps the martingale). Where
 the outputs seen so far do not vary (answers that repeat exactly) it is 0: no bet, no
 division by zero. **The stake** is aGRAPA (Waudby-Smith & Ramdas 2024, JRSS-B 86) on the
-payoffs of the last ``STAKE_WINDOW`` pairs, so that it is small while nothing changes and
-grows within a few ticks of a change, capped at ``0.8 / (1 + tolerance)``.
+payoffs of the last ``STAKE_WINDOW`` pairs, their mean lowered by ``STAKE_CAUTION`` standard
+errors, so that it is mostly 0 while nothing changes and grows within a few ticks of a
+change, capped at ``0.8 / (1 + tolerance)``.
+
+**Limits.** A tick of k outputs bets about ``0.4 k`` of them, each against one baseline
+output: about a quarter of what the same outputs would give against a known baseline. A
+change already present at the first tick is bet against the reference's outputs only (a few
+ticks of pairs); after them, ticks are bet against changed outputs (``benchmarks/README.md``,
+``monitor``, has the delays).
 
 **Tolerance** (Richter et al., ICLR 2025): for any ``|f| <= 1``, ``E f(x) - E f(y) <= 2
 TV``, so with ``g = (f(x) - f(y)) / 2 - tolerance`` the wealth stays a supermartingale while
