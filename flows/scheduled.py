@@ -1,4 +1,6 @@
-"""One tick of a scheduled audit: fresh samples at the scheduled time, then drift.
+"""One tick of a scheduled audit: fresh samples at the scheduled time, then drift: the
+anytime-valid monitor of every arm (``flows.monitor``), or with ``per_tick`` the permutation
+tests of this tick against the previous and the first one (``flows.drift``).
 
 The epoch, part of every arm's id, is the flow run's scheduled start time (UTC, ISO 8601
 to the second). So every tick of a schedule samples anew; a retry of the same flow run
@@ -27,6 +29,7 @@ from dbpa.config import load_config
 from flows._retries import retried_unless_permanent
 from flows.audit import AuditOutcome, audit, audit_with_runner, flow_run_tags
 from flows.drift import drift, outdated_epochs
+from flows.monitor import monitor
 from tasks.report import write_reports
 
 RETRY_DELAY_SECONDS = 60
@@ -58,12 +61,14 @@ def scheduled_audit(
     out: str | None = None,
     overrides: dict[str, Any] | None = None,
     runner: str = "threads",
+    per_tick: bool = False,
 ) -> AuditOutcome:
-    """Audit ``config_path`` at this tick's epoch, test every arm for drift against the
-    previous and the first epoch (in epoch order: ``dbpa.drift.epoch_order``), and again
-    for the later epochs whose previous or first epoch this tick now is (a tick run late),
-    and write the run's reports with the drift history. A permanent failure of the audit
-    fails the tick without a retry.
+    """Audit ``config_path`` at this tick's epoch, replay every arm's drift monitor through
+    the latest epoch (in epoch order: ``dbpa.drift.epoch_order``; a tick run late takes its
+    place), or with ``per_tick`` test every arm against the previous and the first epoch,
+    and again for the later epochs whose previous or first epoch this tick now is, and write
+    the run's reports with the drift history. A permanent failure of the audit fails the
+    tick without a retry.
 
     ``overrides`` sets config keys, dotted for nested ones (``{"k": 10}``,
     ``{"embedder.model": "..."}``); ``runner``: threads, dask or dask=ADDRESS.
@@ -77,10 +82,13 @@ def scheduled_audit(
         else:  # the cluster is a subflow's task runner
             with tags(*flow_run_tags(config)):
                 outcome = audit_with_runner(runner)(config=config, db=db, out=out, publish=False)
-        drift.fn(audit=config.name, db=db, epoch=config.epoch)
-        for later in outdated_epochs(config.name, db, config.epoch):
-            logger.info("drift of epoch %s again: %s comes before it", later, config.epoch)
-            drift.fn(audit=config.name, db=db, epoch=later, publish=False)  # its own tick's
+        if not per_tick:
+            monitor.fn(audit=config.name, db=db)
+        else:
+            drift.fn(audit=config.name, db=db, epoch=config.epoch)
+            for later in outdated_epochs(config.name, db, config.epoch):
+                logger.info("drift of epoch %s again: %s comes before it", later, config.epoch)
+                drift.fn(audit=config.name, db=db, epoch=later, publish=False)  # its own
         with storage.Store(db) as store:
             storage.register(store)
             try:  # with the drift section, published on the tick's run

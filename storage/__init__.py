@@ -11,7 +11,8 @@ untouched; ``salvage`` exports what can still be read).
 ``_core`` (connection, lock, transactions, migrations, schema version), ``_samples``
 (arms, samples, embeddings), ``_tests`` (permutation tests and their effect intervals),
 ``_runs`` (runs, run families, arm failures, corrections, sequential looks, results, usage;
-their SQL in ``_results``), ``_drift`` (epochs and drift tests) and ``_export`` (tables to
+their SQL in ``_results``), ``_drift`` (epochs and drift tests), ``_monitor`` (the drift
+monitor's evidence per tick and its resets) and ``_export`` (tables to
 Parquet or CSV). ``_schema`` holds the migrations; ``_open`` the checks of a file before
 it is used; ``_serve``, ``_wire``, ``_sidecar``, ``_reader`` and ``_remote`` the reads
 served by a writer; ``_salvage`` the export of a damaged file.

@@ -138,6 +138,14 @@ class RemoteRecord:
         """The stored drift tests of ``audit`` with their statistics, in epoch order."""
         return self._call("drift", audit=audit)
 
+    def monitor_ticks(self, audit: str) -> pd.DataFrame:
+        """Every stored monitor state of ``audit``, by series, baseline and tick."""
+        return self._call("monitor_ticks", audit=audit)
+
+    def monitor_resets(self, audit: str) -> pd.DataFrame:
+        """The resets of ``audit``'s monitor baselines, oldest first."""
+        return self._call("monitor_resets", audit=audit)
+
     def table(self, name: str) -> pa.Table:
         """An exportable table (or ``results``) as Arrow."""
         return self._call("table", name=name)

@@ -247,5 +247,44 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             "ALTER TABLE effect_intervals ADD COLUMN guard_p DOUBLE[]",
         ],
     ),
+    (
+        9,
+        "drift monitor: each arm's evidence at each tick against its baseline, and the resets "
+        "that start a new baseline",
+        [
+            """
+            CREATE TABLE monitor_ticks (
+                audit VARCHAR NOT NULL,
+                series VARCHAR NOT NULL,
+                baseline_epoch VARCHAR NOT NULL,
+                epoch VARCHAR NOT NULL,
+                tick INTEGER NOT NULL,
+                arm_id VARCHAR NOT NULL,
+                reference_arm VARCHAR NOT NULL,
+                form VARCHAR NOT NULL,
+                alpha DOUBLE NOT NULL,
+                tolerance DOUBLE NOT NULL,
+                e_value DOUBLE NOT NULL,
+                log_e_value DOUBLE NOT NULL,
+                threshold DOUBLE NOT NULL,
+                alarm BOOLEAN NOT NULL,
+                alarm_tick INTEGER,
+                pairs INTEGER NOT NULL,
+                stake DOUBLE NOT NULL,
+                created_at TIMESTAMPTZ NOT NULL DEFAULT current_timestamp,
+                PRIMARY KEY (audit, series, baseline_epoch, epoch)
+            )
+            """,
+            """
+            CREATE TABLE monitor_resets (
+                audit VARCHAR NOT NULL,
+                series VARCHAR NOT NULL,
+                epoch VARCHAR NOT NULL,
+                created_at TIMESTAMPTZ NOT NULL DEFAULT current_timestamp,
+                PRIMARY KEY (audit, series, epoch)
+            )
+            """,
+        ],
+    ),
 ]
 """(version, description, statements) in the order they are applied."""

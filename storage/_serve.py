@@ -40,6 +40,8 @@ _CALLS: dict[str, Any] = {
     "arm_vectors": lambda r, a: {a["arm_id"]: r.arm_vectors(a["arm_id"], a["embedder"], a["k"])},
     "audit_epochs": lambda r, a: r.audit_epochs(a["audit"]),
     "drift": lambda r, a: r.drift(a["audit"]),
+    "monitor_ticks": lambda r, a: r.monitor_ticks(a["audit"]),
+    "monitor_resets": lambda r, a: r.monitor_resets(a["audit"]),
     "table": lambda r, a: r.table(a["name"]),
 }
 """How each method of ``READS`` is answered from the record (the whitelist)."""

@@ -83,6 +83,8 @@ READS: dict[str, Read] = {
     "arm_vectors": Read((("arm_id", "str"), ("embedder", "str"), ("k", "int")), "vectors"),
     "audit_epochs": Read(_AUDIT, "frame"),
     "drift": Read(_AUDIT, "frame"),
+    "monitor_ticks": Read(_AUDIT, "frame"),
+    "monitor_resets": Read(_AUDIT, "frame"),
     "table": Read((("name", "str"),), "table"),
 }
 """Every method a writer answers, by name (``run`` returns the run's one-row frame)."""

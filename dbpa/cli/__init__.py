@@ -19,7 +19,7 @@ from dbpa._env import configure
 
 from ._common import err, exits_on_error, out
 from ._compare import compare
-from ._drift import drift
+from ._drift import drift, monitor_reset
 from ._plan import plan
 from ._record import export, report, results, runs
 from ._run import run, serve
@@ -49,5 +49,8 @@ for _command in (
     drift,
 ):
     app.command()(exits_on_error(_command))
+monitor_app = typer.Typer(help="The drift monitor's baselines.", no_args_is_help=True)
+monitor_app.command("reset")(exits_on_error(monitor_reset))
+app.add_typer(monitor_app, name="monitor")
 
 __all__ = ["app", "err", "out"]

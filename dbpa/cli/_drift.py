@@ -1,4 +1,6 @@
-"""``dbpa drift``: an audit's epochs tested against each other from the record alone."""
+"""``dbpa drift``: an audit's arms monitored over its epochs (or, with ``--per-tick``, one
+epoch tested against earlier ones) from the record alone; ``dbpa monitor reset``: a new
+baseline after an intended change."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from rich.table import Table
 from ._common import DEFAULT_DB, DbOption, ExitCode, fail, open_record, out
 
 if TYPE_CHECKING:
-    from dbpa.drift import Comparison, DriftResult
+    from dbpa.drift import Comparison, DriftResult, MonitorReplay
 
 
 def drift(
@@ -27,15 +29,45 @@ def drift(
         typer.Option(help="previous or baseline (repeatable; default both)."),
     ] = None,
     fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+    per_tick: Annotated[
+        bool,
+        typer.Option(
+            "--per-tick",
+            help="Permutation-test EPOCH against the previous and the baseline epoch "
+            "instead of monitoring every epoch (--baseline and --against need it).",
+        ),
+    ] = False,
+    tolerance: Annotated[
+        float,
+        typer.Option(help="Monitor: alarm only for changes larger than this share of answers."),
+    ] = 0.0,
 ) -> None:
-    """Test an audit's epoch against the previous and the baseline epoch, arm by arm.
+    """Monitor every arm of an audit over its epochs against its baseline (alarms valid
+    over any number of ticks), or test one epoch against earlier ones (``--per-tick``).
 
     Uses the stored embeddings only: no model call, nothing written.
     """
-    from dbpa.drift import AGAINST, plan_drift, read_epochs, run_comparison
+    from dbpa.drift import AGAINST, plan_drift, read_epochs, replay_monitor, run_comparison
 
     if fmt not in ("table", "json"):
         raise fail(ExitCode.BAD_INPUT, f"--format: unknown {fmt!r}; choose table or json")
+    if not per_tick:
+        if baseline != "first" or against:
+            option = "--baseline" if baseline != "first" else "--against"
+            raise fail(
+                ExitCode.BAD_INPUT,
+                f"{option}: only with --per-tick; the monitor compares every arm with its "
+                "baseline (the first epoch, or the one set by dbpa monitor reset)",
+            )
+        if not 0.0 <= tolerance < 1.0:
+            raise fail(ExitCode.BAD_INPUT, f"--tolerance: a share in [0, 1), got {tolerance}")
+        with open_record(db) as store:
+            replay = replay_monitor(store, audit, epoch=epoch, tolerance=tolerance)
+        if fmt == "json":
+            sys.stdout.write(json.dumps(_monitor_json(replay), indent=2) + "\n")
+        else:
+            _print_monitor(replay)
+        return
     with open_record(db) as store:
         comparisons = plan_drift(
             audit,
@@ -52,6 +84,91 @@ def drift(
         out.print(f"{audit}: a single epoch is recorded; nothing to compare yet")
     for comparison, results, skipped in found:
         _print_drift(comparison, results, skipped)
+
+
+def monitor_reset(
+    audit: Annotated[str, typer.Argument(metavar="AUDIT", help="Audit name (the config's name).")],
+    arm: Annotated[
+        str | None, typer.Argument(metavar="ARM", help="The arm's label, as dbpa drift shows it.")
+    ] = None,
+    every: Annotated[bool, typer.Option("--all", help="Reset every arm of the audit.")] = False,
+    db: DbOption = DEFAULT_DB,
+) -> None:
+    """Start a new baseline at the latest epoch for ARM (or every arm) after an intended
+    change; the evidence recorded so far stays in the record."""
+    from dbpa.drift import ALL_SERIES, read_epochs, replay_monitor
+    from storage import Store
+
+    if (arm is None) == (not every):
+        raise fail(ExitCode.BAD_INPUT, "ARM: name one arm, or reset every arm with --all")
+    with Store(db, serve_readers=False) as store:
+        epochs = read_epochs(store, audit)
+        if not epochs:
+            raise fail(ExitCode.BAD_INPUT, f"AUDIT: no completed run of {audit!r} is recorded")
+        if arm is not None:
+            labels = sorted({t.series for t in replay_monitor(store, audit).ticks})
+            if arm not in labels:
+                listed = "; ".join(labels) or "none monitored yet"
+                raise fail(ExitCode.BAD_INPUT, f"ARM: {audit} has no arm {arm!r}; arms: {listed}")
+        store.add_monitor_reset(audit, arm or ALL_SERIES, epochs[-1].epoch)
+    out.print(f"{audit}: {arm or 'every arm'} starts a new baseline at epoch {epochs[-1].epoch}")
+
+
+def _monitor_json(replay: MonitorReplay) -> dict[str, Any]:
+    return {
+        "audit": replay.audit,
+        "alpha": replay.alpha,
+        "arms": replay.arms,
+        "tolerance": replay.tolerance,
+        "form": replay.form,
+        "latest": [
+            {
+                "arm": t.series,
+                "arm_id": t.arm_id,
+                "baseline_epoch": t.baseline_epoch,
+                "epoch": t.epoch,
+                "ticks": t.state.ticks,
+                "e_value": t.state.e_value,
+                "threshold": t.state.threshold,
+                "alarm": t.state.alarm,
+                "alarm_tick": t.state.alarm_tick,
+            }
+            for t in replay.latest()
+        ],
+        "skipped": replay.skipped,
+    }
+
+
+def _print_monitor(replay: MonitorReplay) -> None:
+    latest = replay.latest()
+    if not latest:
+        out.print(f"{replay.audit}: no epoch after the baseline is recorded; nothing to monitor")
+        return
+    table = Table(
+        title=f"{replay.audit}: drift monitor of {replay.arms} arms (alarm at e = "
+        f"{replay.arms}/{replay.alpha:g}, tolerance {replay.tolerance:g})",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
+    table.add_column("arm", overflow="fold")
+    for numeric in ("e-value", "ticks", "alarm at"):
+        table.add_column(numeric, justify="right", no_wrap=True, min_width=6)
+    table.add_column("monitor", no_wrap=True, min_width=8)
+    table.add_column("baseline", overflow="fold")
+    for t in latest:
+        s = t.state
+        table.add_row(
+            t.series,
+            f"{s.e_value:.3g}",
+            str(s.ticks),
+            str(s.alarm_tick) if s.alarm_tick else "-",
+            "[red]alarm[/]" if s.alarm else "no alarm",
+            t.baseline_epoch,
+        )
+    out.print(table)
+    for label, reason in replay.skipped.items():
+        out.print(f"not monitored: {label}: {reason}", highlight=False)
 
 
 def _drift_json(

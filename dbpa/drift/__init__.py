@@ -8,7 +8,9 @@ the multiplicity correction, with the audit's correction and alpha.
 
 ``_epochs`` reads the ticks of an audit in epoch order (time order for dated epochs, such
 as scheduled ticks, whatever order they ran in), ``_plan`` plans the comparisons, ``_compare``
-tests and decides them, ``_history`` reads the recorded tests back for the report. The
+tests and decides them, ``_history`` reads the recorded tests back for the report, and
+``_monitor`` replays the anytime-valid drift monitor of every arm over the epochs (the
+default of ``dbpa drift`` and of scheduled audits). The
 record is read through the small ``*Reader`` protocols (``storage.Store`` satisfies
 them); no model is called and nothing is written here.
 """
@@ -16,10 +18,22 @@ them); no model is called and nothing is written here.
 from ._compare import DriftResult, VectorReader, decide, load_vectors, run_comparison
 from ._epochs import Epoch, EpochReader, epoch_order, read_epochs
 from ._history import DriftHistory, DriftPoint, HistoryReader, read_history
+from ._monitor import (
+    ALL_SERIES,
+    EvidencePoint,
+    MonitorHistory,
+    MonitorHistoryReader,
+    MonitorReader,
+    MonitorReplay,
+    MonitorTick,
+    read_monitor,
+    replay_monitor,
+)
 from ._plan import AGAINST, Comparison, DriftError, DriftJob, outdated, plan_drift
 
 __all__ = [
     "AGAINST",
+    "ALL_SERIES",
     "Comparison",
     "DriftError",
     "DriftHistory",
@@ -28,7 +42,13 @@ __all__ = [
     "DriftResult",
     "Epoch",
     "EpochReader",
+    "EvidencePoint",
     "HistoryReader",
+    "MonitorHistory",
+    "MonitorHistoryReader",
+    "MonitorReader",
+    "MonitorReplay",
+    "MonitorTick",
     "VectorReader",
     "decide",
     "epoch_order",
@@ -37,5 +57,7 @@ __all__ = [
     "plan_drift",
     "read_epochs",
     "read_history",
+    "read_monitor",
+    "replay_monitor",
     "run_comparison",
 ]

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dbpa.analysis import ZERO_MARGIN, stars
-from dbpa.drift import DriftHistory
+from dbpa.drift import DriftHistory, MonitorHistory
 from dbpa.stats import ModelChoice, OperatingPoint, Settling, corrected_level, settling_k
 
 from ._format import p_floor
@@ -544,6 +544,8 @@ class ReportData:
     """The dbpa version that wrote the report."""
     drift: DriftHistory | None = None
     """Drift between the audit's ticks; None unless several ticks are recorded."""
+    monitor: MonitorHistory | None = None
+    """The drift monitor's evidence over the audit's ticks; None unless it stored some."""
     dropped_paraphrases: tuple[DroppedParaphrase, ...] = ()
     """Generated paraphrases the run left out of the family, and why."""
     sequential: SequentialView | None = None

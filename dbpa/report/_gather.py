@@ -13,7 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import pandas as pd
 
-from dbpa.drift import HistoryReader, read_history
+from dbpa.drift import HistoryReader, MonitorHistoryReader, read_history, read_monitor
 from dbpa.stats import ModelChoice, best_model, roc_curve, tpr_at_fpr
 
 from ._arms import ArmReader, gather_arms, usage_by_model
@@ -135,6 +135,7 @@ def gather(
         figures_omitted=tested - len(views),
         generator=f"dbpa {_dbpa_version()}",
         drift=read_history(store, run.audit, run.epoch),
+        monitor=read_monitor(store, run.audit) if isinstance(store, MonitorHistoryReader) else None,
         dropped_paraphrases=_dropped_paraphrases(run.config),
         sequential=_sequential(run_row, settings),
     )

@@ -26,6 +26,7 @@ from ._compare import CONFIDENCE as COMPARE_CONFIDENCE
 from ._compare import Comparison
 from ._data import Alignment, ArmView, ReportData, Settings
 from ._drift import drift_figure
+from ._evidence import evidence_figure
 from ._figures import Chart, alignment_figure, roc_figure, tpr_by_fpr_figure
 from ._format import (
     fmt_cost,
@@ -131,6 +132,8 @@ class _Figures:
     """(family, perturbation id) -> chart."""
     drift: Chart | None
     """Effect and p over the audit's ticks."""
+    monitor: Chart | None
+    """The drift monitor's evidence over the ticks."""
 
 
 def _figures(data: ReportData) -> _Figures:
@@ -144,6 +147,7 @@ def _figures(data: ReportData) -> _Figures:
         alignment={ref: alignment_figure(rows_) for ref, rows_ in references.items()},
         tests={(v.family, v.perturbation_id): test_figure(v) for v in data.test_views},
         drift=drift_figure(data.drift) if data.drift else None,
+        monitor=evidence_figure(data.monitor) if data.monitor else None,
     )
 
 

@@ -123,6 +123,7 @@ def report_dict(data: ReportData) -> dict[str, Any]:
         ],
         "usage": {"total": _jsonable(data.total_usage), "models": _jsonable(data.usage)},
         "drift": _jsonable(data.drift),
+        "monitor": _jsonable(data.monitor),
         "arms": _jsonable(data.arms),
         "provenance": {"config": config, "versions": versions},
     }

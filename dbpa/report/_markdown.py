@@ -340,6 +340,33 @@ def _drift(data: ReportData) -> list[str]:
     return out
 
 
+def _monitor(data: ReportData) -> list[str]:
+    if data.monitor is None:
+        return []
+    rows = [
+        [
+            _md(p.series),
+            f"{p.e_value:.3g}",
+            f"{p.threshold:.3g}",
+            str(p.tick),
+            "**alarm**" if p.alarm else "no alarm",
+            _code(p.baseline_epoch),
+        ]
+        for p in data.monitor.latest()
+    ]
+    header = ["arm", "e-value", "alarm line", "ticks", "monitor", "baseline"]
+    return [
+        "",
+        "## Drift monitor",
+        "",
+        "Each arm's evidence against its baseline, accumulated over the ticks; an arm without "
+        "a change ever reaches its alarm line with probability at most alpha (all arms "
+        "together).",
+        "",
+        _table(header, rows),
+    ]
+
+
 def _usage(data: ReportData) -> list[str]:
     rows = [
         [
@@ -404,6 +431,7 @@ def render_markdown(data: ReportData) -> str:
         *_roc(data),
         *_alignment(data),
         *_drift(data),
+        *_monitor(data),
         *_usage(data),
         *_provenance(data),
     ]

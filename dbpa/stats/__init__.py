@@ -4,7 +4,8 @@ Pure numpy/scipy: similarities, discrepancies (omega) and their combination
 (``auto``), the permutation engine of Algorithm 1, multiplicity corrections, sample
 size, power and the planners of k (one pair; a whole family under its correction), ROC
 for labelled families, effect intervals and equivalence decisions (changed / equivalent /
-inconclusive) with a calibrated margin. Nothing here imports Prefect, DuckDB or litellm.
+inconclusive) with a calibrated margin, and the anytime-valid drift monitor of scheduled
+audits (``DriftMonitor``, ``family_alarms``). Nothing here imports Prefect, DuckDB or litellm.
 scipy (scipy.stats about a second to import, scipy.special and scipy.spatial half a second
 together) is imported only inside the functions that use it (the bh and by corrections,
 ``sample_size``, ``simulate_power``, the jsd kernel, the L1 and L2 distances), so that
@@ -15,6 +16,7 @@ from ._boundary import BoundaryDraws, TiltedSteps
 from ._combined import ComponentResult
 from ._difference import EffectDifference, effect_difference
 from ._drilldown import PromptDrilldown, prompt_drilldown
+from ._e_family import E_FAMILY_METHODS, FamilyAlarms, family_alarms
 from ._equivalence import (
     Decision,
     FamilyDecision,
@@ -41,6 +43,8 @@ from ._group_sequential import (
 )
 from ._interval import INTERVAL_OMEGAS, EffectInterval, effect_interval
 from ._interval import MIN_ROWS as INTERVAL_MIN_ROWS
+from ._monitor import FORMS as MONITOR_FORMS
+from ._monitor import DriftMonitor, MonitorState
 from ._multiplicity import (
     CORRECTIONS,
     CorrectionResult,
@@ -84,8 +88,10 @@ from ._witness import WitnessScores, witness_scores
 __all__ = [
     "COMBINATIONS",
     "CORRECTIONS",
+    "E_FAMILY_METHODS",
     "INTERVAL_MIN_ROWS",
     "INTERVAL_OMEGAS",
+    "MONITOR_FORMS",
     "OMEGAS",
     "SIMILARITIES",
     "BoundaryDraws",
@@ -93,13 +99,16 @@ __all__ = [
     "CorrectionResult",
     "Decision",
     "Detectable",
+    "DriftMonitor",
     "EffectDifference",
     "EffectInterval",
+    "FamilyAlarms",
     "FamilyDecision",
     "FamilyPlan",
     "GroupSequentialPaths",
     "MarginCalibration",
     "ModelChoice",
+    "MonitorState",
     "Omega",
     "OperatingPoint",
     "PathPlan",
@@ -129,6 +138,7 @@ __all__ = [
     "effect_difference",
     "effect_interval",
     "equivalence_p_value",
+    "family_alarms",
     "fine_permutations",
     "group_sequential_paths",
     "group_sequential_stop",

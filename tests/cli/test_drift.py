@@ -1,4 +1,5 @@
-"""``dbpa drift``: arm-by-arm drift of an audit from the record alone."""
+"""``dbpa drift --per-tick``: arm-by-arm drift tests of an audit from the record alone (the
+monitor, the default, is in test_monitor)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.usefixtures("wide_console")
 
 
 def invoke(*args: str):
-    return runner.invoke(app, ["drift", *args], catch_exceptions=False)
+    return runner.invoke(app, ["drift", "--per-tick", *args], catch_exceptions=False)
 
 
 @pytest.fixture

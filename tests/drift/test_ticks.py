@@ -72,6 +72,7 @@ def test_each_tick_samples_afresh_and_its_report_shows_the_drift(tmp_path: Path)
         config = make_config(provider)
         config["models"][0]["name"] = "scripted <i>&</i>"
         params = {"config_path": _write(tmp_path, config), "db": str(db), "out": str(out)}
+        params["per_tick"] = True  # the permutation tests of each tick (the monitor: below)
         first = tick(TICKS[0], **params)
         assert provider.counts.by_endpoint[CHAT] == 5 * 8
         tick(TICKS[1], **params)
@@ -182,7 +183,7 @@ def test_drift_is_found_when_the_outputs_change_and_not_otherwise(tmp_path: Path
             n_permutations=999,
             alpha=ALPHA,
         )
-        params = {"config_path": _write(tmp_path, config), "db": str(db)}
+        params = {"config_path": _write(tmp_path, config), "db": str(db), "per_tick": True}
         tick(TICKS[0], **params)
         tick(TICKS[1], **params)
         provider.rules = [updated]
@@ -205,7 +206,8 @@ def test_drift_is_found_when_the_outputs_change_and_not_otherwise(tmp_path: Path
 def test_drift_compares_ticks_in_time_order_whatever_order_they_ran_in(tmp_path: Path):
     db = tmp_path / "late.duckdb"
     with ScriptedServer(rules=RULES, embedding_dimension=24) as provider:
-        params = {"config_path": _write(tmp_path, make_config(provider)), "db": str(db)}
+        config_path = _write(tmp_path, make_config(provider))
+        params = {"config_path": config_path, "db": str(db), "per_tick": True}
         for day, when in zip((27, 29, 28), TICKS, strict=True):  # the 28th runs last
             tick(when, **params, overrides={"epoch": f"2026-11-{day}T03:00:00+00:00"})
     with Store(db, read_only=True) as store:
@@ -218,6 +220,32 @@ def test_drift_compares_ticks_in_time_order_whatever_order_they_ran_in(tmp_path:
         ("2026-11-29", "baseline", "2026-11-27"),
     }
     assert len(drift) == 4 * 5  # each of the 5 arms once per comparison
+
+
+def test_ticks_are_monitored_by_default(tmp_path: Path):
+    """Without ``per_tick`` a tick replays every arm's monitor: its evidence is stored once
+    per tick (a tick run again rewrites it), shown in the report and on the tick's run."""
+    db, out = tmp_path / "monitor.duckdb", tmp_path / "reports"
+    with ScriptedServer(rules=RULES, embedding_dimension=24) as provider:
+        params = {"config_path": _write(tmp_path, make_config(provider)), "db": str(db)}
+        tick(TICKS[0], **params, out=str(out))
+        tick(TICKS[1], **params, out=str(out))
+        third = tick(TICKS[2], **params, out=str(out))
+        tick(TICKS[2], **params, out=str(out), overrides={"epoch": EPOCHS[1]})  # again
+    with Store(db, read_only=True) as store:
+        rows = store.monitor_ticks("persona-test")
+        drift = store.drift("persona-test")
+        runs = store.runs()
+    assert drift.empty  # no per-tick tests
+    assert len(rows) == 5 * 2  # 5 arms, ticks 2 and 3 against the first
+    assert set(rows.baseline_epoch) == {EPOCHS[0]}
+    assert sorted(set(rows.tick)) == [1, 2]
+    assert not rows.alarm.any()
+    report = Path(runs.set_index("epoch").report_path[EPOCHS[2]])
+    assert 'alt="evidence over ticks" src="data:image/png;base64,' in report.read_text()
+    assert "## Drift monitor" in report.with_suffix(".md").read_text()
+    keys = {a.key for a in _on_run(third["id"])}
+    assert {"persona-test-monitor", "persona-test-evidence"} <= keys
 
 
 def test_nothing_to_compare_says_why():
@@ -265,7 +293,7 @@ def test_sequential_ticks_stop_early_and_drift_compares_the_first_looks(tmp_path
     sequential = {"first": 6, "looks": 2}  # looks at 6 and 12
     with ScriptedServer(rules=RULES, embedding_dimension=24) as provider:
         config = make_config(provider, k=12, n_permutations=999, sequential=sequential)
-        params = {"config_path": _write(tmp_path, config), "db": str(db)}
+        params = {"config_path": _write(tmp_path, config), "db": str(db), "per_tick": True}
         tick(TICKS[0], **params)
         tick(TICKS[1], **params)
     with Store(db, read_only=True) as store:
@@ -311,7 +339,8 @@ def test_the_outcome_and_the_task_runs_are_on_the_ticks_own_run(tmp_path: Path):
     is), the report's key and the named task runs; a tick run again adds no version."""
     db = tmp_path / "watch.duckdb"
     with ScriptedServer(rules=RULES, embedding_dimension=24) as provider:
-        params = {"config_path": _write(tmp_path, make_config(provider)), "db": str(db)}
+        config_path = _write(tmp_path, make_config(provider))
+        params = {"config_path": config_path, "db": str(db), "per_tick": True}
         tick(TICKS[0], **params)
         second = tick(TICKS[1], **params)
         again = tick(TICKS[2], **params, overrides={"epoch": EPOCHS[1]})

@@ -45,6 +45,8 @@ READS = {
     "usage": lambda r, ids: r.usage(ids),
     "audit_epochs": lambda r, ids: r.audit_epochs("personas"),
     "drift": lambda r, ids: r.drift("personas"),
+    "monitor_ticks": lambda r, ids: r.monitor_ticks("personas"),
+    "monitor_resets": lambda r, ids: r.monitor_resets("personas"),
     "table": lambda r, ids: r.table("results").to_pandas(),
 }
 

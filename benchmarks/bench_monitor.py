@@ -1,0 +1,200 @@
+"""The drift monitor against per-tick tests: false alarms over a null year, detection delays.
+
+Synthetic arms on the answer space of the power benchmark (d = 384, a new geometry per
+audit): the baseline answers with type shares (0.4, 0.3, 0.2, 0.1); a change moves a share
+of the answers to a type the baseline never uses (a total-variation distance equal to that
+share): small 0.25, moderate 0.4, large 0.6. The moderate change is the issue's: a fixed
+permutation test (``energy_cosine``, alpha = 0.05) of 10 baseline against 50 changed outputs
+finds it about 0.6 of the time, the small one 0.25, the large one 0.93 (measured once,
+100 runs each). The reference of every arm is its baseline epoch, sampled at the tick's k.
+
+1. Null year: 365 daily ticks, 50 arms, no change. Per-tick tests: each arm's tick against
+   its reference by permutation (energy_cosine, B = 999), Holm across the 50 arms at 0.05
+   every tick (what ``dbpa drift --per-tick`` does against the baseline), at k = 20: at
+   k = 5 a tick and its reference have 252 splits, whose smallest p-value 1/252 never
+   reaches Holm's first threshold 0.001 (no false alarm, and no power either). Monitor:
+   ``DriftMonitor(form="test")`` per arm at k = 5, e-Bonferroni across the arms on each
+   arm's largest e-value so far (an alarm when one reaches 50 / 0.05).
+2. Delays: one arm changes at tick 100; ticks until the alarm (0: at the change's tick) for
+   each size and k, for the test form (alpha = 0.05 for one arm) and the detector (alpha =
+   1 / 3650: ten years of daily ticks to a false alarm on average); "before" counts alarms
+   before the change, "missed" none by tick 200.
+3. Tolerance: a change of exactly the tolerance (a share 0.25 of answers moved, tolerance
+   0.25) at tick 1 or after 100 quiet ticks, 300 ticks: the share of runs that alarm
+   (at most alpha = 0.05 by design), against a change of twice it.
+4. Model calls per detection of the moderate change: the monitor's k times the mean number
+   of ticks to its alarm (misses count 100); per-tick tests at k outputs per tick, each
+   finding the change with power p at Holm's first threshold 0.05 / 50, need k / p calls.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import numpy as np
+
+from benchmarks._synthetic import AnswerSpace, Arm, answer_space, sample
+from benchmarks._table import print_table
+from dbpa.stats import DriftMonitor, correct, family_alarms, permutation_test
+
+ALPHA = 0.05
+ARMS = 50
+YEAR = 365
+CHANGE_AT = 100
+HORIZON = 200
+HOLM_K = 20
+D = 384
+OMEGA = "energy_cosine"
+B = 999
+ROOT_SEED = 20261127
+BASELINE = Arm(weights=(0.4, 0.3, 0.2, 0.1, 0.0))
+SIZES = {"small": 0.25, "moderate": 0.4, "large": 0.6}
+KS = (5, 10, 20)
+FORMS = {"test": ALPHA, "detect": 1 / 3650}
+
+
+def changed(share: float) -> Arm:
+    """The baseline with ``share`` of its answers moved to the unused fifth type."""
+    weights = [w * (1.0 - share) for w in BASELINE.weights]
+    weights[-1] += share
+    return replace(BASELINE, weights=tuple(weights))
+
+
+def _null_year(rng: np.random.Generator, space: AnswerSpace, k: int) -> bool:
+    """One audit of ``ARMS`` arms over a null year: did the monitors' family alarm?"""
+    monitors = [DriftMonitor(ALPHA, rng=rng) for _ in range(ARMS)]
+    references = [sample(rng, space, BASELINE, k) for _ in range(ARMS)]
+    best = np.ones(ARMS)
+    for _ in range(YEAR):
+        for i, monitor in enumerate(monitors):
+            state = monitor.update(references[i], sample(rng, space, BASELINE, k))
+            best[i] = max(best[i], state.e_value)
+    return bool(family_alarms(best, alpha=ALPHA).alarmed.any())
+
+
+def _holm_year(rng: np.random.Generator, space: AnswerSpace, k: int) -> int:
+    """Ticks of a null year on which per-tick Holm across ``ARMS`` arms found a change."""
+    references = [sample(rng, space, BASELINE, k) for _ in range(ARMS)]
+    alarms = 0
+    for _ in range(YEAR):
+        p = [
+            permutation_test(
+                ref, sample(rng, space, BASELINE, k), omega=OMEGA, n_permutations=B, rng=rng
+            ).p_value
+            for ref in references
+        ]
+        alarms += bool(correct(p, method="holm", alpha=ALPHA).reject.any())
+    return alarms
+
+
+def _delay(rng: np.random.Generator, share: float, k: int, form: str) -> int | None:
+    """Ticks from the change to the alarm (negative: a false alarm before it; None: none by
+    ``HORIZON``)."""
+    space = answer_space(rng, d=D)
+    monitor = DriftMonitor(FORMS[form], form=form, rng=rng)
+    reference = sample(rng, space, BASELINE, k)
+    for tick in range(1, HORIZON + 1):
+        arm = changed(share) if tick >= CHANGE_AT else BASELINE
+        if monitor.update(reference, sample(rng, space, arm, k)).alarm:
+            return tick - CHANGE_AT
+    return None
+
+
+def tolerance_rates(rng: np.random.Generator, runs: int, k: int = 10) -> list[list[object]]:
+    """Alarm rates of ``DriftMonitor(tolerance=0.25)`` at a change of 0.25 and of 0.5."""
+    rows: list[list[object]] = []
+    for share in (0.25, 0.5):
+        for quiet in (0, CHANGE_AT - 1):
+            alarms = 0
+            for _ in range(runs):
+                space = answer_space(rng, d=D)
+                monitor = DriftMonitor(ALPHA, 0.25, rng=rng)
+                reference = sample(rng, space, BASELINE, k)
+                for tick in range(1, 301):
+                    arm = changed(share) if tick > quiet else BASELINE
+                    if monitor.update(reference, sample(rng, space, arm, k)).alarm:
+                        alarms += 1
+                        break
+            rows.append([0.25, share, k, quiet, runs, alarms / runs])
+    return rows
+
+
+def _per_tick_power(rng: np.random.Generator, share: float, k: int, runs: int) -> float:
+    hits = 0
+    for _ in range(runs):
+        space = answer_space(rng, d=D)
+        p = permutation_test(
+            sample(rng, space, BASELINE, k),
+            sample(rng, space, changed(share), k),
+            omega=OMEGA,
+            n_permutations=B,
+            rng=rng,
+        ).p_value
+        hits += p <= ALPHA / ARMS
+    return hits / runs
+
+
+def main(quick: bool = False) -> None:
+    audits, holm_audits, runs, power_runs = (10, 1, 20, 20) if quick else (40, 2, 60, 60)
+    start = time.perf_counter()
+    rng = np.random.default_rng(ROOT_SEED)
+    print(
+        f"monitor: {ARMS} arms x {YEAR} ticks per null audit, {audits} audits (monitor, "
+        f"k = 5), {holm_audits} (per-tick Holm, k = {HOLM_K}, B = {B}); {runs} runs per "
+        f"delay cell, change at tick {CHANGE_AT}; d = {D}"
+    )
+    clean = sum(not _null_year(rng, answer_space(rng, d=D), 5) for _ in range(audits))
+    holm = [_holm_year(rng, answer_space(rng, d=D), HOLM_K) for _ in range(holm_audits)]
+    print_table(
+        "null year",
+        ["design", "k", "audits", "audits with no false alarm", "false alarm ticks per audit"],
+        [
+            ["per-tick Holm", HOLM_K, holm_audits, sum(h == 0 for h in holm), np.mean(holm)],
+            ["monitor (e-Bonferroni)", 5, audits, clean, "-"],
+        ],
+    )
+    rows, mean_ticks = [], {}
+    for form in FORMS:
+        for size, share in SIZES.items():
+            for k in KS:
+                delays = [_delay(rng, share, k, form) for _ in range(runs)]
+                found = np.array([d for d in delays if d is not None and d >= 0], dtype=float)
+                before = sum(d is not None and d < 0 for d in delays)
+                missed = sum(d is None for d in delays)
+                if form == "test" and size == "moderate":
+                    waits = [d + 1 if d is not None and d >= 0 else 100 for d in delays]
+                    mean_ticks[k] = float(np.mean(waits))
+                rows.append(
+                    [
+                        form,
+                        size,
+                        k,
+                        np.median(found) if found.size else "-",
+                        np.percentile(found, 90) if found.size else "-",
+                        np.mean(found <= 10) * found.size / runs if found.size else 0.0,
+                        before,
+                        missed,
+                    ]
+                )
+    print_table(
+        "detection delay (ticks after the change)",
+        ["form", "change", "k", "median", "p90", "within 10", "before", "missed"],
+        rows,
+    )
+    print_table(
+        "tolerance 0.25: share of runs alarmed within 300 ticks",
+        ["tolerance", "change", "k", "quiet ticks", "runs", "alarmed"],
+        tolerance_rates(rng, runs),
+    )
+    cost = []
+    for k in (5, 10, 20, 40):
+        power = _per_tick_power(rng, SIZES["moderate"], k, power_runs)
+        monitor = f"{k * mean_ticks[k]:.0f}" if k in mean_ticks else "-"
+        cost.append([k, power, f"{k / power:.0f}" if power else "inf", monitor])
+    print_table(
+        "model calls per detection of the moderate change (one arm)",
+        ["k", "per-tick power at 0.05/50", "per-tick calls", "monitor calls"],
+        cost,
+    )
+    print(f"\nmonitor benchmark: {time.perf_counter() - start:.0f} s")

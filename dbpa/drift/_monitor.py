@@ -1,0 +1,305 @@
+"""The drift monitor over an audit's epochs: every arm replayed from its baseline epoch.
+
+Each arm of the audit (a *series*, named by its label ``role (family)``) is monitored by a
+``dbpa.stats.DriftMonitor`` against its baseline: the arm at the first epoch, or at the
+epoch of its latest reset (``Store.add_monitor_reset``; series ``*`` resets every arm). The
+monitor is replayed from the stored embeddings, the epochs in epoch order, so its state is
+a function of the record: a retried, resumed or re-run tick gives the same evidence and
+never counts twice, and a tick recorded late takes its place in time. The family of arms
+is held together by e-Bonferroni (``dbpa.stats.family_alarms``): each of the ``m`` arms
+alarms at ``m / alpha``, so the chance that any arm without a change ever alarms is at most
+the audit's alpha. The reference of a series is its baseline arm's first outputs as loaded
+at its first tick (the same array every tick: never counted again).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dbpa.config import parse_config
+from dbpa.stats import DriftMonitor, MonitorState
+
+from ._compare import VectorReader, load_vectors
+from ._epochs import EpochReader, epoch_order, read_epochs
+from ._plan import DriftError, plan_drift
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = [
+    "ALL_SERIES",
+    "EvidencePoint",
+    "MonitorHistory",
+    "MonitorHistoryReader",
+    "MonitorReader",
+    "MonitorReplay",
+    "MonitorTick",
+    "read_monitor",
+    "replay_monitor",
+]
+
+ALL_SERIES = "*"
+"""A reset's series that applies to every arm."""
+
+
+@runtime_checkable
+class MonitorReader(EpochReader, VectorReader, Protocol):
+    """Reads epochs, vectors and the monitor's resets (``storage.Store`` is one)."""
+
+    def monitor_resets(self, audit: str) -> pd.DataFrame:
+        """series, epoch and created_at of every reset of ``audit``, oldest first."""
+        ...
+
+
+@dataclass(frozen=True)
+class MonitorTick:
+    """One arm's monitor after one epoch."""
+
+    series: str
+    """The arm's label, ``role (family)``: the same at every epoch."""
+    baseline_epoch: str
+    epoch: str
+    arm_id: str
+    reference_arm: str
+    state: MonitorState
+
+    def row(self, replay: MonitorReplay) -> dict[str, Any]:
+        """The row ``Store.add_monitor_ticks`` stores."""
+        s = self.state
+        return {
+            "series": self.series,
+            "baseline_epoch": self.baseline_epoch,
+            "epoch": self.epoch,
+            "tick": s.ticks,
+            "arm_id": self.arm_id,
+            "reference_arm": self.reference_arm,
+            "form": replay.form,
+            "alpha": replay.arm_alpha,
+            "tolerance": replay.tolerance,
+            "e_value": s.e_value,
+            "log_e_value": s.log_e_value,
+            "threshold": s.threshold,
+            "alarm": s.alarm,
+            "alarm_tick": s.alarm_tick,
+            "pairs": s.pairs,
+            "stake": s.stake,
+        }
+
+    @property
+    def raised(self) -> bool:
+        """The alarm was raised at this tick."""
+        return self.state.alarm_tick == self.state.ticks
+
+
+@dataclass(frozen=True)
+class MonitorReplay:
+    """Every arm's monitor over the epochs of an audit."""
+
+    audit: str
+    alpha: float
+    """The family's level (the audit's alpha)."""
+    arms: int
+    """m, the arms monitored together; each alarms at ``m / alpha``."""
+    tolerance: float
+    form: str
+    ticks: tuple[MonitorTick, ...]
+    """By series, then epoch order."""
+    skipped: dict[str, str] = field(default_factory=dict)
+    """Series and epoch not monitored -> why."""
+
+    @property
+    def arm_alpha(self) -> float:
+        """Each arm's level under e-Bonferroni: ``alpha / m``."""
+        return self.alpha / self.arms
+
+    def latest(self) -> tuple[MonitorTick, ...]:
+        """Each series' last tick."""
+        last: dict[str, MonitorTick] = {}
+        for t in self.ticks:
+            last[t.series] = t
+        return tuple(last.values())
+
+    def history(self) -> MonitorHistory:
+        """The evidence of every tick, as the chart and the report show it."""
+        return MonitorHistory(
+            self.audit,
+            tuple(
+                EvidencePoint(
+                    t.series,
+                    t.baseline_epoch,
+                    t.epoch,
+                    t.state.ticks,
+                    t.state.log_e_value,
+                    t.state.threshold,
+                    t.state.alarm,
+                    t.raised,
+                )
+                for t in self.ticks
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class EvidencePoint:
+    """One arm's evidence at one tick since its baseline."""
+
+    series: str
+    baseline_epoch: str
+    epoch: str
+    tick: int
+    log_e_value: float
+    threshold: float
+    """The arm's alarm line (an e-value: ``m / alpha``)."""
+    alarm: bool
+    raised: bool
+    """The alarm was raised at this tick."""
+
+    @property
+    def e_value(self) -> float:
+        """The evidence as an e-value (overflow capped)."""
+        return math.exp(min(self.log_e_value, 700.0))
+
+
+@dataclass(frozen=True)
+class MonitorHistory:
+    """The monitor's evidence over the ticks: each arm since its current baseline."""
+
+    audit: str
+    points: tuple[EvidencePoint, ...]
+    """By series, then tick."""
+
+    @property
+    def epochs(self) -> tuple[str, ...]:
+        """The ticks shown, in epoch order."""
+        return epoch_order(list(dict.fromkeys(p.epoch for p in self.points)))
+
+    def latest(self) -> tuple[EvidencePoint, ...]:
+        """Each series' last point."""
+        last: dict[str, EvidencePoint] = {}
+        for p in self.points:
+            last[p.series] = p
+        return tuple(last.values())
+
+
+@runtime_checkable
+class MonitorHistoryReader(Protocol):
+    """Reads the stored monitor states (``storage.Store`` is one)."""
+
+    def monitor_ticks(self, audit: str) -> pd.DataFrame:
+        """Every stored monitor state of ``audit``, by series, baseline and tick."""
+        ...
+
+
+def read_monitor(store: MonitorHistoryReader, audit: str) -> MonitorHistory | None:
+    """The stored evidence of ``audit``'s arms since each one's latest baseline (the one
+    written last); None when the monitor has stored nothing."""
+    rows = store.monitor_ticks(audit)
+    if rows.empty:
+        return None
+    latest = rows.sort_values("created_at").groupby("series").baseline_epoch.last()
+    current = rows[rows.baseline_epoch.to_numpy() == latest.reindex(rows.series).to_numpy()]
+    points = tuple(
+        EvidencePoint(
+            str(r.series),
+            str(r.baseline_epoch),
+            str(r.epoch),
+            int(r.tick),
+            float(r.log_e_value),
+            float(r.threshold),
+            bool(r.alarm),
+            _tick_or_none(r.alarm_tick) == int(r.tick),
+        )
+        for r in current.sort_values(["series", "tick"]).itertuples()
+    )
+    return MonitorHistory(audit, points)
+
+
+def replay_monitor(
+    store: MonitorReader,
+    audit: str,
+    *,
+    epoch: str = "latest",
+    tolerance: float = 0.0,
+    form: str = "test",
+) -> MonitorReplay:
+    """Replay every arm's monitor of ``audit`` through ``epoch`` (module docstring)."""
+    epochs = read_epochs(store, audit)
+    if not epochs:
+        raise DriftError(f"audit: no completed run of {audit!r} is recorded")
+    names = [e.epoch for e in epochs]
+    if epoch != "latest" and epoch not in names:
+        raise DriftError(f"epoch: no completed run at epoch {epoch!r}")
+    upto = names.index(epoch) if epoch != "latest" else len(names) - 1
+    resets = _resets(store.monitor_resets(audit), names[: upto + 1])
+    config = parse_config(epochs[upto].config, source=f"run {epochs[upto].run_id}")
+    alpha = config.analysis.alpha
+    latest = plan_drift(audit, epochs[: upto + 1], against=("baseline",))
+    labels = [job.label for c in latest for job in c.jobs]
+    m = max(len(labels), 1)
+    replay_ticks: list[MonitorTick] = []
+    skipped: dict[str, str] = {}
+    everyone = resets.get(ALL_SERIES, 0)
+    baselines = {label: max(resets.get(label, 0), everyone) for label in labels}
+    for base in sorted(set(baselines.values())):
+        series = {label for label, b in baselines.items() if b == base}
+        monitors: dict[str, tuple[DriftMonitor, NDArray[np.float32]]] = {}
+        for position in range(base + 1, upto + 1):
+            (comparison,) = plan_drift(
+                audit,
+                epochs[: upto + 1],
+                epoch=names[position],
+                baseline=names[base],
+                against=("baseline",),
+            )
+            ready, missing = load_vectors(store, comparison)
+            for label, reason in missing.items():
+                if label in series:
+                    skipped[f"{label} @ {names[position]}"] = reason
+            for job, reference, current in ready:
+                if job.label not in series:
+                    continue
+                if job.label not in monitors:
+                    rng = _seed(audit, job.label, names[base])
+                    monitor = DriftMonitor(alpha / m, tolerance, form=form, rng=rng)
+                    monitors[job.label] = (monitor, reference)
+                monitor, fixed = monitors[job.label]
+                state = monitor.update(fixed, current)
+                replay_ticks.append(
+                    MonitorTick(
+                        job.label, names[base], names[position], job.arm, job.reference_arm, state
+                    )
+                )
+    replay_ticks.sort(key=lambda t: (t.series, t.baseline_epoch, t.state.ticks))
+    return MonitorReplay(audit, alpha, m, tolerance, form, tuple(replay_ticks), skipped)
+
+
+def _tick_or_none(value: Any) -> int | None:
+    """A stored tick, or None (NULL read back as None or NaN)."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _resets(frame: pd.DataFrame, names: Sequence[str]) -> dict[str, int]:
+    """series -> position of its latest reset epoch among ``names`` (resets at epochs not
+    recorded yet, or later than the replay, are not in force)."""
+    found: dict[str, int] = {}
+    for r in frame.itertuples():
+        if str(r.epoch) in names:
+            position = list(names).index(str(r.epoch))
+            found[str(r.series)] = max(found.get(str(r.series), 0), position)
+    return found
+
+
+def _seed(audit: str, series: str, baseline: str) -> np.random.Generator:
+    """The series' own generator: the same at every replay."""
+    digest = hashlib.sha256(f"{audit}\0{series}\0{baseline}".encode()).hexdigest()
+    return np.random.default_rng(int(digest[:16], 16))

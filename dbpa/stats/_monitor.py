@@ -1,0 +1,313 @@
+"""A drift monitor whose alarm is anytime-valid: testing by betting across ticks.
+
+A scheduled audit samples an arm again at every tick. ``DriftMonitor`` turns the ticks into
+one sequential two-sample test of the arm's answers against its baseline, by betting
+(Shekhar & Ramdas 2023, IEEE Trans. Inf. Theory 70; Podkopaev et al., ICML 2023): a bettor
+starts with wealth 1 and at every tick stakes a fraction of it on pairs ``(x, y)``, ``x`` an
+output of the tick and ``y`` an output of the baseline, gaining ``lambda * g`` per unit with
+the payoff ``g = (f(x) - f(y)) / 2 - tolerance``. The witness ``f`` (values in [-1, 1]) and
+the stake ``lambda`` are chosen from earlier ticks only, and ``y`` is a baseline output that
+nothing so far has looked at. With no change, ``x`` and ``y`` are two fresh draws of the
+same distribution, the payoff has mean 0 whatever ``f`` is, and the wealth is a
+nonnegative martingale: by Ville's inequality it ever reaches ``1 / alpha`` with
+probability at most ``alpha``, over any number of ticks. That is the alarm.
+
+**The baseline grows with the quiet ticks.** The baseline outputs ``y`` come from a queue of
+fresh outputs: first the reference (every output of a reference not seen before), then a
+share ``reserve`` of each tick's outputs, which are put aside unseen (FIFO); the tick's other
+outputs are bet on now, each against one queued output. The queue grows by about
+``k * reserve`` outputs per tick, so after a quiet period a change is bet against outputs
+from before it, and every output bet on (tick and baseline) joins the data the witness is
+learnt from. An output is either bet on or put aside, never both, so no output counts twice.
+
+**The witness** is linear: the direction from the baseline outputs seen so far to the tick
+outputs of the last ``window`` ticks, centred between them and scaled by their spread,
+clipped to [-1, 1] (any bounded function chosen from the past keeps the martingale). Where
+the outputs seen so far do not vary (answers that repeat exactly) it is 0: no bet, no
+division by zero. **The stake** is aGRAPA (Waudby-Smith & Ramdas 2024, JRSS-B 86) on the
+payoffs of the last ``STAKE_WINDOW`` pairs, their mean lowered by ``STAKE_CAUTION`` standard
+errors, so that it is mostly 0 while nothing changes and grows within a few ticks of a
+change, capped at ``0.8 / (1 + tolerance)``.
+
+**Limits.** A tick of k outputs bets about ``0.4 k`` of them, each against one baseline
+output: about a quarter of what the same outputs would give against a known baseline. A
+change already present at the first tick is bet against the reference's outputs only (a few
+ticks of pairs); after them, ticks are bet against changed outputs (``benchmarks/README.md``,
+``monitor``, has the delays).
+
+**Tolerance** (Richter et al., ICLR 2025): for any ``|f| <= 1``, ``E f(x) - E f(y) <= 2
+TV``, so with ``g = (f(x) - f(y)) / 2 - tolerance`` the wealth stays a supermartingale while
+the total-variation distance between the tick's and the baseline's answer distributions is
+at most ``tolerance`` (the share of answers that changed, for answers that move to new
+places): the monitor alarms only for larger changes. With several ticks after a change the
+bound needs every two tick distributions within ``tolerance`` of each other, as with one
+change (the queue may pair two ticks after it).
+
+**Two forms.** ``form="test"`` (default) alarms when the wealth reaches ``1 / alpha``:
+``P(ever alarm | no change) <= alpha``. ``form="detect"`` is the Shiryaev-Roberts e-detector
+of Shin, Ramdas & Rinaldo (2023) on the same bets, a new bettor starting at every tick,
+``M_t = (M_{t-1} + 1) * e_t``: it forgets the quiet ticks' losses, and its average run length
+to a false alarm is at least ``1 / alpha`` ticks (``M_t - t`` is a martingale with no change),
+so pick alpha as one over the run length wanted (1 / 3650 for ten years of daily ticks).
+Either alarm stays raised until ``reset``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from ._validation import RngLike, as_embeddings, as_positive_int, as_probability, as_rng, choose
+
+__all__ = ["FORMS", "DriftMonitor", "MonitorState"]
+
+Matrix = NDArray[np.float64]
+Vector = NDArray[np.float64]
+
+FORMS = ("test", "detect")
+"""``test``: Ville's alarm, ever false with probability <= alpha; ``detect``: the
+Shiryaev-Roberts e-detector, average run length to a false alarm >= 1 / alpha ticks."""
+STAKE_WINDOW = 20
+"""Pairs whose payoffs set the next stake (aGRAPA)."""
+STAKE_MIN_PAIRS = 2
+STAKE_CAUTION = 0.5
+"""Standard errors the recent mean payoff is lowered by before it sets the stake: while
+nothing changes the recent mean is noise and the stake mostly 0."""
+MAX_STAKE = 0.8
+"""The largest stake with no tolerance (payoffs in [-1, 1]; the wealth keeps at least a
+fifth of itself on the worst pair)."""
+"""No stake until this many pairs have been paid."""
+BASELINE_MEMORY = 400
+"""Most recent baseline outputs the witness is learnt from."""
+SPREAD_FLOOR = 1e-12
+"""Relative spread below which outputs count as not varying (the witness is 0)."""
+
+
+@dataclass(frozen=True)
+class MonitorState:
+    """The monitor after a tick: its evidence, whether it alarmed, and what it bet on."""
+
+    ticks: int
+    """Ticks seen since the start or the last reset."""
+    e_value: float
+    """The evidence: the bettor's wealth (``form="test"``) or the Shiryaev-Roberts
+    statistic (``form="detect"``). The alarm line is ``threshold``."""
+    log_e_value: float
+    """Natural log of ``e_value`` (for the evidence chart; finite where ``e_value``
+    underflows)."""
+    threshold: float
+    """``1 / alpha``: the alarm is raised when ``e_value`` first reaches it."""
+    alarm: bool
+    """Raised at some tick so far (it stays raised until ``reset``)."""
+    alarm_tick: int | None
+    """The tick (1-based, since the start or last reset) at which the alarm was raised."""
+    pairs: int
+    """Pairs (tick output, baseline output) bet on at this tick."""
+    stake: float
+    """The fraction of wealth staked per pair at this tick."""
+    payoff: float
+    """Mean payoff of this tick's pairs (0 without pairs); positive: the tick's outputs
+    lie further along the witness than the baseline's."""
+    baseline_left: int
+    """Fresh baseline outputs queued for later ticks."""
+
+
+@dataclass
+class _Book:
+    """The monitor's mutable record (private; ``MonitorState`` is what callers see)."""
+
+    queue: deque[Vector]
+    recent_ticks: deque[Matrix]
+    payoffs: deque[float]
+    seen_baseline: Matrix | None = None
+    """The last ``BASELINE_MEMORY`` baseline outputs bet on."""
+    reference: Matrix | None = None
+    span: float = 1.0
+    """The largest absolute coordinate seen (at least 1): the scale of "does not vary"."""
+    ticks: int = 0
+    log_wealth: float = 0.0
+    log_detector: float = -math.inf
+    alarm_tick: int | None = None
+
+
+class DriftMonitor:
+    """Anytime-valid drift monitor of one arm against its baseline (module docstring).
+
+    ``alpha`` in (0, 1): the alarm line is ``1 / alpha``. ``tolerance`` in [0, 1): total-
+    variation distance below which a change is not alarmed. ``form``: ``"test"`` or
+    ``"detect"`` (``FORMS``). ``reserve`` in (0, 1): share of each tick's outputs put aside
+    as fresh baseline for later ticks. ``window``: ticks whose outputs the witness is learnt
+    from. ``rng``: seed or Generator (which outputs are bet on and which put aside).
+    """
+
+    def __init__(
+        self,
+        alpha: float = 0.05,
+        tolerance: float = 0.0,
+        *,
+        form: str = "test",
+        reserve: float = 0.2,
+        window: int = 5,
+        rng: RngLike = None,
+    ) -> None:
+        self.alpha, self.tolerance = _monitor_iv(alpha, tolerance, reserve)
+        self.form = choose(form, "form", FORMS)
+        self.reserve = float(reserve)
+        self.window = as_positive_int(window, "window")
+        self._rng = as_rng(rng)
+        self._book = _new_book(self.window)
+
+    @property
+    def max_stake(self) -> float:
+        """The largest stake: the wealth stays positive for every payoff in its range."""
+        return MAX_STAKE / (1.0 + self.tolerance)
+
+    def reset(self) -> None:
+        """Start again: a new baseline (the next ``update``'s reference), no evidence, no
+        alarm (after an intended change)."""
+        self._book = _new_book(self.window)
+
+    def update(self, reference: ArrayLike, tick: ArrayLike) -> MonitorState:
+        """Bet on one tick: ``reference`` (k_r, d) outputs of the baseline (the same array
+        every tick, or a fresh sample of the baseline, whose outputs join the queue), and
+        ``tick`` (k, d) this tick's outputs of the arm, k_r, k >= 2."""
+        ref, current = _update_iv(reference, tick, self._book.reference)
+        book = self._book
+        book.span = max(book.span, float(np.abs(ref).max()), float(np.abs(current).max()))
+        if book.reference is None or not np.array_equal(ref, book.reference):
+            book.reference = ref
+            for row in ref[self._rng.permutation(len(ref))][::-1]:
+                book.queue.appendleft(row)  # fresh baseline is used first
+        current = current[self._rng.permutation(len(current))]
+        n_pairs = min(_pairs_per_tick(len(current), self.reserve), len(book.queue))
+        x = current[:n_pairs]
+        y = np.array([book.queue.popleft() for _ in range(n_pairs)]).reshape(n_pairs, ref.shape[1])
+        book.queue.extend(current[n_pairs:])
+        stake = self._stake()
+        payoffs = np.zeros(0)
+        if n_pairs:
+            witness = _witness(book)
+            payoffs = (witness(x) - witness(y)) / 2.0 - self.tolerance
+        log_e = float(np.log1p(stake * payoffs).sum())
+        book.ticks += 1
+        book.log_wealth += log_e
+        book.log_detector = log_e + float(np.logaddexp(book.log_detector, 0.0))
+        book.payoffs.extend(payoffs.tolist())
+        seen = y if book.seen_baseline is None else np.concatenate([book.seen_baseline, y])
+        book.seen_baseline = seen[-BASELINE_MEMORY:]
+        book.recent_ticks.append(x)
+        evidence = book.log_wealth if self.form == "test" else book.log_detector
+        if book.alarm_tick is None and evidence >= -math.log(self.alpha):
+            book.alarm_tick = book.ticks
+        return MonitorState(
+            ticks=book.ticks,
+            e_value=math.exp(min(evidence, 700.0)),
+            log_e_value=evidence,
+            threshold=1.0 / self.alpha,
+            alarm=book.alarm_tick is not None,
+            alarm_tick=book.alarm_tick,
+            pairs=n_pairs,
+            stake=stake,
+            payoff=float(payoffs.mean()) if n_pairs else 0.0,
+            baseline_left=len(book.queue),
+        )
+
+    def _stake(self) -> float:
+        """aGRAPA on the last ``STAKE_WINDOW`` payoffs, with the mean lowered by
+        ``STAKE_CAUTION`` standard errors: ``(mean - c se) / (mean of squares)``, in
+        [0, max_stake]; 0 before ``STAKE_MIN_PAIRS`` pairs."""
+        past = self._book.payoffs
+        n = len(past)
+        if n < STAKE_MIN_PAIRS:
+            return 0.0
+        mean = sum(past) / n
+        second = sum(g * g for g in past) / n
+        error = math.sqrt(max(second - mean * mean, 0.0) / n)
+        edge = mean - STAKE_CAUTION * error
+        if edge <= 0.0 or second <= 0.0:
+            return 0.0
+        return min(edge / second, self.max_stake)
+
+
+def _pairs_per_tick(k: int, reserve: float) -> int:
+    """Outputs of a tick of ``k`` bet on now (each against one queued output): at least
+    one, and ``k * reserve`` more are put aside than are taken from the queue."""
+    return max(1, int(k * (1.0 - reserve) / 2.0))
+
+
+def _new_book(window: int) -> _Book:
+    return _Book(
+        queue=deque(),
+        recent_ticks=deque(maxlen=window),
+        payoffs=deque(maxlen=STAKE_WINDOW),
+    )
+
+
+def _witness(book: _Book) -> Any:
+    """The clipped linear witness learnt from the outputs bet on before this tick: from
+    the baseline outputs seen towards the recent tick outputs; 0 where they do not vary or
+    nothing was seen yet."""
+    if book.seen_baseline is None or not book.recent_ticks:
+        return _zero
+    base = book.seen_baseline
+    ticks = np.concatenate(book.recent_ticks)
+    base_mean, ticks_mean = base.mean(axis=0), ticks.mean(axis=0)
+    direction = ticks_mean - base_mean
+    size = math.sqrt(float(direction @ direction))
+    floor = SPREAD_FLOOR * book.span
+    if size <= floor:
+        return _zero
+    direction /= size
+    on_base = (base - base_mean) @ direction
+    on_ticks = (ticks - ticks_mean) @ direction
+    spread = math.sqrt(
+        (float(on_base @ on_base) + float(on_ticks @ on_ticks)) / (len(base) + len(ticks))
+    )
+    scale = max(2.0 * spread, size / 2.0)
+    if scale <= floor:
+        return _zero
+    centre = float((base_mean + ticks_mean) @ direction) / 2.0
+
+    def witness(z: Matrix) -> Vector:
+        values: Vector = np.minimum(1.0, np.maximum(-1.0, (z @ direction - centre) / scale))
+        return values
+
+    return witness
+
+
+def _zero(z: Matrix) -> Vector:
+    return np.zeros(len(z))
+
+
+def _monitor_iv(alpha: Any, tolerance: Any, reserve: Any) -> tuple[float, float]:
+    level = as_probability(alpha, "alpha")
+    try:
+        tol = float(tolerance)
+    except (TypeError, ValueError):
+        raise ValueError(f"tolerance: must be a number in [0, 1), got {tolerance!r}") from None
+    if not 0.0 <= tol < 1.0:
+        raise ValueError(f"tolerance: a total-variation distance in [0, 1), got {tolerance!r}")
+    as_probability(reserve, "reserve")
+    return level, tol
+
+
+def _update_iv(
+    reference: ArrayLike, tick: ArrayLike, previous: Matrix | None
+) -> tuple[Matrix, Matrix]:
+    ref = as_embeddings(reference, "reference")
+    current = as_embeddings(tick, "tick")
+    if current.shape[1] != ref.shape[1]:
+        raise ValueError(
+            f"tick: embeddings of dimension {current.shape[1]}, the reference's are {ref.shape[1]}"
+        )
+    if previous is not None and ref.shape[1] != previous.shape[1]:
+        raise ValueError(
+            f"reference: embeddings of dimension {ref.shape[1]}, the monitor's are "
+            f"{previous.shape[1]} (reset the monitor for a new embedder)"
+        )
+    return ref, current
