@@ -45,6 +45,14 @@ _LOOK_JOIN = {
     0: "",
 }
 """The look at which a test stopped (at most one per test: a stopped test has no later look)."""
+_SET_COLUMNS = {
+    True: "t.n_prompts, (SELECT count(*) FROM prompt_decisions pd WHERE pd.run_id = rt.run_id "
+    "AND pd.family = rt.family AND pd.perturbation_id = rt.perturbation_id AND pd.moved) "
+    "AS prompts_moved",
+    False: "NULL AS n_prompts, NULL AS prompts_moved",
+}
+"""A pooled test over a set of prompts: how many, and how many the drill-down called moved
+(migration 9); NULL for a test of one prompt (``prompts_moved`` 0)."""
 _P_VALUE = {
     True: "CASE WHEN c.stop_reason IS NULL OR NOT c.tested THEN t.p_value ELSE c.p_value END "
     "AS p_value",
@@ -63,6 +71,7 @@ def results_sql(schema_version: int) -> str:
         .replace("{look_join}", _LOOK_JOIN[_at_least(schema_version, _LOOK_JOIN)])
         .replace("{p_value}", _P_VALUE[schema_version >= 5])
         .replace("{multiple}", _MULTIPLE_COLUMN[schema_version >= 6])
+        .replace("{sets}", _SET_COLUMNS[schema_version >= 9])
     )
 
 
@@ -78,6 +87,7 @@ RESULTS_SQL = """
            COALESCE(c.tested, t.test_id IS NOT NULL) AS tested,
            t.k_a, t.k_b, t.n_permutations, t.evaluated, t.exact, {driver},
            rt.original_arm, rt.perturbed_arm, rt.test_id, {interval}, {multiple}, {stops},
+           {sets},
            EXISTS (SELECT 1 FROM arm_failures f WHERE f.run_id = rt.run_id
                    AND f.arm_id IN (rt.original_arm, rt.perturbed_arm)) AS arm_failed
     FROM run_tests rt

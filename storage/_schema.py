@@ -247,5 +247,43 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             "ALTER TABLE effect_intervals ADD COLUMN guard_p DOUBLE[]",
         ],
     ),
+    (
+        9,
+        "prompt sets: a pooled test's prompts with their p-values from its permutations; "
+        "each run's drill-down to the prompts that moved",
+        [
+            "ALTER TABLE tests ADD COLUMN combination VARCHAR",
+            "ALTER TABLE tests ADD COLUMN n_prompts INTEGER",
+            """
+            CREATE TABLE set_prompts (
+                set_test_id VARCHAR NOT NULL,
+                position INTEGER NOT NULL,
+                prompt_id VARCHAR NOT NULL,
+                test_id VARCHAR NOT NULL,
+                p_value DOUBLE NOT NULL,
+                statistic DOUBLE NOT NULL,
+                effect DOUBLE NOT NULL,
+                z DOUBLE,
+                degenerate BOOLEAN NOT NULL,
+                PRIMARY KEY (set_test_id, position)
+            )
+            """,
+            """
+            CREATE TABLE prompt_decisions (
+                run_id VARCHAR NOT NULL,
+                family VARCHAR NOT NULL,
+                perturbation_id VARCHAR NOT NULL,
+                prompt_id VARCHAR NOT NULL,
+                set_test_id VARCHAR NOT NULL,
+                position INTEGER NOT NULL,
+                within VARCHAR NOT NULL,
+                level DOUBLE NOT NULL,
+                adjusted_p DOUBLE,
+                moved BOOLEAN NOT NULL,
+                PRIMARY KEY (run_id, family, perturbation_id, prompt_id)
+            )
+            """,
+        ],
+    ),
 ]
 """(version, description, statements) in the order they are applied."""

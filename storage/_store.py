@@ -15,15 +15,17 @@ from ._export import ExportRecord
 from ._runs import RunRecord
 from ._samples import SampleRecord
 from ._serve import RecordServer
+from ._sets import SetRecord
 from ._tests import PermutationRecord
 
 
-class Store(SampleRecord, PermutationRecord, RunRecord, DriftRecord, ExportRecord):
+class Store(SampleRecord, PermutationRecord, RunRecord, SetRecord, DriftRecord, ExportRecord):
     """An open audit database; use as a context manager or call ``close()``.
 
     The sample record (arms, samples, embeddings), the permutation tests with their effect
     intervals, the run record (runs, families, arm failures, corrections, sequential looks,
-    results, usage), drift and export, over the one connection of ``StoreCore``.
+    results, usage), the prompt sets' pooled tests and drill-downs, drift and export, over
+    the one connection of ``StoreCore``.
     """
 
     def __init__(
