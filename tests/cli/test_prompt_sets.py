@@ -1,0 +1,65 @@
+"""``dbpa results`` and ``export`` of an audit over a set of prompts: one line per
+perturbation with how many prompts moved; json rows carry each prompt's ``prompt_id``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from dbpa.config import parse_config
+from flows.audit import audit
+from tests.cli.conftest import invoke, text
+from tests.pipeline.conftest import make_config, one_answer_provider  # noqa: F401 (fixture)
+from tests.pipeline.test_prompt_sets import PERSONAS, PROMPTS
+from tests.support.scripted_server import ScriptedServer
+
+
+@pytest.fixture
+def set_run(one_answer_provider: ScriptedServer, tmp_path: Path, prefect_harness) -> Path:  # noqa: F811
+    raw = make_config(one_answer_provider, n_permutations=999, prompts=PROMPTS)
+    raw["perturbations"] = [PERSONAS]
+    del raw["prompt"]
+    db = tmp_path / "s.duckdb"
+    audit(config=parse_config(raw), db=str(db))
+    return db
+
+
+@pytest.mark.usefixtures("wide_console")
+def test_results_say_how_many_prompts_each_perturbation_moved(set_run: Path, tmp_path: Path):
+    result = invoke("results", "latest", "--db", str(set_run))
+    assert result.exit_code == 0, result.output
+    lines = {line.split()[0]: line for line in result.output.splitlines() if "persona-" in line}
+    assert "5/5" in lines["persona-comedian"]
+    assert "changed" in lines["persona-comedian"]
+    assert "0/5" in lines["persona-doctor"]
+    assert "prompts moved" in text(result)
+
+    result = invoke("results", "latest", "--db", str(set_run), "--format", "json")
+    rows = json.loads(result.output)
+    assert [r["perturbation_id"] for r in rows] == ["persona-doctor", "persona-comedian"]
+    comedian = rows[1]
+    assert comedian["n_prompts"] == 5
+    assert comedian["prompts_moved"] == 5
+    assert [p["prompt_id"] for p in comedian["prompts"]] == ["flu", "cough", "p3", "p4", "p5"]
+    assert all(p["moved"] for p in comedian["prompts"])
+    assert not any(p["moved"] for p in rows[0]["prompts"])
+
+    result = invoke(
+        "export",
+        "--db",
+        str(set_run),
+        "--table",
+        "prompt_results",
+        "--format",
+        "csv",
+        "--out",
+        str(tmp_path / "x"),
+    )
+    assert result.exit_code == 0, result.output
+    exported = pd.read_csv(tmp_path / "x" / "prompt_results.csv")
+    assert len(exported) == 10
+    assert set(exported.prompt_id) == {"flu", "cough", "p3", "p4", "p5"}
+    assert exported.moved.sum() == 5
