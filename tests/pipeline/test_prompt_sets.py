@@ -3,6 +3,9 @@ perturbation, the drill-down to the prompts that moved, resumable with no call a
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -66,6 +69,37 @@ def test_a_prompt_set_is_one_pooled_test_per_perturbation_with_its_drilldown(
     assert not doctor.moved.any()
     assert doctor.adjusted_p.isna().all()  # not selected: its prompts are not tested
     assert comedian.effect_estimate.notna().all()  # each prompt's own interval
+    _check_reports(outcome.reports)
+
+
+def _check_reports(reports: dict[str, str]) -> None:
+    """The heatmap (10 cells, the comedian's 5 framed as moved) and the movers, in HTML,
+    Markdown and JSON; the HTML under the report's strict CSP."""
+    html = Path(reports["html"]).read_text()
+    assert "Content-Security-Policy" in html
+    assert "default-src &#39;none&#39;" in html
+    heatmap = html[
+        html.index('<table class="heatmap">') : html.index(
+            "</table>", html.index('<table class="heatmap">')
+        )
+    ]
+    assert heatmap.count('class="num heat') == 10
+    assert heatmap.count(' moved"') == 5
+    assert heatmap.count('data-moved="1"') == 5
+    assert 'id="prompt-filter"' in html
+    assert "persona-comedian (openai/scripted): 5 of 5 prompts moved" in html
+    assert "Knock knock" in html  # an answer that moved, under the prompt that moved
+    md = Path(reports["md"]).read_text()
+    assert "## Prompts x perturbations" in md
+    assert "| `flu` |" in md
+    assert md.count("*") >= 5
+    data = json.loads(Path(reports["json"]).read_text())["prompt_set"]
+    assert [p["prompt_id"] for p in data["prompts"]] == ["flu", "cough", "p3", "p4", "p5"]
+    by_id = {p["perturbation_id"]: p for p in data["perturbations"]}
+    assert by_id["persona-comedian"]["prompts_moved"] == 5
+    assert by_id["persona-doctor"]["prompts_moved"] == 0
+    assert all(c["moved"] for c in by_id["persona-comedian"]["cells"])
+    assert by_id["persona-comedian"]["movers"][0]["after"][0]["text"] == "Knock knock, it's flu."
 
 
 def test_a_rerun_of_a_prompt_set_asks_nothing_and_decides_the_same(
