@@ -125,3 +125,25 @@ def test_every_arm_is_named_by_its_prompt(provider: ScriptedServer):
     labels = set(arm_labels(plan_audit(_config(provider))).values())
     assert "original on flu (openai/scripted)" in labels
     assert "persona-comedian on p5 (openai/scripted)" in labels
+
+
+def test_a_margin_decides_each_perturbation_over_the_set(provider: ScriptedServer, tmp_path):
+    """The doctor answers as the original on every prompt (the same answer shares), the
+    comedian never does: with a margin far above the noise, equivalent and changed."""
+    raw = make_config(
+        provider,
+        n_permutations=999,
+        prompts=PROMPTS,
+        perturbations=[PERSONAS],
+        equivalence={"margin": 0.5},
+        k=12,
+    )
+    del raw["prompt"]
+    db = tmp_path / "e.duckdb"
+    outcome = audit(config=parse_config(raw), db=str(db))
+    with Store(db, read_only=True) as store:
+        results = store.results(outcome.run_id).set_index("perturbation_id")
+    assert results.loc["persona-comedian", "decision"] == "changed"
+    assert results.loc["persona-doctor", "decision"] == "equivalent"
+    assert (results.margin == 0.5).all()
+    assert results.loc["persona-doctor", "equivalence_p"] <= 0.05
