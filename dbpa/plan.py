@@ -50,6 +50,18 @@ class PlannedTest:
             "test_id": self.test_id,
         }
 
+    def prompt_row(self, prompt_position: int) -> dict[str, Any]:
+        """The row of a per-prompt test of a set stored for a run (``run_prompt_tests``)."""
+        return {
+            "family": self.family,
+            "perturbation_id": self.perturbation.id,
+            "prompt_id": self.prompt_id,
+            "prompt_position": prompt_position,
+            "original_arm": self.original.arm_id,
+            "perturbed_arm": self.perturbed.arm_id,
+            "test_id": self.test_id,
+        }
+
 
 @dataclass(frozen=True)
 class AuditPlan:

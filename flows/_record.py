@@ -75,6 +75,8 @@ def start_run(
     )
     store.add_arms(plan.arms)
     store.add_family(run_id, [t.row() for t in plan.tests])
+    rows = [t.prompt_row(i) for tests in plan.set_members.values() for i, t in enumerate(tests)]
+    store.add_prompt_tests(run_id, rows)
 
 
 def correct_families(

@@ -109,7 +109,7 @@ RUNS_SQL = """
         FROM runs WHERE status = 'running'),
     run_arms AS (
         SELECT DISTINCT rt.run_id, arm.arm_id, r.k
-        FROM running r JOIN run_tests rt USING (run_id),
+        FROM running r JOIN {family_tests} rt USING (run_id),
         LATERAL (VALUES (rt.original_arm), (rt.perturbed_arm)) AS arm(arm_id)),
     sampled AS (
         SELECT a.run_id, count(DISTINCT a.arm_id) * any_value(a.k) AS outputs_planned,
@@ -118,7 +118,7 @@ RUNS_SQL = """
         GROUP BY a.run_id),
     tested AS (
         SELECT rt.run_id, count(*) AS tests_planned, count(t.test_id) AS tests_stored
-        FROM running r JOIN run_tests rt USING (run_id)
+        FROM running r JOIN {all_tests} rt USING (run_id)
         LEFT JOIN tests t ON t.test_id = rt.test_id GROUP BY rt.run_id)
     SELECT r.run_id, r.audit, r.status, r.epoch, r.started_at, r.finished_at, r.message,
            r.report_path, s.outputs_stored, s.outputs_planned, t.tests_stored, t.tests_planned,
@@ -127,4 +127,17 @@ RUNS_SQL = """
     LEFT JOIN running g USING (run_id)
     ORDER BY r.started_at DESC
 """
-"""Every run, with the progress of the running ones."""
+"""Every run, with the progress of the running ones (``{family_tests}``, ``{all_tests}``:
+see ``runs_sql``)."""
+
+
+def runs_sql(schema_version: int) -> str:
+    """The runs query for a record at ``schema_version``: from migration 9 a run over a set
+    of prompts counts every prompt's arms and tests, the pooled tests too."""
+    if schema_version < 9:
+        return RUNS_SQL.replace("{family_tests}", "run_tests").replace("{all_tests}", "run_tests")
+    members = (
+        "(SELECT run_id, original_arm, perturbed_arm, test_id FROM run_tests UNION ALL "
+        "SELECT run_id, original_arm, perturbed_arm, test_id FROM run_prompt_tests)"
+    )
+    return RUNS_SQL.replace("{family_tests}", members).replace("{all_tests}", members)

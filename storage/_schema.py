@@ -249,9 +249,22 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
     ),
     (
         9,
-        "prompt sets: a pooled test's prompts with their p-values from its permutations; "
-        "each run's drill-down to the prompts that moved",
+        "prompt sets: each run's per-prompt tests, a pooled test's prompts with their "
+        "p-values from its permutations, each run's drill-down to the prompts that moved",
         [
+            """
+            CREATE TABLE run_prompt_tests (
+                run_id VARCHAR NOT NULL,
+                family VARCHAR NOT NULL,
+                perturbation_id VARCHAR NOT NULL,
+                prompt_id VARCHAR NOT NULL,
+                prompt_position INTEGER NOT NULL,
+                original_arm VARCHAR NOT NULL,
+                perturbed_arm VARCHAR NOT NULL,
+                test_id VARCHAR NOT NULL,
+                PRIMARY KEY (run_id, family, perturbation_id, prompt_id)
+            )
+            """,
             "ALTER TABLE tests ADD COLUMN combination VARCHAR",
             "ALTER TABLE tests ADD COLUMN n_prompts INTEGER",
             """

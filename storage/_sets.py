@@ -18,11 +18,30 @@ from dbpa.set_analysis import SetTestRecord
 
 from ._core import StoreCore
 
+_MEMBER_KEYS = (
+    "family",
+    "perturbation_id",
+    "prompt_id",
+    "prompt_position",
+    "original_arm",
+    "perturbed_arm",
+    "test_id",
+)
 _DECISION_KEYS = ("prompt_id", "set_test_id", "position", "within", "level", "adjusted_p", "moved")
 
 
 class SetRecord(StoreCore):
     """Pooled tests' prompts and runs' drill-downs."""
+
+    def add_prompt_tests(self, run_id: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        """A run's per-prompt tests (keys: family, perturbation_id, prompt_id,
+        prompt_position, original_arm, perturbed_arm, test_id): its arms, for its progress."""
+        values = [{"run_id": run_id, **{key: row[key] for key in _MEMBER_KEYS}} for row in rows]
+        if values:
+            with self._transaction() as con:
+                self._insert(
+                    con, "run_prompt_tests", pa.Table.from_pylist(values), "ON CONFLICT DO NOTHING"
+                )
 
     def add_set_tests(self, records: Sequence[SetTestRecord]) -> None:
         """Store pooled tests (idempotent): their prompts first, so a stored test always has

@@ -147,3 +147,17 @@ def test_a_margin_decides_each_perturbation_over_the_set(provider: ScriptedServe
     assert results.loc["persona-doctor", "decision"] == "equivalent"
     assert (results.margin == 0.5).all()
     assert results.loc["persona-doctor", "equivalence_p"] <= 0.05
+
+
+def test_a_running_set_counts_every_prompts_arms_and_tests(provider: ScriptedServer, tmp_path):
+    """A run's progress (``dbpa runs``) counts the arms and tests of every prompt."""
+    from flows import _record as record
+
+    config = _config(provider)
+    plan = plan_audit(config)
+    with Store(tmp_path / "p.duckdb") as store:
+        record.start_run(store, plan, config, "r1", None, lambda _: None)
+        run = store.runs().set_index("run_id").loc["r1"]
+    assert run.outputs_planned == 15 * 8  # 5 prompts x 3 arms
+    assert run.tests_planned == 2 + 10  # pooled + per prompt
+    assert run.outputs_stored == 0
