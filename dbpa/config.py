@@ -38,7 +38,15 @@ from dbpa.perturbations import (
     expand,
     ungenerated,
 )
-from dbpa.prompts import PromptDataset, PromptItem, SetFamily, expand_set, ids_filled, read_dataset
+from dbpa.prompts import (
+    PromptDataset,
+    PromptItem,
+    SetFamily,
+    drilldown_notes,
+    expand_set,
+    ids_filled,
+    read_dataset,
+)
 from dbpa.specs import EmbedderSpec, Message, ModelSpec, Spec, content_hash
 
 ANALYSIS_KEYS = tuple(AnalysisSpec.model_fields)
@@ -268,7 +276,13 @@ class AuditConfig(Spec):
         """B and k against each model's family (the config is refused when nothing could
         ever be rejected); its ``notes`` say what they allow only in part."""
         sequential = self.sequential is not None
-        return family_budget(self.analysis, len(self._labels()), self.k, sequential=sequential)
+        m = len(self._labels())
+        budget = family_budget(self.analysis, m, self.k, sequential=sequential)
+        if self.prompts is None or budget.error is not None:
+            return budget
+        return FamilyBudget(
+            None, (*budget.notes, *drilldown_notes(self.analysis, m, len(self.prompts)))
+        )
 
     @cached_property
     def family(self) -> list[Perturbation]:

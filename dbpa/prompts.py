@@ -11,6 +11,7 @@ the prompts it audited. Every perturbation is expanded for every prompt
 
 from __future__ import annotations
 
+import math
 import re
 import string
 from collections.abc import Mapping, Sequence
@@ -20,6 +21,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
+from dbpa.analysis import AnalysisSpec
 from dbpa.perturbations import Perturbation, PerturbationSpec, expand
 from dbpa.perturbations._model import Identifier
 from dbpa.specs import Message, Spec
@@ -177,6 +179,21 @@ def _text(value: Any) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)
+
+
+def drilldown_notes(analysis: AnalysisSpec, m: int, prompts: int) -> tuple[str, ...]:
+    """What B allows the drill-down over ``prompts`` prompts: a prompt's p-value from the
+    pooled test is at least 1/(B+1), and Holm over a perturbation's prompts, at R alpha / m,
+    calls a lone prompt moved at alpha / (m P) when one perturbation of ``m`` is selected."""
+    threshold = analysis.alpha / (m * prompts)
+    needed = math.ceil(1.0 / threshold - 1.0 - 1e-9)
+    if prompts < 2 or analysis.n_permutations >= needed:
+        return ()
+    return (
+        f"n_permutations: the drill-down tests each of {prompts} prompts at alpha R/(m P); at "
+        f"B={analysis.n_permutations} a prompt's p-value 1/(B+1) calls a lone prompt moved "
+        f"only when more perturbations change (one of {m} alone needs B >= {needed})",
+    )
 
 
 @dataclass(frozen=True)

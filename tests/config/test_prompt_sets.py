@@ -291,3 +291,16 @@ def test_dbpa_plan_refuses_a_prompt_set_naming_why(tmp_path: Path):
     )
     assert result.exit_code == 2, result.output
     assert "a set of prompts is not planned yet" in flat(result)
+
+
+def test_a_b_too_small_for_the_drilldown_is_a_note_naming_the_b_needed():
+    """3 perturbations x 20 prompts at alpha 0.05: a lone prompt of a lone perturbation is
+    called moved at 0.05 / 60, which needs B >= 1199."""
+    raw = {**SET_BASE, "prompts": [f"Question {i}?" for i in range(20)], "correction": "holm"}
+    raw["perturbations"] = SET_BASE["perturbations"][1:] + [
+        {"kind": "system_prompt", "variants": ["Be exact."]}
+    ]
+    few = parse_config({**raw, "n_permutations": 1198})
+    assert any("one of 3 alone needs B >= 1199" in note for note in few.budget.notes)
+    enough = parse_config({**raw, "n_permutations": 1199})
+    assert not any("drill-down" in note for note in enough.budget.notes)
