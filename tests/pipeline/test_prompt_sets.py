@@ -89,6 +89,7 @@ def _check_reports(reports: dict[str, str]) -> None:
     assert 'id="prompt-filter"' in html
     assert "persona-comedian (openai/scripted): 5 of 5 prompts moved" in html
     assert "Knock knock" in html  # an answer that moved, under the prompt that moved
+    assert "the pooled test over 5 prompts" in html  # its figure: not the first prompt's
     md = Path(reports["md"]).read_text()
     assert "## Prompts x perturbations" in md
     assert "| `flu` |" in md
