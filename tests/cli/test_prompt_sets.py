@@ -63,3 +63,29 @@ def test_results_say_how_many_prompts_each_perturbation_moved(set_run: Path, tmp
     assert len(exported) == 10
     assert set(exported.prompt_id) == {"flu", "cough", "p3", "p4", "p5"}
     assert exported.moved.sum() == 5
+
+
+@pytest.mark.usefixtures("wide_console")
+def test_compare_pairs_two_prompt_set_runs_by_perturbation(
+    set_run: Path,
+    one_answer_provider: ScriptedServer,  # noqa: F811
+):
+    """A second run of the set at another seed: the same perturbations, compared row by row
+    (pooled tests have no interval of their own: no distance, their decisions and p-values)."""
+    raw = make_config(one_answer_provider, n_permutations=999, prompts=PROMPTS, seed=8)
+    raw["perturbations"] = [PERSONAS]
+    del raw["prompt"]
+    audit(config=parse_config(raw), db=str(set_run))
+    from storage import Store
+
+    with Store(set_run, read_only=True) as store:
+        newest, first = store.runs().run_id[:2]
+    result = invoke("compare", first, newest, "--db", str(set_run), "--format", "json")
+    assert result.exit_code == 0, result.output
+    rows = {r["perturbation_id"]: r for r in json.loads(result.output)["rows"]}
+    assert set(rows) == {"persona-doctor", "persona-comedian"}
+    assert rows["persona-comedian"]["decision_a"] == "changed"
+    assert rows["persona-comedian"]["decision_b"] == "changed"
+    assert rows["persona-doctor"]["decision_b"] == "no change"
+    assert rows["persona-comedian"]["p_value_b"] <= 0.002
+    assert {"setting": "seed", "a": 7, "b": 8} in json.loads(result.output)["differences"]

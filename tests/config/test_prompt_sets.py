@@ -297,10 +297,37 @@ def test_a_b_too_small_for_the_drilldown_is_a_note_naming_the_b_needed():
     """3 perturbations x 20 prompts at alpha 0.05: a lone prompt of a lone perturbation is
     called moved at 0.05 / 60, which needs B >= 1199."""
     raw = {**SET_BASE, "prompts": [f"Question {i}?" for i in range(20)], "correction": "holm"}
-    raw["perturbations"] = SET_BASE["perturbations"][1:] + [
-        {"kind": "system_prompt", "variants": ["Be exact."]}
+    raw["perturbations"] = [
+        *SET_BASE["perturbations"][1:],
+        {"kind": "system_prompt", "variants": ["Be exact."]},
     ]
     few = parse_config({**raw, "n_permutations": 1198})
     assert any("one of 3 alone needs B >= 1199" in note for note in few.budget.notes)
     enough = parse_config({**raw, "n_permutations": 1199})
     assert not any("drill-down" in note for note in enough.budget.notes)
+
+
+def test_model_swaps_noise_and_templates_apply_to_every_prompt():
+    raw = {
+        **SET_BASE,
+        "prompts": ["Should a 70-year-old smoker take a statin?", "What helps a sore throat?"],
+        "perturbations": [
+            {"kind": "model", "models": [{"model": "openai/gpt-4o", "name": "bigger"}]},
+            {"kind": "noise", "operations": ["typos"], "rate": 0.2, "variants": 1, "seed": 3},
+            {
+                "kind": "template",
+                "placement": "suffix",
+                "template": "Be {tone}.",
+                "values": ["kind"],
+            },
+        ],
+    }
+    plan = plan_audit(parse_config(raw))
+    by = {(t.prompt_id, t.perturbation.kind): t for t in plan.prompt_tests}
+    for pid, text in (("p1", "statin"), ("p2", "sore throat")):
+        assert by[(pid, "model")].perturbed.model.model == "openai/gpt-4o"
+        assert text in by[(pid, "model")].perturbed.messages[-1].content
+        noisy = by[(pid, "noise")].perturbed.messages[-1].content
+        assert noisy != by[(pid, "noise")].original.messages[-1].content
+        assert by[(pid, "template")].perturbed.messages[-1].content.endswith("Be kind.")
+    assert {t.perturbation.id for t in plan.tests} == {t.perturbation.id for t in plan.prompt_tests}
