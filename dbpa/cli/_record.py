@@ -501,6 +501,8 @@ def results(
         row = store.run(run_id)
         df = store.results(row["run_id"])
         prompts = store.prompt_results(row["run_id"]) if is_set(df) and fmt == "json" else None
+    if not is_set(df):  # a run of one prompt: its fields as before prompt sets
+        df = df.drop(columns=["n_prompts", "prompts_moved"], errors="ignore")
     if fmt == "table":
         show_results(row, df, all_)
     elif fmt == "csv":

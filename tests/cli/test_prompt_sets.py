@@ -89,3 +89,16 @@ def test_compare_pairs_two_prompt_set_runs_by_perturbation(
     assert rows["persona-doctor"]["decision_b"] == "no change"
     assert rows["persona-comedian"]["p_value_b"] <= 0.002
     assert {"setting": "seed", "a": 7, "b": 8} in json.loads(result.output)["differences"]
+
+
+def test_results_of_one_prompt_keep_their_fields(tmp_path: Path):
+    """A run of one prompt has no prompt-set fields in its csv and json."""
+    from tests.cli.test_results import _huge_record
+
+    db = _huge_record(tmp_path / "one.duckdb", 3)
+    for fmt in ("json", "csv"):
+        result = invoke("results", "huge", "--db", str(db), "--format", fmt)
+        assert result.exit_code == 0, result.output
+        assert "n_prompts" not in result.output
+        assert "prompts_moved" not in result.output
+        assert "perturbation_id" in result.output
