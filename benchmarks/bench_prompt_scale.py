@@ -2,11 +2,12 @@
 
 ``dbpa run`` in a process of its own (1,000 prompts, k = 10: 6,000 arms, 60,000 outputs;
 ``--quick``: 100 prompts) against the scripted OpenAI-compatible provider on 127.0.0.1 (its
-own process; 10 choices per request after 50 ms; a "terse" system prompt gets other
-answers), then killed (SIGKILL) once part of the outputs are stored and run again to the end;
-then ``dbpa results``, ``dbpa validate`` and ``dbpa report`` on the record, each timed, and
-the HTML report opened in headless Chromium (time to its ``load`` event and to its script's
-first run). Peak RSS: the largest child process's (``getrusage(RUSAGE_CHILDREN)``).
+own process; 10 choices per request after 50 ms; a user prompt with "terse" in it gets
+other answers: every prompt under the "Be terse." template), then killed (SIGKILL) once a
+third of the arms are asked for, and run again to the end; then ``dbpa results``,
+``dbpa validate`` and ``dbpa report`` on the record, each timed, and the HTML report opened
+in headless Chromium (time to its ``load`` event and to its script's first run). Peak RSS:
+the largest child process's (``getrusage(RUSAGE_CHILDREN)``).
 """
 
 from __future__ import annotations
@@ -33,18 +34,19 @@ RULES = (
     Rule("", [(f"Rest, drink fluids and see a doctor after {i} days.", 1) for i in range(12)]),
 )
 PERTURBATIONS = [
-    {"kind": "system_prompt", "label": "target", "variants": ["Be terse."]},
+    {
+        "kind": "template",
+        "label": "target",
+        "placement": "suffix",
+        "template": "Be {tone}.",
+        "values": ["terse"],
+    },
     {"kind": "system_prompt", "label": "control", "variants": ["You are a helpful assistant."]},
     {
         "kind": "sampling",
         "variants": [{"params": {"temperature": 0.5}}, {"params": {"top_p": 0.9}}],
     },
-    {
-        "kind": "template",
-        "placement": "suffix",
-        "template": "Answer {style}.",
-        "values": ["briefly"],
-    },
+    {"kind": "system_prompt", "variants": ["Be brief."]},
 ]
 
 
