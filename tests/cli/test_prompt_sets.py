@@ -88,7 +88,7 @@ def test_compare_pairs_two_prompt_set_runs_by_perturbation(
     assert rows["persona-comedian"]["decision_b"] == "changed"
     assert rows["persona-doctor"]["decision_b"] == "no change"
     assert rows["persona-comedian"]["p_value_b"] <= 0.002
-    assert {"setting": "seed", "a": 7, "b": 8} in json.loads(result.output)["differences"]
+    assert {"setting": "seed", "a": "7", "b": "8"} in json.loads(result.output)["differences"]
 
 
 def test_results_of_one_prompt_keep_their_fields(tmp_path: Path):
