@@ -176,7 +176,7 @@ def main(quick: bool = False) -> None:
         ["killed after (s) / outputs stored then", f"{killed_after:.1f} / {stored:,}"],
         ["resumed run to the end (s)", f"{wall:.1f}"],
         [
-            "chat requests in all (one per arm) / repeated",
+            "chat requests in all (one per arm) / asked again (in flight at the kill)",
             f"{requests.chat:,} / {requests.repeated}",
         ],
         ["requests before the kill", f"{first_requests:,}"],
