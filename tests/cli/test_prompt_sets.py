@@ -102,3 +102,37 @@ def test_results_of_one_prompt_keep_their_fields(tmp_path: Path):
         assert "n_prompts" not in result.output
         assert "prompts_moved" not in result.output
         assert "perturbation_id" in result.output
+
+
+@pytest.mark.slow
+def test_a_finished_prompt_set_is_decided_again_from_the_record(
+    tmp_path: Path, provider: ScriptedServer, write_config, prefect_home
+):
+    """``dbpa run`` twice, as a user runs it: the second asks nothing, starts no Prefect
+    server and records the drill-down the flow recorded."""
+    import duckdb
+
+    from tests.pipeline.conftest import KEY_ENV
+    from tests.support.cli_process import run_dbpa
+
+    raw = make_config(provider, n_permutations=999, prompts=PROMPTS, perturbations=[PERSONAS])
+    del raw["prompt"]
+    db = tmp_path / "a.duckdb"
+    args = ["run", str(write_config(raw)), "--db", str(db)]
+    env = {KEY_ENV: "sk-pipeline-test"}
+    first = run_dbpa(args, prefect_home, cwd=tmp_path, env=env)
+    assert first.returncode == 0, first.stdout
+    calls = provider.counts.total
+    second = run_dbpa(args, prefect_home, cwd=tmp_path, env=env)
+    assert second.returncode == 0, second.stdout
+    assert provider.counts.total == calls
+    assert "Prefect not started" in second.stdout
+    query = (
+        "SELECT perturbation_id, prompt_id, adjusted_p, moved FROM prompt_decisions "
+        "WHERE run_id = ? ORDER BY perturbation_id, position"
+    )
+    with duckdb.connect(str(db), read_only=True) as con:
+        runs = [r for (r,) in con.execute("SELECT run_id FROM runs ORDER BY started_at").fetchall()]
+        decided = [con.execute(query, [run]).fetchall() for run in runs]
+    assert len(decided[0]) == 10
+    assert decided[0] == decided[1]
