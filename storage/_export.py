@@ -11,6 +11,7 @@ import pyarrow.parquet as pa_parquet
 
 from ._core import StoreCore
 from ._results import results_sql
+from ._schema import PROMPT_SETS
 from ._sets import PROMPT_RESULTS_SQL
 
 EXPORTS: dict[str, str] = {
@@ -45,8 +46,8 @@ class ExportRecord(StoreCore):
 
 def export_sql(name: str, schema_version: int) -> str:
     """The query of an exportable table; ``results`` as the record's schema version has it."""
-    if name == "prompt_results":  # a set of prompts' drill-down, every run's (migration 9)
-        if schema_version < 9:
+    if name == "prompt_results":  # the drill-down of every run over a set of prompts
+        if schema_version < PROMPT_SETS:
             return "SELECT NULL AS run_id WHERE FALSE"
         return PROMPT_RESULTS_SQL.replace("WHERE rt.run_id = ?", "").replace(
             "ORDER BY rt.family", "ORDER BY rt.run_id, rt.family"

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ._schema import PROMPT_SETS
+
 _DRIVER_COLUMNS = {True: "t.driver, t.components", False: "NULL AS driver, NULL AS components"}
 """The combined omega's columns (migration 3), or NULLs for a record opened read-only
 before that migration."""
@@ -52,7 +54,7 @@ _SET_COLUMNS = {
     False: "NULL AS n_prompts, NULL AS prompts_moved",
 }
 """A pooled test over a set of prompts: how many, and how many the drill-down called moved
-(migration 9); NULL for a test of one prompt (``prompts_moved`` 0)."""
+(migration ``PROMPT_SETS``); NULL for a test of one prompt (``prompts_moved`` 0)."""
 _P_VALUE = {
     True: "CASE WHEN c.stop_reason IS NULL OR NOT c.tested THEN t.p_value ELSE c.p_value END "
     "AS p_value",
@@ -71,7 +73,7 @@ def results_sql(schema_version: int) -> str:
         .replace("{look_join}", _LOOK_JOIN[_at_least(schema_version, _LOOK_JOIN)])
         .replace("{p_value}", _P_VALUE[schema_version >= 5])
         .replace("{multiple}", _MULTIPLE_COLUMN[schema_version >= 6])
-        .replace("{sets}", _SET_COLUMNS[schema_version >= 9])
+        .replace("{sets}", _SET_COLUMNS[schema_version >= PROMPT_SETS])
     )
 
 
@@ -132,9 +134,9 @@ see ``runs_sql``)."""
 
 
 def runs_sql(schema_version: int) -> str:
-    """The runs query for a record at ``schema_version``: from migration 9 a run over a set
-    of prompts counts every prompt's arms and tests, the pooled tests too."""
-    if schema_version < 9:
+    """The runs query for a record at ``schema_version``: from migration ``PROMPT_SETS`` a
+    run over a set of prompts counts every prompt's arms and tests, the pooled tests too."""
+    if schema_version < PROMPT_SETS:
         return RUNS_SQL.replace("{family_tests}", "run_tests").replace("{all_tests}", "run_tests")
     members = (
         "(SELECT run_id, original_arm, perturbed_arm, test_id FROM run_tests UNION ALL "

@@ -6,6 +6,10 @@ Never edit a released migration: append a new one.
 
 from __future__ import annotations
 
+PROMPT_SETS = 9
+"""The migration that adds the prompt-set tables and columns (readers of older records skip
+them)."""
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (
         1,
@@ -248,7 +252,7 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
         ],
     ),
     (
-        9,
+        PROMPT_SETS,
         "prompt sets: each run's per-prompt tests, a pooled test's prompts with their "
         "p-values from its permutations, each run's drill-down to the prompts that moved",
         [

@@ -1,5 +1,5 @@
 """The prompt-set record: each pooled test's prompts, each run's drill-down to the prompts
-that moved (migration 9).
+that moved (migration ``PROMPT_SETS``).
 
 A pooled test is a row of ``tests`` like any other (``n_prompts`` set, its arms the first
 prompt's); ``set_prompts`` holds what it found per prompt (its p-value from the pooled
@@ -17,6 +17,7 @@ import pyarrow as pa
 from dbpa.set_analysis import SetTestRecord
 
 from ._core import StoreCore
+from ._schema import PROMPT_SETS
 
 _MEMBER_KEYS = (
     "family",
@@ -70,7 +71,7 @@ class SetRecord(StoreCore):
 
     def set_prompt_p_values(self, set_test_ids: Sequence[str]) -> dict[str, list[float]]:
         """set_test_id -> its prompts' p-values, in prompt order."""
-        if not set_test_ids or self.schema_version < 9:
+        if not set_test_ids or self.schema_version < PROMPT_SETS:
             return {}
         found: dict[str, list[float]] = {}
         for set_id, p in self._rows(
@@ -106,7 +107,7 @@ class SetRecord(StoreCore):
         """Per perturbation and prompt of a run over a set of prompts: the prompt's p-value
         from the pooled test, its effect there, its own test's effect interval, whether the
         drill-down called it moved (empty for a run of one prompt)."""
-        if self.schema_version < 9:
+        if self.schema_version < PROMPT_SETS:
             return pd.DataFrame()
         return self._df(PROMPT_RESULTS_SQL, [run_id])
 

@@ -17,6 +17,7 @@ from dbpa.analysis import PerturbationTestRecord
 from dbpa.stats import INTERVAL_MIN_ROWS, BoundaryDraws, EffectInterval, TiltedSteps
 
 from ._core import StoreCore
+from ._schema import PROMPT_SETS
 
 _CURRENT_INTERVAL = {
     False: "FALSE",
@@ -36,7 +37,9 @@ class PermutationRecord(StoreCore):
         if not ids:
             return set()
         current = _CURRENT_INTERVAL[self.schema_version >= 8]
-        if self.schema_version >= 9:  # a pooled test over prompts has no interval of its own
+        if (
+            self.schema_version >= PROMPT_SETS
+        ):  # a pooled test over prompts has no interval of its own
             current += " OR t.n_prompts IS NOT NULL"
         rows = self._rows(
             "SELECT t.test_id FROM tests t LEFT JOIN effect_intervals ei USING (test_id) "
