@@ -23,6 +23,7 @@ SUITES = {
     "plan": "benchmarks.bench_planning",
     "prompt_sets": "benchmarks.bench_prompt_sets",
     "monitor": "benchmarks.bench_monitor",
+    "prompt_scale": "benchmarks.bench_prompt_scale",
 }
 
 

@@ -282,6 +282,11 @@ class PerturbationTestRecord:
     interval: EffectInterval | None = field(default=None, repr=False)
     """The effect's ``INTERVAL_CONFIDENCE`` interval (``INTERVAL_OMEGA``); None when an arm
     has fewer outputs than the bootstrap needs."""
+    combination: str | None = None
+    """The pooled test of a set of prompts: how its prompts were combined; None otherwise."""
+    n_prompts: int | None = None
+    """The pooled test of a set of prompts: how many (its arms are then the first prompt's,
+    ``k_a`` and ``k_b`` the outputs over every prompt)."""
 
 
 def run_test(

@@ -18,6 +18,7 @@ from pydantic import (
     GetJsonSchemaHandler,
     SerializerFunctionWrapHandler,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_serializer,
     model_validator,
@@ -37,6 +38,15 @@ from dbpa.perturbations import (
     expand,
     ungenerated,
 )
+from dbpa.prompts import (
+    PromptDataset,
+    PromptItem,
+    SetFamily,
+    drilldown_notes,
+    expand_set,
+    ids_filled,
+    read_dataset,
+)
 from dbpa.specs import EmbedderSpec, Message, ModelSpec, Spec, content_hash
 
 ANALYSIS_KEYS = tuple(AnalysisSpec.model_fields)
@@ -46,6 +56,14 @@ MAX_CONFIG_BYTES = 10_000_000
 """Largest config file read (10 MB); a real one is a few kilobytes."""
 MAX_ERRORS_SHOWN = 20
 """Validation errors listed in a ``ConfigError``; the rest are counted."""
+
+
+SET_KINDS_REFUSED = {
+    "record": "renders its own prompt from a record",
+    "cardiovascular": "renders its own prompt from a patient record",
+    "paraphrase": "generates paraphrases of one prompt (not yet of every prompt of a set)",
+}
+"""The perturbation kinds a set of prompts refuses, and why."""
 
 
 class ConfigError(ValueError):
@@ -70,6 +88,11 @@ class AuditConfig(Spec):
     prompt: list[Message] | None = None
     """The original prompt as chat messages (a string is one user message); optional when a
     ``record`` or ``cardiovascular`` perturbation renders it."""
+    prompts: list[PromptItem] | None = None
+    """A set of prompts instead of ``prompt``: a list (strings, message lists, or ``{id,
+    prompt}``) or a dataset ``{path, template, id, sample, seed}`` (``dbpa.prompts``), read
+    when the config is loaded. Every perturbation applies to every prompt; each is tested
+    by one pooled test over the prompts, with a drill-down to the prompts that moved."""
     perturbations: list[PerturbationSpec] = Field(min_length=1)
     """The family of perturbations (see the README for every kind)."""
     k: int = Field(default=20, ge=2, le=10_000)
@@ -110,9 +133,11 @@ class AuditConfig(Spec):
     def _flat_analysis(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         """The analysis settings dumped flat, first, as in the file."""
         data = handler(self)
-        for optional in ("equivalence", "sequential"):  # absent: configs dump as before
+        for optional in ("equivalence", "sequential", "prompts"):  # absent: dumped as before
             if data.get(optional, ...) is None:
                 del data[optional]
+        if "prompts" in data:  # ``prompt`` is then the first prompt's, filled in
+            del data["prompt"]
         return {**data.pop("analysis"), **data}
 
     @classmethod
@@ -135,6 +160,24 @@ class AuditConfig(Spec):
         if isinstance(value, str):
             return [{"role": "user", "content": value}]
         return value
+
+    @field_validator("prompts", mode="before")
+    @classmethod
+    def _prompt_dataset(cls, value: Any, info: ValidationInfo) -> Any:
+        """A dataset mapping is read into its list of prompts (relative to ``base``, the
+        config file's folder, in the validation context)."""
+        if isinstance(value, Mapping) and "path" in value:
+            spec = PromptDataset.model_validate(value)
+            base = (info.context or {}).get("base")
+            return read_dataset(spec, None if base is None else Path(base))
+        if isinstance(value, list) and not value:
+            raise ValueError("needs at least one prompt")
+        return value
+
+    @field_validator("prompts")
+    @classmethod
+    def _prompt_ids(cls, value: list[PromptItem] | None) -> list[PromptItem] | None:
+        return None if value is None else ids_filled(value)
 
     @field_validator("models")
     @classmethod
@@ -171,6 +214,8 @@ class AuditConfig(Spec):
 
     @model_validator(mode="after")
     def _consistent(self) -> AuditConfig:
+        if self.prompts is not None:
+            self._set_consistent()
         rendered = base_prompt(self.perturbations)
         if self.prompt is None:
             if rendered is None:
@@ -195,6 +240,28 @@ class AuditConfig(Spec):
             raise ValueError(self.budget.error)
         return self
 
+    def _set_consistent(self) -> None:
+        """A prompt set: no ``prompt`` beside it, kinds that apply to every prompt; ``prompt``
+        becomes the first prompt's (what a view of one prompt shows)."""
+        assert self.prompts is not None
+        first = list(self.prompts[0].prompt)
+        if self.prompt is not None and self.prompt != first:  # equal: validated before
+            raise ValueError("prompt and prompts: give one of them (prompts: a set of prompts)")
+        for i, spec in enumerate(self.perturbations):
+            if spec.kind in SET_KINDS_REFUSED:
+                raise ValueError(
+                    f"perturbations[{i}] ({spec.kind}): {SET_KINDS_REFUSED[spec.kind]}; "
+                    "it does not apply to a set of prompts"
+                )
+        if self.sequential is not None:
+            raise ValueError("sequential: not available for a set of prompts yet")
+        if self.equivalence is not None and not isinstance(self.equivalence.margin, float):
+            raise ValueError(
+                "equivalence.margin: a set of prompts needs a number (calibrating on "
+                f"{self.equivalence.margin} is not available for prompt sets yet)"
+            )
+        object.__setattr__(self, "prompt", first)
+
     def _labels(self) -> list[str | None]:
         """The label of every perturbation of a family, paraphrases still to generate counted
         as asked (the filter may drop some, never add)."""
@@ -209,12 +276,33 @@ class AuditConfig(Spec):
         """B and k against each model's family (the config is refused when nothing could
         ever be rejected); its ``notes`` say what they allow only in part."""
         sequential = self.sequential is not None
-        return family_budget(self.analysis, len(self._labels()), self.k, sequential=sequential)
+        m = len(self._labels())
+        budget = family_budget(self.analysis, m, self.k, sequential=sequential)
+        if self.prompts is None or budget.error is not None:
+            return budget
+        return FamilyBudget(
+            None, (*budget.notes, *drilldown_notes(self.analysis, m, len(self.prompts)))
+        )
 
     @cached_property
     def family(self) -> list[Perturbation]:
-        """The perturbations, expanded from their specs (stable ids, in order)."""
+        """The perturbations, expanded from their specs (stable ids, in order); over a set
+        of prompts one per perturbation of every prompt (``set_family``)."""
+        if self.prompts is not None:
+            return list(self.set_family.family)
         return expand(self.messages, self.perturbations)
+
+    @cached_property
+    def set_family(self) -> SetFamily:
+        """The family expanded for every prompt of ``prompts`` (ValueError without them)."""
+        return expand_set(self.prompt_set, self.perturbations)
+
+    @property
+    def prompt_set(self) -> list[tuple[str, tuple[Message, ...]]]:
+        """(id, messages) of every prompt: ``prompts``, else the one ``prompt`` (id ``prompt``)."""
+        if self.prompts is None:
+            return [("prompt", self.messages)]
+        return [(str(item.id), tuple(item.prompt)) for item in self.prompts]
 
     @property
     def ungenerated(self) -> list[tuple[int, ParaphraseSpec]]:
@@ -268,7 +356,7 @@ def load_config(path: str | Path, overrides: Mapping[str, Any] | None = None) ->
         check_bounds(raw)  # the overrides' values too
     except ValueError as exc:
         raise ConfigError(f"{file}: {exc}") from None
-    return parse_config(raw, source=str(file))
+    return parse_config(raw, source=str(file), base=file.parent)
 
 
 def parse_overrides(pairs: Iterable[str]) -> dict[str, Any]:
@@ -315,11 +403,15 @@ def _read_text(file: Path) -> str:
         ) from None
 
 
-def parse_config(raw: Mapping[str, Any], source: str = "config") -> AuditConfig:
+def parse_config(
+    raw: Mapping[str, Any], source: str = "config", base: Path | None = None
+) -> AuditConfig:
     """Validate a mapping into an ``AuditConfig``; errors are ``ConfigError`` (one line per
-    error, the first ``MAX_ERRORS_SHOWN`` of them)."""
+    error, the first ``MAX_ERRORS_SHOWN`` of them). A prompt dataset's relative path is
+    read from ``base`` (the config file's folder; default: the working directory)."""
     try:
-        return AuditConfig.model_validate(raw)
+        context = None if base is None else {"base": str(base)}
+        return AuditConfig.model_validate(raw, context=context)
     except ValidationError as exc:
         errors = exc.errors(include_url=False, include_input=False)
         lines = [f"{source}: {_where(e['loc'])}{_reason(e)}" for e in errors[:MAX_ERRORS_SHOWN]]

@@ -16,6 +16,7 @@ from dbpa.arms import Arm
 from dbpa.config import AuditConfig
 from dbpa.embedding import embedder_key
 from dbpa.perturbations import Perturbation
+from dbpa.set_analysis import SET_COMBINATION
 from dbpa.specs import content_hash
 
 
@@ -30,6 +31,9 @@ class PlannedTest:
     original: Arm
     perturbed: Arm
     test_id: str
+    prompt_id: str | None = None
+    """The prompt of a set this test is of; None for the test of an audit of one prompt and
+    for the pooled test of a set (whose arms are then its first prompt's)."""
 
     def row(self) -> dict[str, Any]:
         """The family-membership row stored for a run."""
@@ -41,6 +45,18 @@ class PlannedTest:
             "kind": p.kind,
             "label": p.label,
             "description": p.description,
+            "original_arm": self.original.arm_id,
+            "perturbed_arm": self.perturbed.arm_id,
+            "test_id": self.test_id,
+        }
+
+    def prompt_row(self, prompt_position: int) -> dict[str, Any]:
+        """The row of a per-prompt test of a set stored for a run (``run_prompt_tests``)."""
+        return {
+            "family": self.family,
+            "perturbation_id": self.perturbation.id,
+            "prompt_id": self.prompt_id,
+            "prompt_position": prompt_position,
             "original_arm": self.original.arm_id,
             "perturbed_arm": self.perturbed.arm_id,
             "test_id": self.test_id,
@@ -62,6 +78,25 @@ class AuditPlan:
     replicates: dict[str, tuple[Arm, ...]] = field(default_factory=dict)
     """Family -> its original's replicate arms (an equivalence margin calibrated on them);
     they are sampled and embedded, never tested."""
+    set_members: dict[str, tuple[PlannedTest, ...]] = field(default_factory=dict)
+    """Over a set of prompts: the id of each pooled test (in ``tests``) -> its per-prompt
+    tests, in prompt order; empty for an audit of one prompt."""
+
+    @property
+    def prompt_tests(self) -> tuple[PlannedTest, ...]:
+        """Every per-prompt test of a set of prompts (empty for one prompt)."""
+        return tuple(t for members in self.set_members.values() for t in members)
+
+    @property
+    def unit_tests(self) -> tuple[PlannedTest, ...]:
+        """The tests of two arms each: ``tests``, or over a set of prompts the per-prompt
+        tests (the pooled tests are computed from theirs)."""
+        return self.prompt_tests if self.set_members else self.tests
+
+    @property
+    def all_tests(self) -> tuple[PlannedTest, ...]:
+        """Every test stored for the plan: the pooled ones and the per-prompt ones."""
+        return self.tests + self.prompt_tests
 
     def arm_seed(self, arm: Arm) -> int:
         """Base seed of an arm's sampling requests: fixed by the audit seed and the arm."""
@@ -69,7 +104,10 @@ class AuditPlan:
 
 
 def plan_audit(config: AuditConfig) -> AuditPlan:
-    """Expand the config's family for every model."""
+    """Expand the config's family for every model (over a set of prompts: see
+    :func:`plan_set`)."""
+    if config.prompts is not None:
+        return plan_set(config)
     embedder = embedder_key(config.embedder)
     arms: dict[str, Arm] = {}
     tests: list[PlannedTest] = []
@@ -112,6 +150,65 @@ def plan_audit(config: AuditConfig) -> AuditPlan:
         seed=config.seed,
         embedder=embedder,
         replicates=replicates if copies else {},
+    )
+
+
+def set_test_id(members: Sequence[PlannedTest]) -> str:
+    """The pooled test's content id: its combination and its per-prompt tests' ids."""
+    return content_hash("prompt-set", SET_COMBINATION, [t.test_id for t in members])
+
+
+def plan_set(config: AuditConfig) -> AuditPlan:
+    """A set of prompts: per model, prompt and perturbation an original and a perturbed arm
+    and their test (the arms of one prompt are those of an audit of that prompt alone), and
+    per model and perturbation one pooled test over the prompts (in ``tests``, its arms the
+    first prompt's: what a view of one prompt shows)."""
+    embedder = embedder_key(config.embedder)
+    arms: dict[str, Arm] = {}
+    tests: list[PlannedTest] = []
+    members: dict[str, tuple[PlannedTest, ...]] = {}
+    prompts = config.prompt_set
+    per_prompt = config.set_family.per_prompt
+    for model in config.models:
+        originals = [Arm.of(model, m, config.epoch, seed=config.seed) for _, m in prompts]
+        for arm in originals:
+            arms.setdefault(arm.arm_id, arm)
+    for model in config.models:
+        originals = [Arm.of(model, m, config.epoch, seed=config.seed) for _, m in prompts]
+        for position, p in enumerate(config.family):
+            of_prompts = []
+            for (pid, _), original, family in zip(prompts, originals, per_prompt, strict=True):
+                q = family[position]
+                perturbed = Arm.of(q.arm_model(model), q.messages, config.epoch, seed=config.seed)
+                if perturbed.arm_id == original.arm_id:
+                    raise ValueError(
+                        f"perturbations: {p.id!r} leaves the {model.label} arm of prompt "
+                        f"{pid!r} unchanged; it cannot be tested against itself"
+                    )
+                arms.setdefault(perturbed.arm_id, perturbed)
+                tid = derive_test_id(
+                    original.arm_id,
+                    perturbed.arm_id,
+                    embedder,
+                    config.analysis,
+                    config.seed,
+                    config.k,
+                )
+                of_prompts.append(
+                    PlannedTest(model.label, position, q, original, perturbed, tid, pid)
+                )
+            pooled = replace(of_prompts[0], perturbation=p, test_id=set_test_id(of_prompts))
+            pooled = replace(pooled, prompt_id=None)
+            tests.append(pooled)
+            members[pooled.test_id] = tuple(of_prompts)
+    return AuditPlan(
+        arms=tuple(arms.values()),
+        tests=tuple(tests),
+        families=tuple(m.label for m in config.models),
+        k=config.k,
+        seed=config.seed,
+        embedder=embedder,
+        set_members=members,
     )
 
 

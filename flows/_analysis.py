@@ -21,6 +21,7 @@ from flows._sequential import SequentialOutcome
 from tasks.correct import correct_family
 from tasks.embed import embed_texts
 from tasks.permutation import TestJob, run_tests
+from tasks.set_test import SetJob, run_set_tests
 
 
 @dataclass(frozen=True)
@@ -56,9 +57,11 @@ class ArmAnalysis:
         self._embed_batch = embed_batch
         self._test_task_runs, self._tests_per_task_run = test_task_runs, tests_per_task_run
         self._embedded: set[str] = set()
+        self._tests = plan.unit_tests
+        """The tests of two arms (over a set of prompts: per prompt)."""
         self._tests_of: dict[str, list[int]] = {}
-        """arm_id -> positions in ``plan.tests`` of the tests that use the arm."""
-        for i, t in enumerate(plan.tests):
+        """arm_id -> positions in ``self._tests`` of the tests that use the arm."""
+        for i, t in enumerate(self._tests):
             self._tests_of.setdefault(t.original.arm_id, []).append(i)
             self._tests_of.setdefault(t.perturbed.arm_id, []).append(i)
         self._labels = arm_labels(plan)
@@ -88,7 +91,7 @@ class ArmAnalysis:
         done = self._stored()
         for arm_id in new:  # only the tests of these arms can have become ready
             for i in self._tests_of.get(arm_id, ()):
-                t = self._plan.tests[i]
+                t = self._tests[i]
                 arms = (t.original.arm_id, t.perturbed.arm_id)
                 if t.test_id not in done and all(a in self._embedded for a in arms):
                     self._ready.add(i)
@@ -100,10 +103,10 @@ class ArmAnalysis:
         when there are at least ``min_tests`` of them."""
         _, counter = self._progress()
         done = self._stored()
-        self._ready = {i for i in self._ready if self._plan.tests[i].test_id not in done}
+        self._ready = {i for i in self._ready if self._tests[i].test_id not in done}
         if not self._ready or len(self._ready) < min_tests:
             return
-        todo = [self._plan.tests[i] for i in sorted(self._ready)]  # in plan order
+        todo = [self._tests[i] for i in sorted(self._ready)]  # in plan order
         vectors = self._store.arms_vectors(
             sorted({a for t in todo for a in (t.original.arm_id, t.perturbed.arm_id)}),
             self._plan.embedder,
@@ -133,6 +136,60 @@ class ArmAnalysis:
         self._ready.clear()
         self._tally = Tally(self._tally.texts, self._tally.tests + len(todo))
 
+    def test_sets(self) -> None:
+        """Run the pooled tests over a set of prompts whose prompts' arms are all embedded
+        and whose result is not stored (one task run per test set batch)."""
+        _, counter = self._progress()
+        done = self._stored()
+        todo = [
+            t
+            for t in self._plan.tests
+            if t.test_id in self._plan.set_members
+            and t.test_id not in done
+            and all(
+                a in self._embedded
+                for m in self._plan.set_members[t.test_id]
+                for a in (m.original.arm_id, m.perturbed.arm_id)
+            )
+        ]
+        if not todo:
+            return
+        futures = []
+        for batch in batches(todo, self._test_task_runs, 1):
+            members = {t.test_id: self._plan.set_members[t.test_id] for t in batch}
+            arms = {
+                a
+                for ms in members.values()
+                for m in ms
+                for a in (m.original.arm_id, m.perturbed.arm_id)
+            }
+            vectors = self._store.arms_vectors(sorted(arms), self._plan.embedder, self._plan.k)
+            jobs = [
+                SetJob(
+                    set_test_id=t.test_id,
+                    prompt_ids=tuple(str(m.prompt_id) for m in members[t.test_id]),
+                    test_ids=tuple(m.test_id for m in members[t.test_id]),
+                    arms=(t.original.arm_id, t.perturbed.arm_id),
+                    originals=tuple(vectors[m.original.arm_id] for m in members[t.test_id]),
+                    perturbed=tuple(vectors[m.perturbed.arm_id] for m in members[t.test_id]),
+                )
+                for t in batch
+            ]
+            first = batch[0]
+            size = len(members[first.test_id])
+            label = f"set {first.perturbation.id} ({first.family}) over {size} prompts"
+            if len(batch) > 1:
+                label = f"{len(batch)} sets from {first.perturbation.id} ({first.family})"
+            futures.append(
+                run_set_tests.submit(jobs, self._plan.embedder, self._config.analysis, label)
+            )
+        for future in futures:
+            records = future.result()
+            self._store.add_set_tests(records)
+            done.update(r.test.test_id for r in records)
+            counter.add(len(records))
+        self._tally = Tally(self._tally.texts, self._tally.tests + len(todo))
+
     def log_summary(self, early: Tally) -> None:
         """Say what was computed, and how much of it (``early``) while sampling went on."""
         get_run_logger().info(
@@ -148,12 +205,12 @@ class ArmAnalysis:
 
     def _stored(self) -> set[str]:
         if self._done is None:
-            self._done = self._store.existing_tests(t.test_id for t in self._plan.tests)
+            self._done = self._store.existing_tests(t.test_id for t in self._plan.all_tests)
         return self._done
 
     def _progress(self) -> tuple[Counter, Counter]:
         if self._counters is None:
-            arms, tests, stored = len(self._plan.arms), len(self._plan.tests), self._stored()
+            arms, tests, stored = len(self._plan.arms), len(self._plan.all_tests), self._stored()
             if self._given is None:
                 self._counters = (
                     Counter("embed", arms, unit="arms"),
@@ -189,7 +246,8 @@ def _embed(
 
 
 def _test_label(batch: Sequence[PlannedTest]) -> str:
-    first = f"{batch[0].perturbation.id} ({batch[0].family})"
+    on = f" on {batch[0].prompt_id}" if batch[0].prompt_id is not None else ""
+    first = f"{batch[0].perturbation.id}{on} ({batch[0].family})"
     return first if len(batch) == 1 else f"{len(batch)} perturbations from {first}"
 
 

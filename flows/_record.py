@@ -9,6 +9,8 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
 
+import numpy as np
+
 import storage
 from dbpa.analysis import (
     AnalysisSpec,
@@ -20,6 +22,7 @@ from dbpa.analysis import (
 )
 from dbpa.config import AuditConfig
 from dbpa.plan import AuditPlan, PlannedTest
+from dbpa.set_analysis import family_drilldown, set_equivalence_p
 from dbpa.stats import sequential_p_value
 from flows._sequential import SequentialOutcome, Stop, family_outputs, look_rows
 
@@ -72,6 +75,8 @@ def start_run(
     )
     store.add_arms(plan.arms)
     store.add_family(run_id, [t.row() for t in plan.tests])
+    rows = [t.prompt_row(i) for tests in plan.set_members.values() for i, t in enumerate(tests)]
+    store.add_prompt_tests(run_id, rows)
 
 
 def correct_families(
@@ -87,7 +92,7 @@ def correct_families(
     calibrate it, and decide changed, equivalent or inconclusive). In a sequential audit
     the p-values are the tests' sequential p-values where they stopped, and the looks,
     the stops and the outputs used are stored too."""
-    test_ids = [t.test_id for t in plan.tests]
+    test_ids = [t.test_id for t in plan.all_tests]
     stored = store.test_p_values(test_ids) if sequential is None else {}
     intervals = store.effect_intervals(test_ids) if config.equivalence and not sequential else {}
     analysis = config.analysis
@@ -107,7 +112,16 @@ def correct_families(
         if config.equivalence:
             k = plan.k if sequential is None else family_outputs(plan, sequential, family)
             margin = _margin(plan, store, config.equivalence, family, members, warn, k)
-            if sequential is None:
+            if plan.set_members:
+                equivalence_p = {
+                    t.perturbation.id: set_equivalence_p(
+                        [intervals.get(m.test_id) for m in plan.set_members[t.test_id]],
+                        margin.value,
+                        analysis.alpha,
+                    )
+                    for t in members
+                }
+            elif sequential is None:
                 equivalence_p = equivalence_p_values(
                     {t.perturbation.id: intervals.get(t.test_id) for t in members}, margin.value
                 )
@@ -123,8 +137,46 @@ def correct_families(
         store.add_corrections(
             run_id, family, analysis.correction, analysis.alpha, decisions, margin, where
         )
+        if plan.set_members:
+            rows = _drilldown_rows(store, plan, members, p_values, analysis)
+            store.add_prompt_decisions(run_id, family, rows)
     if sequential is not None:
         store.set_run_outputs(run_id, sequential.outputs, sequential.fixed_outputs)
+
+
+def _drilldown_rows(
+    store: storage.Store,
+    plan: AuditPlan,
+    members: Sequence[PlannedTest],
+    p_values: Mapping[str, float | None],
+    analysis: AnalysisSpec,
+) -> list[dict[str, object]]:
+    """A family's drill-down over its prompts: per perturbation whose pooled test is stored,
+    each prompt's adjusted p-value and whether it moved."""
+    set_ids = {t.perturbation.id: t.test_id for t in members}
+    prompt_p = store.set_prompt_p_values(list(set_ids.values()))
+    by_perturbation = {pid: prompt_p[tid] for pid, tid in set_ids.items() if tid in prompt_p}
+    found = family_drilldown(by_perturbation, p_values, analysis)
+    if found is None:
+        return []
+    tested, drill = found
+    rows: list[dict[str, object]] = []
+    for j, pid in enumerate(tested):
+        for i, prompt in enumerate(plan.set_members[set_ids[pid]]):
+            adjusted = float(drill.prompt_adjusted[j][i])
+            rows.append(
+                {
+                    "perturbation_id": pid,
+                    "prompt_id": prompt.prompt_id,
+                    "set_test_id": set_ids[pid],
+                    "position": i,
+                    "within": drill.within,
+                    "level": drill.level,
+                    "adjusted_p": None if np.isnan(adjusted) else adjusted,
+                    "moved": bool(drill.moved[j][i]),
+                }
+            )
+    return rows
 
 
 def _sequential_equivalence(

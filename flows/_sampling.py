@@ -211,9 +211,10 @@ def arm_labels(plan: AuditPlan) -> dict[str, str]:
     """A readable label of every arm: its perturbation (``original``, ``replicate r of the
     original``) and family."""
     labels: dict[str, str] = {}
-    for t in plan.tests:
-        labels.setdefault(t.original.arm_id, f"original ({t.family})")
-        labels.setdefault(t.perturbed.arm_id, f"{t.perturbation.id} ({t.family})")
+    for t in plan.unit_tests:
+        on = "" if t.prompt_id is None else f" on {t.prompt_id}"
+        labels.setdefault(t.original.arm_id, f"original{on} ({t.family})")
+        labels.setdefault(t.perturbed.arm_id, f"{t.perturbation.id}{on} ({t.family})")
     for arm in plan.arms:  # replicates, and an original whose family has no test (yet)
         what = f"replicate {arm.replicate} of the original" if arm.replicate else "original"
         labels.setdefault(arm.arm_id, f"{what} ({arm.model.label})")

@@ -201,6 +201,7 @@ def _sample_and_test(
     with _timed("embedding and testing the rest"):
         analysis.embed_arms(a.arm_id for a in plan.arms if a.arm_id not in failures)
         analysis.test_ready(min_tests=1)
+        analysis.test_sets()
     analysis.log_summary(early)
     return failures
 

@@ -11,6 +11,8 @@ import pyarrow.parquet as pa_parquet
 
 from ._core import StoreCore
 from ._results import results_sql
+from ._schema import PROMPT_SETS
+from ._sets import PROMPT_RESULTS_SQL
 
 EXPORTS: dict[str, str] = {
     "runs": "SELECT * FROM runs ORDER BY started_at",
@@ -22,6 +24,7 @@ EXPORTS: dict[str, str] = {
     "corrections": "SELECT * FROM corrections ORDER BY run_id, family, perturbation_id",
     "arm_failures": "SELECT * FROM arm_failures ORDER BY run_id, arm_id",
     "results": "{results} ORDER BY rt.run_id, rt.family, rt.position",
+    "prompt_results": "{prompts}",
 }
 """Exportable tables (and the ``results`` view), each a fixed query (see ``export_sql``)."""
 FORMATS = ("parquet", "csv")
@@ -43,6 +46,12 @@ class ExportRecord(StoreCore):
 
 def export_sql(name: str, schema_version: int) -> str:
     """The query of an exportable table; ``results`` as the record's schema version has it."""
+    if name == "prompt_results":  # the drill-down of every run over a set of prompts
+        if schema_version < PROMPT_SETS:
+            return "SELECT NULL AS run_id WHERE FALSE"
+        return PROMPT_RESULTS_SQL.replace("WHERE rt.run_id = ?", "").replace(
+            "ORDER BY rt.family", "ORDER BY rt.run_id, rt.family"
+        )
     return EXPORTS[name].replace("{results}", results_sql(schema_version))
 
 

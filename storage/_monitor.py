@@ -15,6 +15,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ._core import StoreCore
+from ._schema import MONITOR
 
 _TICK_KEYS = (
     "series",
@@ -58,7 +59,7 @@ class MonitorRecord(StoreCore):
         """Every stored monitor state of ``audit`` (empty before migration 9), by series,
         baseline and tick."""
         columns = ["audit", *_TICK_KEYS, "created_at"]
-        if self.schema_version < 9:
+        if self.schema_version < MONITOR:
             return pd.DataFrame(columns=columns)
         return self._df(
             f"SELECT {', '.join(columns)} FROM monitor_ticks WHERE audit = ? "
@@ -79,7 +80,7 @@ class MonitorRecord(StoreCore):
     def monitor_resets(self, audit: str) -> pd.DataFrame:
         """The resets of ``audit``: series, epoch, created_at, oldest first (empty before
         migration 9)."""
-        if self.schema_version < 9:
+        if self.schema_version < MONITOR:
             return pd.DataFrame(columns=["series", "epoch", "created_at"])
         return self._df(
             "SELECT series, epoch, created_at FROM monitor_resets WHERE audit = ? "

@@ -90,6 +90,10 @@ class RemoteRecord:
         """Per-perturbation results of a run, in family order."""
         return self._call("results", run_id=run_id)
 
+    def prompt_results(self, run_id: str) -> pd.DataFrame:
+        """Per perturbation and prompt of a run over a set of prompts (empty otherwise)."""
+        return self._call("prompt_results", run_id=run_id)
+
     def arm_failures(self, run_id: str) -> pd.DataFrame:
         """Arms that failed in a run, with the reason."""
         return self._call("arm_failures", run_id=run_id)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ._schema import PROMPT_SETS
+
 _DRIVER_COLUMNS = {True: "t.driver, t.components", False: "NULL AS driver, NULL AS components"}
 """The combined omega's columns (migration 3), or NULLs for a record opened read-only
 before that migration."""
@@ -45,6 +47,14 @@ _LOOK_JOIN = {
     0: "",
 }
 """The look at which a test stopped (at most one per test: a stopped test has no later look)."""
+_SET_COLUMNS = {
+    True: "t.n_prompts, (SELECT count(*) FROM prompt_decisions pd WHERE pd.run_id = rt.run_id "
+    "AND pd.family = rt.family AND pd.perturbation_id = rt.perturbation_id AND pd.moved) "
+    "AS prompts_moved",
+    False: "NULL AS n_prompts, NULL AS prompts_moved",
+}
+"""A pooled test over a set of prompts: how many, and how many the drill-down called moved
+(migration ``PROMPT_SETS``); NULL for a test of one prompt (``prompts_moved`` 0)."""
 _P_VALUE = {
     True: "CASE WHEN c.stop_reason IS NULL OR NOT c.tested THEN t.p_value ELSE c.p_value END "
     "AS p_value",
@@ -63,6 +73,7 @@ def results_sql(schema_version: int) -> str:
         .replace("{look_join}", _LOOK_JOIN[_at_least(schema_version, _LOOK_JOIN)])
         .replace("{p_value}", _P_VALUE[schema_version >= 5])
         .replace("{multiple}", _MULTIPLE_COLUMN[schema_version >= 6])
+        .replace("{sets}", _SET_COLUMNS[schema_version >= PROMPT_SETS])
     )
 
 
@@ -78,6 +89,7 @@ RESULTS_SQL = """
            COALESCE(c.tested, t.test_id IS NOT NULL) AS tested,
            t.k_a, t.k_b, t.n_permutations, t.evaluated, t.exact, {driver},
            rt.original_arm, rt.perturbed_arm, rt.test_id, {interval}, {multiple}, {stops},
+           {sets},
            EXISTS (SELECT 1 FROM arm_failures f WHERE f.run_id = rt.run_id
                    AND f.arm_id IN (rt.original_arm, rt.perturbed_arm)) AS arm_failed
     FROM run_tests rt
@@ -99,7 +111,7 @@ RUNS_SQL = """
         FROM runs WHERE status = 'running'),
     run_arms AS (
         SELECT DISTINCT rt.run_id, arm.arm_id, r.k
-        FROM running r JOIN run_tests rt USING (run_id),
+        FROM running r JOIN {family_tests} rt USING (run_id),
         LATERAL (VALUES (rt.original_arm), (rt.perturbed_arm)) AS arm(arm_id)),
     sampled AS (
         SELECT a.run_id, count(DISTINCT a.arm_id) * any_value(a.k) AS outputs_planned,
@@ -108,7 +120,7 @@ RUNS_SQL = """
         GROUP BY a.run_id),
     tested AS (
         SELECT rt.run_id, count(*) AS tests_planned, count(t.test_id) AS tests_stored
-        FROM running r JOIN run_tests rt USING (run_id)
+        FROM running r JOIN {all_tests} rt USING (run_id)
         LEFT JOIN tests t ON t.test_id = rt.test_id GROUP BY rt.run_id)
     SELECT r.run_id, r.audit, r.status, r.epoch, r.started_at, r.finished_at, r.message,
            r.report_path, s.outputs_stored, s.outputs_planned, t.tests_stored, t.tests_planned,
@@ -117,4 +129,17 @@ RUNS_SQL = """
     LEFT JOIN running g USING (run_id)
     ORDER BY r.started_at DESC
 """
-"""Every run, with the progress of the running ones."""
+"""Every run, with the progress of the running ones (``{family_tests}``, ``{all_tests}``:
+see ``runs_sql``)."""
+
+
+def runs_sql(schema_version: int) -> str:
+    """The runs query for a record at ``schema_version``: from migration ``PROMPT_SETS`` a
+    run over a set of prompts counts every prompt's arms and tests, the pooled tests too."""
+    if schema_version < PROMPT_SETS:
+        return RUNS_SQL.replace("{family_tests}", "run_tests").replace("{all_tests}", "run_tests")
+    members = (
+        "(SELECT run_id, original_arm, perturbed_arm, test_id FROM run_tests UNION ALL "
+        "SELECT run_id, original_arm, perturbed_arm, test_id FROM run_prompt_tests)"
+    )
+    return RUNS_SQL.replace("{family_tests}", members).replace("{all_tests}", members)

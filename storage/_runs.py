@@ -18,7 +18,7 @@ from dbpa.analysis import Decision, Margin
 
 from ._core import StoreCore
 from ._errors import UnknownRunError
-from ._results import RUNS_SQL, results_sql
+from ._results import results_sql, runs_sql
 
 _FAMILY_KEYS = (
     "family",
@@ -98,7 +98,7 @@ class RunRecord(StoreCore):
         """Every run, newest first; a running run with its progress so far (outputs stored of
         those planned, tests stored of those planned, whether it is sequential: then the
         planned outputs are a maximum; missing for the others)."""
-        return self._df(RUNS_SQL)
+        return self._df(runs_sql(self.schema_version))
 
     def run(self, run_id: str) -> dict[str, Any]:
         """One run's row; ``UnknownRunError`` naming the id when absent. ``latest`` is accepted."""

@@ -6,6 +6,12 @@ Never edit a released migration: append a new one.
 
 from __future__ import annotations
 
+MONITOR = 9
+"""The migration that adds the drift monitor's tables."""
+PROMPT_SETS = 10
+"""The migration that adds the prompt-set tables and columns (readers of older records skip
+them)."""
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (
         1,
@@ -248,7 +254,7 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
         ],
     ),
     (
-        9,
+        MONITOR,
         "drift monitor: each arm's evidence at each tick against its baseline, and the resets "
         "that start a new baseline",
         [
@@ -282,6 +288,57 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
                 epoch VARCHAR NOT NULL,
                 created_at TIMESTAMPTZ NOT NULL DEFAULT current_timestamp,
                 PRIMARY KEY (audit, series, epoch)
+            )
+            """,
+        ],
+    ),
+    (
+        PROMPT_SETS,
+        "prompt sets: each run's per-prompt tests, a pooled test's prompts with their "
+        "p-values from its permutations, each run's drill-down to the prompts that moved",
+        [
+            """
+            CREATE TABLE run_prompt_tests (
+                run_id VARCHAR NOT NULL,
+                family VARCHAR NOT NULL,
+                perturbation_id VARCHAR NOT NULL,
+                prompt_id VARCHAR NOT NULL,
+                prompt_position INTEGER NOT NULL,
+                original_arm VARCHAR NOT NULL,
+                perturbed_arm VARCHAR NOT NULL,
+                test_id VARCHAR NOT NULL,
+                PRIMARY KEY (run_id, family, perturbation_id, prompt_id)
+            )
+            """,
+            "ALTER TABLE tests ADD COLUMN combination VARCHAR",
+            "ALTER TABLE tests ADD COLUMN n_prompts INTEGER",
+            """
+            CREATE TABLE set_prompts (
+                set_test_id VARCHAR NOT NULL,
+                position INTEGER NOT NULL,
+                prompt_id VARCHAR NOT NULL,
+                test_id VARCHAR NOT NULL,
+                p_value DOUBLE NOT NULL,
+                statistic DOUBLE NOT NULL,
+                effect DOUBLE NOT NULL,
+                z DOUBLE,
+                degenerate BOOLEAN NOT NULL,
+                PRIMARY KEY (set_test_id, position)
+            )
+            """,
+            """
+            CREATE TABLE prompt_decisions (
+                run_id VARCHAR NOT NULL,
+                family VARCHAR NOT NULL,
+                perturbation_id VARCHAR NOT NULL,
+                prompt_id VARCHAR NOT NULL,
+                set_test_id VARCHAR NOT NULL,
+                position INTEGER NOT NULL,
+                within VARCHAR NOT NULL,
+                level DOUBLE NOT NULL,
+                adjusted_p DOUBLE,
+                moved BOOLEAN NOT NULL,
+                PRIMARY KEY (run_id, family, perturbation_id, prompt_id)
             )
             """,
         ],

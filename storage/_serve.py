@@ -30,6 +30,7 @@ _CALLS: dict[str, Any] = {
     "runs": lambda r, a: r.runs(),
     "run": lambda r, a: r.run_frame(a["run_id"]),
     "results": lambda r, a: r.results(a["run_id"]),
+    "prompt_results": lambda r, a: r.prompt_results(a["run_id"]),
     "arm_failures": lambda r, a: r.arm_failures(a["run_id"]),
     "tests": lambda r, a: r.tests(a["test_ids"], nulls=a["nulls"]),
     "interval_replicates": lambda r, a: r.interval_replicates(a["test_ids"]),

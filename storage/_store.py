@@ -16,15 +16,25 @@ from ._monitor import MonitorRecord
 from ._runs import RunRecord
 from ._samples import SampleRecord
 from ._serve import RecordServer
+from ._sets import SetRecord
 from ._tests import PermutationRecord
 
 
-class Store(SampleRecord, PermutationRecord, RunRecord, DriftRecord, MonitorRecord, ExportRecord):
+class Store(
+    SampleRecord,
+    PermutationRecord,
+    RunRecord,
+    SetRecord,
+    DriftRecord,
+    MonitorRecord,
+    ExportRecord,
+):
     """An open audit database; use as a context manager or call ``close()``.
 
     The sample record (arms, samples, embeddings), the permutation tests with their effect
     intervals, the run record (runs, families, arm failures, corrections, sequential looks,
-    results, usage), drift, the drift monitor and export, over the one connection of ``StoreCore``.
+    results, usage), the prompt sets' pooled tests and drill-downs, drift, the drift monitor
+    and export, over the one connection of ``StoreCore``.
     """
 
     def __init__(

@@ -17,6 +17,7 @@ from dbpa.analysis import PerturbationTestRecord
 from dbpa.stats import INTERVAL_MIN_ROWS, BoundaryDraws, EffectInterval, TiltedSteps
 
 from ._core import StoreCore
+from ._schema import PROMPT_SETS
 
 _CURRENT_INTERVAL = {
     False: "FALSE",
@@ -36,6 +37,10 @@ class PermutationRecord(StoreCore):
         if not ids:
             return set()
         current = _CURRENT_INTERVAL[self.schema_version >= 8]
+        if (
+            self.schema_version >= PROMPT_SETS
+        ):  # a pooled test over prompts has no interval of its own
+            current += " OR t.n_prompts IS NOT NULL"
         rows = self._rows(
             "SELECT t.test_id FROM tests t LEFT JOIN effect_intervals ei USING (test_id) "
             f"WHERE list_contains(?, t.test_id) AND ({current} OR least(t.k_a, t.k_b) < ?)",
@@ -75,6 +80,8 @@ class PermutationRecord(StoreCore):
                     np.cumsum([0] + [len(n) for n in nulls]), pa.array(np.concatenate(nulls))
                 ),
                 "driver": pa.array([r.driver for r in records], pa.string()),
+                "combination": pa.array([r.combination for r in records], pa.string()),
+                "n_prompts": pa.array([r.n_prompts for r in records], pa.int32()),
                 "components": pa.array(
                     [
                         json.dumps(r.components, sort_keys=True) if r.components else None

@@ -73,6 +73,7 @@ READS: dict[str, Read] = {
     "runs": Read((), "frame"),
     "run": Read(_ONE_RUN, "frame"),
     "results": Read(_ONE_RUN, "frame"),
+    "prompt_results": Read(_ONE_RUN, "frame"),
     "arm_failures": Read(_ONE_RUN, "frame"),
     "tests": Read((("test_ids", "strs"), ("nulls", "bool")), "frame"),
     "interval_replicates": Read((("test_ids", "strs"),), "frame"),

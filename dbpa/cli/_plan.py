@@ -51,6 +51,11 @@ def plan(
     from dbpa.launch import load_audit
 
     cfg, _ = load_audit(config, parse_overrides(set_), db)  # paraphrases: the pilot's
+    if cfg.prompts is not None:
+        raise ValueError(
+            f"{config}: prompts: dbpa plan sizes an audit of one prompt; a set of prompts "
+            "is not planned yet (pilot one of its prompts with prompt:)"
+        )
     with open_record(db) as store:
         sizes = estimate_sizes(store, from_, cfg, power=power, n_simulations=simulations, rng=seed)
     if format_ == "json":

@@ -83,6 +83,9 @@ def show_results(row: dict[str, Any], df: pd.DataFrame, all_rows: bool = False) 
     and its smallest p-values, unless ``all_rows``). A perturbation not yet decided (a
     running run) is ``pending`` (see ``decisions``)."""
     rows = _result_rows(df, decisions(row, df))
+    if is_set(df):  # how many of its prompts each perturbation moved, before its decision
+        for cells, moved, n in zip(rows, df.prompts_moved, df.n_prompts, strict=True):
+            cells.insert(-1, "-" if cell(n) == "" else f"{int(moved)}/{int(n)}")
     sequential = is_sequential(df, row)
     if sequential:  # where each test stopped, before its decision
         for cells, at, why in zip(rows, df.stopped_at, df.stop_reason, strict=True):
@@ -103,6 +106,11 @@ def show_results(row: dict[str, Any], df: pd.DataFrame, all_rows: bool = False) 
         )
     for line in [*_margin_lines(df), *_settling_lines(df), *_calls_lines(row, df)]:
         out.print(line, highlight=False, markup=False)
+
+
+def is_set(df: pd.DataFrame) -> bool:
+    """The run audits a set of prompts: each result is a pooled test over them."""
+    return "n_prompts" in df and bool(df.n_prompts.notna().any())
 
 
 def is_sequential(df: pd.DataFrame, row: dict[str, Any] | None = None) -> bool:
@@ -347,6 +355,8 @@ def _results_table(row: dict[str, Any], df: pd.DataFrame, rows: list[list[str]])
     effect = "distance [90% CI]" if has_margin(df) else "effect"
     for name in ("omega", effect, "p", "adj. p"):
         table.add_column(name, justify="right", no_wrap=True, min_width=6)
+    if is_set(df):
+        table.add_column("prompts moved", justify="right", no_wrap=True)
     if is_sequential(df, row):
         table.add_column("stopped", no_wrap=True)
     table.add_column("decision", no_wrap=True, min_width=9)
@@ -396,6 +406,7 @@ def _print_result_columns(row: dict[str, Any], df: pd.DataFrame, rows: list[list
     header = [*(["model"] if several else []), "perturbation", "label"]
     header += ["omega", "distance [90% CI]" if has_margin(df) else "effect", "p", "adj. p"]
     numeric = set(range(len(header) - 4, len(header)))
+    header += ["prompts moved"] if is_set(df) else []
     header += [*(["stopped"] if is_sequential(df, row) else []), "decision"]
     out.print(f"run {row['run_id']} ({row['status']})", highlight=False, markup=False)
     print_columns(header, rows, numeric)
@@ -489,14 +500,50 @@ def results(
     with open_record(db) as store:
         row = store.run(run_id)
         df = store.results(row["run_id"])
+        prompts = store.prompt_results(row["run_id"]) if is_set(df) and fmt == "json" else None
+    if not is_set(df):  # a run of one prompt: its fields as before prompt sets
+        df = df.drop(columns=["n_prompts", "prompts_moved"], errors="ignore")
     if fmt == "table":
         show_results(row, df, all_)
     elif fmt == "csv":
         sys.stdout.write(df.assign(decision=decisions(row, df)).to_csv(index=False))
     else:
         records = json.loads(df.assign(decision=decisions(row, df)).to_json(orient="records"))
+        if prompts is not None:
+            _nest_prompts(records, prompts)
         sys.stdout.write(json.dumps(records, indent=2) + "\n")
     check_gates(df, False, require_equivalent or [])
+
+
+PROMPT_FIELDS = (
+    "prompt_id",
+    "p_value",
+    "adjusted_p",
+    "moved",
+    "effect",
+    "z",
+    "effect_estimate",
+    "effect_low",
+    "effect_high",
+    "original_arm",
+    "perturbed_arm",
+    "test_id",
+)
+"""What ``results --format json`` says of each prompt of a pooled test."""
+
+
+def _nest_prompts(records: list[dict[str, Any]], prompts: pd.DataFrame) -> None:
+    """Each result of a set of prompts gets ``prompts``: a row per prompt, with its
+    ``prompt_id``, its p-value from the pooled test, adjusted by the drill-down, and whether
+    it moved."""
+    rows = json.loads(
+        prompts[["family", "perturbation_id", *PROMPT_FIELDS]].to_json(orient="records")
+    )
+    of: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        of.setdefault((r.pop("family"), r.pop("perturbation_id")), []).append(r)
+    for record in records:
+        record["prompts"] = of.get((record["family"], record["perturbation_id"]), [])
 
 
 def export(

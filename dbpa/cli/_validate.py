@@ -47,9 +47,13 @@ def validate(
         _print_ungenerated(cfg, all_)
         return
     analysis = cfg.analysis
+    prompts = f" x {len(cfg.prompt_set)} prompts" if cfg.prompts is not None else ""
+    tests = f"{len(plan.tests)} tests"
+    if plan.set_members:
+        tests = f"{len(plan.tests)} pooled tests over {len(plan.prompt_tests)} prompt tests"
     out.print(
         f"[green]valid[/]: {cfg.name}: {len(plan.families)} model(s) x {len(cfg.family)} "
-        f"perturbations = {len(plan.tests)} tests, {len(plan.arms)} arms x k={cfg.k} "
+        f"perturbations{prompts} = {tests}, {len(plan.arms)} arms x k={cfg.k} "
         f"= {len(plan.arms) * cfg.k} outputs; omega={analysis.omega}, "
         f"B={analysis.n_permutations}, {analysis.correction} at alpha={analysis.alpha}"
     )

@@ -71,7 +71,9 @@ def run_prepared(
         plan = prepared.plan
         say(
             cfg.name,
-            f"{len(plan.tests)} tests, {len(plan.arms)} arms x "
+            f"{len(plan.tests)} tests"
+            f"{f' over {len(plan.prompt_tests)} prompt tests' if plan.set_members else ''}, "
+            f"{len(plan.arms)} arms x "
             f"k={'up to ' if cfg.sequential else ''}{cfg.k}; record: {db}"
             if plan is not None
             else f"paraphrases first, then k={cfg.k}; record: {db}",

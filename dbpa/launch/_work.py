@@ -52,7 +52,7 @@ def pending_work(plan: AuditPlan, db: Path) -> PendingWork:
                 return PendingWork(short, embedding=True)
             texts = store.arm_texts(arm_ids, plan.k)
             missing = store.missing_embeddings(plan.embedder, texts.text_hash)
-            test_ids = {t.test_id for t in plan.tests}
+            test_ids = {t.test_id for t in plan.all_tests}
             tested = store.existing_tests(test_ids) if not missing else set()
     except Exception:  # the flow opens the record itself and reports what is wrong
         return everything

@@ -523,6 +523,60 @@ class DroppedParaphrase:
 
 
 @dataclass(frozen=True)
+class PromptCell:
+    """One prompt under one perturbation of a set of prompts."""
+
+    p_value: float
+    """The prompt's p-value from its perturbation's pooled test."""
+    adjusted_p: float | None
+    """Adjusted by the drill-down (None where the perturbation was not selected)."""
+    moved: bool
+    z: float | None
+    """The prompt's standardised effect in the pooled test (None: its statistic never varies)."""
+    estimate: float | None
+    """Its own effect interval's estimate and bounds (energy distance), when stored."""
+    low: float | None
+    high: float | None
+
+
+@dataclass(frozen=True)
+class PromptMover:
+    """A prompt that moved most under one perturbation, with the answers that moved."""
+
+    prompt_id: str
+    prompt: str
+    cell: PromptCell
+    moved_answers: MovedAnswers | None
+
+
+@dataclass(frozen=True)
+class PromptColumn:
+    """A perturbation of one family, as a column of the heatmap, and its movers."""
+
+    family: str
+    perturbation_id: str
+    label: str | None
+    decision: str
+    moved: int
+    """Prompts the drill-down called moved."""
+    movers: tuple[PromptMover, ...]
+    """The prompts of smallest p (the moved first), up to ``MOVERS_SHOWN``."""
+
+
+@dataclass(frozen=True)
+class PromptSetView:
+    """A run over a set of prompts: the prompt x perturbation heatmap and the movers."""
+
+    prompts: tuple[tuple[str, str], ...]
+    """(id, user prompt) of every prompt, in the set's order."""
+    columns: tuple[PromptColumn, ...]
+    cells: tuple[tuple[PromptCell | None, ...], ...]
+    """Per prompt, per column (None where not stored)."""
+    within: str | None
+    """The correction of a selected perturbation's prompts."""
+
+
+@dataclass(frozen=True)
 class ReportData:
     """A run, gathered from the audit record."""
 
@@ -550,6 +604,8 @@ class ReportData:
     """Generated paraphrases the run left out of the family, and why."""
     sequential: SequentialView | None = None
     """A sequential audit's outputs against the fixed-k design's; None for a fixed-k run."""
+    prompt_set: PromptSetView | None = None
+    """A run over a set of prompts: its heatmap and movers; None for one prompt."""
 
     @property
     def rows(self) -> tuple[TestRow, ...]:

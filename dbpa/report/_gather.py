@@ -32,6 +32,7 @@ from ._data import (
     StopView,
     TestRow,
 )
+from ._prompt_sets import gather_prompt_set
 from ._values import as_bool, as_float, as_int, as_iso, as_json, as_str
 from ._views import Texts, VectorsReader, gather_test_views
 
@@ -138,6 +139,14 @@ def gather(
         monitor=read_monitor(store, run.audit) if isinstance(store, MonitorHistoryReader) else None,
         dropped_paraphrases=_dropped_paraphrases(run.config),
         sequential=_sequential(run_row, settings),
+        prompt_set=gather_prompt_set(
+            store,
+            run.run_id,
+            run.config,
+            families,
+            str(tests["embedder"].iloc[0]) if len(tests) else "",
+            settings.k,
+        ),
     )
 
 

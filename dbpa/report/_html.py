@@ -39,6 +39,7 @@ from ._format import (
     fmt_time,
     p_floor,
 )
+from ._prompt_sets import cell_text, heat_class
 from ._svg import test_figure
 from ._text import (
     MAX_NAMED,
@@ -118,6 +119,7 @@ _ENV.filters.update(
     shell=shlex.quote,
 )
 _ENV.globals.update(p_floor=p_floor)
+_ENV.tests["moved_cell"] = lambda cell: cell is not None and cell.moved
 
 
 @dataclass(frozen=True)
@@ -186,6 +188,11 @@ def render_html(data: ReportData) -> str:
         anchors={(v.family, v.perturbation_id): f"fig-{i}" for i, v in enumerate(data.test_views)},
         provenance_rows=[r for f in data.families for r in f.top] if data.summarised else rows,
         config_json=json.dumps(data.run.config, indent=2, sort_keys=True, ensure_ascii=False),
+        prompt_rows=list(zip(data.prompt_set.prompts, data.prompt_set.cells, strict=True))
+        if data.prompt_set
+        else [],
+        heat=heat_class,
+        heat_text=cell_text,
     )
 
 

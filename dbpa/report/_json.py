@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._data import EquivalenceView, ReportData, TestRow
+from ._prompt_sets import prompt_set_dict
 
 __all__ = ["FORMAT_VERSION", "render_json", "report_dict"]
 
@@ -91,6 +92,7 @@ def report_dict(data: ReportData) -> dict[str, Any]:
             }
             for f in data.families
         ],
+        **({"prompt_set": prompt_set_dict(data.prompt_set)} if data.prompt_set else {}),
         "moved": [
             {
                 "family": v.family,

@@ -20,6 +20,7 @@ from ._format import (
     fmt_time,
     p_floor,
 )
+from ._prompt_sets import prompt_set_markdown
 from ._text import (
     MAX_NAMED,
     audited,
@@ -426,6 +427,7 @@ def render_markdown(data: ReportData) -> str:
         summary_markdown(data),
         "",
         *_results(data),
+        *prompt_set_markdown(data.prompt_set),
         *_moved(data),
         *_dropped(data),
         *_roc(data),

@@ -14,7 +14,7 @@ from dbpa.stats import histogram_edges, pooled_similarity, split_similarities, w
 
 from ._data import Exemplar, MovedAnswers, NullView, SimilarityView, TestRow, TestView
 from ._maps import Projection, map_view
-from ._values import as_json
+from ._values import as_int, as_json
 
 __all__ = ["Texts", "VectorsReader", "gather_test_views", "moved_answers"]
 
@@ -147,7 +147,13 @@ def gather_test_views(
         original, perturbed = arm_vectors(row, test)
         embedder = str(test["embedder"])
         similarity, note, moved, output_map = None, None, None, None
-        if original is None or perturbed is None:
+        pooled = as_int(test.get("n_prompts")) if hasattr(test, "get") else None
+        if pooled is not None:  # its arms are only its first prompt's
+            note = (
+                f"the pooled test over {pooled} prompts (its null distribution): each prompt's "
+                "answers are under Prompts x perturbations"
+            )
+        elif original is None or perturbed is None:
             note = f"no P0/P1 histogram: the outputs have no stored {embedder} embeddings"
         else:
             similarity = _similarity_view(original, perturbed, test)

@@ -405,9 +405,39 @@
     return apply;
   }
 
+  /** The prompt x perturbation heatmap of a set of prompts: show the prompts whose id or
+   * text holds the text, and (ticked) only those moved under some perturbation. */
+  function setupPromptFilter() {
+    const panel = document.getElementById("prompt-controls");
+    const table = document.querySelector("table.heatmap");
+    if (!panel || !table) return;
+    const textInput = panel.querySelector("#prompt-filter");
+    const movedInput = panel.querySelector("#prompt-moved");
+    const shown = panel.querySelector("#prompt-shown");
+    const rows = [...table.tBodies[0].rows];
+    const searchable = new Map(rows.map((tr) => [tr, tr.textContent.toLowerCase()]));
+    function apply() {
+      const text = textInput.value.trim().toLowerCase();
+      let count = 0;
+      for (const tr of rows) {
+        const matches = searchable.get(tr).includes(text) &&
+          (!movedInput.checked || tr.dataset.moved === "1");
+        tr.hidden = !matches;
+        count += matches;
+      }
+      shown.textContent = text || movedInput.checked
+        ? count + " of " + rows.length + " prompts shown" : "";
+    }
+    textInput.addEventListener("input", apply);
+    movedInput.addEventListener("change", apply);
+    panel.hidden = false;
+  }
+
   function init() {
     const panel = document.getElementById("controls");
     if (!panel) return;
+    setupSorting([...document.querySelectorAll("table.heatmap")]);
+    setupPromptFilter();
     const tables = [...document.querySelectorAll("table.results, table.summary")];
     const families = collectFamilies();
     if ([...families.values()].some((m) => [...m.values()].some((e) => e.pEquivalence !== null))) {

@@ -31,6 +31,7 @@ def _shrunk(raw: dict[str, Any]) -> dict[str, Any]:
 
 def test_every_example_is_listed():
     listed = {"personas", "cardiovascular", "alignment", "paraphrase", "noise", "robustness"}
+    listed |= {"prompt_set"}
     assert {p.stem for p in EXAMPLES} >= listed
 
 
@@ -38,7 +39,8 @@ def test_every_example_is_listed():
 @pytest.mark.usefixtures("prefect_harness")
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
 def test_example_runs_offline(example: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    config = parse_config(_shrunk(yaml.safe_load(example.read_text())), source=str(example))
+    raw = _shrunk(yaml.safe_load(example.read_text()))
+    config = parse_config(raw, source=str(example), base=example.parent)
     refused = loopback_only(monkeypatch)
     outcome = audit(config=config, db=str(tmp_path / "e.duckdb"), out=str(tmp_path / "reports"))
     assert refused == []

@@ -1,0 +1,161 @@
+"""A perturbation over a set of prompts: its pooled test, and the decisions over the family.
+
+The pooled test (``dbpa.stats.prompt_set_test``, stratified within prompts) gives the
+perturbation's p-value and each prompt's own p-value from the same permutations; the
+family's correction selects the perturbations whose pooled test rejected, and inside each
+the prompts that moved are those the drill-down (``dbpa.stats.prompt_drilldown``,
+Benjamini and Bogomolov's selective procedure) rejects. With a margin, a perturbation is
+equivalent when its mean effect over the prompts is shown below it
+(``dbpa.stats.set_equivalence``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from dbpa.analysis import AnalysisSpec, PerturbationTestRecord
+from dbpa.stats import (
+    OMEGAS,
+    EffectInterval,
+    PromptDrilldown,
+    prompt_drilldown,
+    prompt_set_test,
+    set_equivalence,
+)
+
+SET_COMBINATION = "sum_z+tippett"
+"""How a pooled test combines its prompts (measured in benchmarks/README.md)."""
+WITHIN = "holm"
+"""The correction of a selected perturbation's prompts (at ``R alpha / m``)."""
+
+
+@dataclass(frozen=True)
+class SetPrompt:
+    """One prompt of a pooled test, as that test saw it."""
+
+    position: int
+    prompt_id: str
+    test_id: str
+    """The prompt's own two-arm test (with its effect interval)."""
+    p_value: float
+    """The prompt's permutation p-value, from the pooled test's relabellings."""
+    statistic: float
+    effect: float
+    """Its statistic minus the statistic's mean over the relabellings."""
+    z: float | None
+    degenerate: bool
+    """Every relabelling gave the same statistic: the prompt adds nothing."""
+
+
+@dataclass(frozen=True)
+class SetTestRecord:
+    """A stored pooled test: its ``tests`` row and its prompts."""
+
+    test: PerturbationTestRecord
+    prompts: tuple[SetPrompt, ...]
+
+
+def run_set_test(
+    set_test_id: str,
+    originals: Sequence[NDArray[np.floating]],
+    perturbed: Sequence[NDArray[np.floating]],
+    *,
+    prompt_ids: Sequence[str],
+    test_ids: Sequence[str],
+    arms: tuple[str, str],
+    embedder: str,
+    analysis: AnalysisSpec,
+) -> SetTestRecord:
+    """The pooled test of one perturbation over its prompts, seeded by its id."""
+    seed = int(set_test_id[:15], 16)
+    similarity = analysis.similarity if OMEGAS[analysis.omega].level != "embedding" else "cosine"
+    result = prompt_set_test(
+        list(originals),
+        list(perturbed),
+        omega=analysis.omega,
+        similarity=similarity,
+        combination=SET_COMBINATION,
+        n_permutations=analysis.n_permutations,
+        rng=seed,
+        **analysis.omega_options,
+    )
+    null = np.asarray(result.null_distribution, dtype=np.float64)
+    mean, std = float(null.mean()), float(null.std())
+    record = PerturbationTestRecord(
+        test_id=set_test_id,
+        original_arm=arms[0],
+        perturbed_arm=arms[1],
+        embedder=embedder,
+        similarity=analysis.similarity,
+        omega=analysis.omega,
+        omega_options=dict(analysis.omega_options),
+        n_permutations=analysis.n_permutations,
+        seed=seed,
+        statistic=result.statistic,
+        p_value=result.p_value,
+        null_mean=mean,
+        null_std=std,
+        effect=result.statistic - mean,
+        z=(result.statistic - mean) / std if std > 0 else float("nan"),
+        evaluated=result.evaluated,
+        exact=result.exact,
+        k_a=sum(result.k_a),
+        k_b=sum(result.k_b),
+        null_distribution=null,
+        driver=result.driver,
+        components={
+            name: {"aspect": c.aspect, "statistic": c.statistic, "p_value": c.p_value}
+            for name, c in result.components.items()
+        },
+        combination=SET_COMBINATION,
+        n_prompts=result.n_prompts,
+    )
+    prompts = tuple(
+        SetPrompt(
+            position=i,
+            prompt_id=prompt_ids[i],
+            test_id=test_ids[i],
+            p_value=float(result.prompt_p_values[i]),
+            statistic=float(result.prompt_statistics[i]),
+            effect=float(result.prompt_effects[i]),
+            z=None if np.isnan(result.prompt_z[i]) else float(result.prompt_z[i]),
+            degenerate=bool(result.degenerate[i]),
+        )
+        for i in range(result.n_prompts)
+    )
+    return SetTestRecord(record, prompts)
+
+
+def family_drilldown(
+    prompt_p: Mapping[str, Sequence[float]],
+    set_p: Mapping[str, float | None],
+    analysis: AnalysisSpec,
+) -> tuple[list[str], PromptDrilldown] | None:
+    """The drill-down of one family: its perturbations (those with a pooled p-value, in
+    order) and which of their prompts moved; None when none was tested."""
+    tested = [pid for pid, p in set_p.items() if p is not None and pid in prompt_p]
+    if not tested:
+        return None
+    found = prompt_drilldown(
+        [float(set_p[pid]) for pid in tested],  # type: ignore[arg-type]
+        [np.asarray(prompt_p[pid], dtype=np.float64) for pid in tested],
+        alpha=analysis.alpha,
+        selection=analysis.correction,
+        within=WITHIN,
+    )
+    return tested, found
+
+
+def set_equivalence_p(
+    intervals: Sequence[EffectInterval | None], margin: float | None, alpha: float
+) -> float:
+    """p-value of "the mean effect over the prompts is at least ``margin``"; 1 when a prompt
+    has no interval (too few outputs) or there is no margin."""
+    if margin is None or not intervals or any(iv is None for iv in intervals):
+        return 1.0
+    kept = [iv for iv in intervals if iv is not None]
+    return set_equivalence(kept, margin, alpha=alpha).p_value
