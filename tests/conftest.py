@@ -6,6 +6,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 
@@ -26,6 +27,19 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 _HOME = tempfile.mkdtemp(prefix="dbpa-tests-prefect-home-")
 os.environ["PREFECT_HOME"] = _HOME
 atexit.register(shutil.rmtree, _HOME, ignore_errors=True)
+
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Stop the Prefect ephemeral servers this process started and remove its Prefect home:
+    an xdist worker ends with ``os._exit``, past Prefect's and our own ``atexit``, and left
+    its server running."""
+    server = sys.modules.get("prefect.server.api.server")
+    if server is not None:
+        for instance in list(server.SubprocessASGIServer._instances.values()):
+            instance.stop()
+    shutil.rmtree(_HOME, ignore_errors=True)
+
 
 pytest_plugins = ["tests.support.providers", "tests.support.cli_process"]
 
