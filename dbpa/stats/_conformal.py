@@ -10,11 +10,12 @@ unlike the others has a low density). The smoothed conformal p-value
 
 (``d`` the densities, ``theta`` from the monitor's ``rng``) is then exactly uniform, and
 ``p_1, p_2, ...`` are independent (Vovk, Gammerman & Shafer, *Algorithmic Learning in a
-Random World*, 2nd ed. 2022, Thm 11.1 [ch. 8 of the 1st ed.]; Vovk 2021, *Testing
-randomness online*, Statistical Science 36). Every output counts in the bag of every later
-one: no output is spent. Ties (answers that repeat exactly) are broken by ``theta`` alone,
-which keeps ``p`` uniform; densities are rounded to ``TIE_DIGITS`` relative digits so that
-equal outputs get equal densities whatever order the sums were taken in.
+Random World*, 2005, ch. 7-8, the smoothed conformal p-values of exchangeable data; Vovk
+2021, *Testing randomness online*, Statistical Science 36). Every output counts in the bag
+of every later one: no output is spent. Ties (answers that repeat exactly) are broken by
+``theta`` alone, which keeps ``p`` uniform; densities are rounded to ``TIE_DIGITS`` relative
+digits so that equal outputs get equal densities whatever order the sums were taken in
+(the symmetry the p-values need, up to a density within rounding of a digit's edge).
 
 The bandwidth is ``BANDWIDTH`` times the median squared distance between the outputs of
 the first reference, and outputs of dimension above ``PROJECTION`` are first mapped by one
@@ -27,14 +28,16 @@ to find).
 KAPPAS`` multiplies its capital per output by ``1 - lambda + lambda kappa p^(kappa - 1)``
 (a power calibrator, mean 1 under U(0, 1), mixed with cash); a sleeping bettor keeps its
 capital. After every tick a share ``JUMP`` of the total capital is spread again evenly over
-the bettors: Vovk's Composite Jumper (Vovk, Petej, Nouretdinov, Ahlberg, Carlsson &
-Gammerman 2021, *Retrain or not retrain: conformal test martingales for change-point
-detection*, COPA, PMLR 152). The split over the bettors depends on past p-values only and
+the bettors: the redistribution of Vovk's Simple Jumper (Vovk, Petej, Nouretdinov,
+Ahlberg, Carlsson & Gammerman 2021, *Retrain or not retrain: conformal test martingales for
+change-point detection*, COPA, PMLR 152), over power calibrators instead of its three
+linear betting functions. The split over the bettors depends on past p-values only and
 each factor has mean 1 given them, so the total capital is a test martingale in the
 p-values' filtration: ``P(sup_t M_t >= c) <= 1 / c`` (Ville). The jumps let a bettor that
 lost during quiet ticks get capital back, so a change after many quiet ticks is bet on
-within a tick or two. ``(M_{t-1} + 1) * (M_t / M_{t-1})``, the Shiryaev-Roberts statistic on
-the same per-tick factors, is the change-detection form.
+within a tick or two. The Shiryaev-Roberts statistic on the same per-tick factors ``F_t =
+M_t / M_{t-1}``, ``R_t = (R_{t-1} + 1) F_t``, is the change-detection form (``R_t - t`` is a
+martingale with no change).
 """
 
 from __future__ import annotations
@@ -85,7 +88,7 @@ class ConformalStep:
 
 
 class ConformalMartingale:
-    """The Composite Jumper on conformal p-values of the tick outputs (module docstring).
+    """A jumper over power calibrators on conformal p-values of the tick outputs (module docstring).
 
     ``rng``: a numpy Generator (the projection and the tie-breaking ``theta``); the caller
     validates the inputs (``DriftMonitor.update``)."""

@@ -37,7 +37,7 @@ only (a few ticks of pairs); after them, ticks are bet against changed outputs.
 **A second process that spends nothing** (``_conformal.py``): a conformal test martingale
 on the tick outputs, whose p-value for each output ranks its kernel density among all
 outputs so far, so that every quiet tick stays baseline for every later one; with no change
-the p-values are independent U(0, 1) and the Composite Jumper's capital on them is a test
+the p-values are independent U(0, 1) and a jumper's capital on them is a test
 martingale. It cannot see a change present from the first tick (the reference only sets its
 bandwidth) and has no tolerance. With ``tolerance = 0`` the monitor runs both and combines
 them by e-Bonferroni: ``e_value`` is the larger of the two evidences divided by 2, so the
