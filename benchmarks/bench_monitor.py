@@ -13,8 +13,9 @@ finds it about 0.6 of the time, the small one 0.25, the large one 0.93 (measured
    every tick (what ``dbpa drift --per-tick`` does against the baseline), at k = 20: at
    k = 5 a tick and its reference have 252 splits, whose smallest p-value 1/252 never
    reaches Holm's first threshold 0.001 (no false alarm, and no power either). Monitor:
-   ``DriftMonitor(form="test")`` per arm at k = 5, e-Bonferroni across the arms on each
-   arm's largest e-value so far (an alarm when one reaches 50 / 0.05).
+   ``DriftMonitor(form="test")`` per arm at k = 5 (the betting and the conformal process,
+   e-Bonferroni of the two), e-Bonferroni across the arms on each arm's largest e-value so
+   far (an alarm when one reaches 50 / 0.05).
 2. Delays: one arm changes at tick 100; ticks until the alarm (0: at the change's tick) for
    each size and k, for the test form (alpha = 0.05 for one arm) and the detector (alpha =
    1 / 3650: ten years of daily ticks to a false alarm on average); "before" counts alarms

@@ -29,11 +29,23 @@ payoffs of the last ``STAKE_WINDOW`` pairs, their mean lowered by ``STAKE_CAUTIO
 errors, so that it is mostly 0 while nothing changes and grows within a few ticks of a
 change, capped at ``0.8 / (1 + tolerance)``.
 
-**Limits.** A tick of k outputs bets about ``0.4 k`` of them, each against one baseline
-output: about a quarter of what the same outputs would give against a known baseline. A
-change already present at the first tick is bet against the reference's outputs only (a few
-ticks of pairs); after them, ticks are bet against changed outputs (``benchmarks/README.md``,
-``monitor``, has the delays).
+**Limits of betting alone.** A tick of k outputs bets about ``0.4 k`` of them, each against
+one baseline output: about a quarter of what the same outputs would give against a known
+baseline. A change already present at the first tick is bet against the reference's outputs
+only (a few ticks of pairs); after them, ticks are bet against changed outputs.
+
+**A second process that spends nothing** (``_conformal.py``): a conformal test martingale
+on the tick outputs, whose p-value for each output ranks its kernel density among all
+outputs so far, so that every quiet tick stays baseline for every later one; with no change
+the p-values are independent U(0, 1) and a jumper's capital on them is a test
+martingale. It cannot see a change present from the first tick (the reference only sets its
+bandwidth) and has no tolerance. With ``tolerance = 0`` the monitor runs both and combines
+them by e-Bonferroni: ``e_value`` is the larger of the two evidences divided by 2, so the
+alarm at ``1 / alpha`` is one of them reaching ``2 / alpha``, and by Ville's inequality for
+each (each in its own filtration) and a union bound the alarm is still ever false with
+probability at most alpha; ``e_value`` at a fixed tick is at most their mean, an e-value.
+With a tolerance the conformal process is off and ``e_value`` is the betting wealth.
+``benchmarks/README.md`` (``monitor``) has the delays of both.
 
 **Tolerance** (Richter et al., ICLR 2025): for any ``|f| <= 1``, ``E f(x) - E f(y) <= 2
 TV``, so with ``g = (f(x) - f(y)) / 2 - tolerance`` the wealth stays a supermartingale while
@@ -49,7 +61,12 @@ of Shin, Ramdas & Rinaldo (2023) on the same bets, a new bettor starting at ever
 ``M_t = (M_{t-1} + 1) * e_t``: it forgets the quiet ticks' losses, and its average run length
 to a false alarm is at least ``1 / alpha`` ticks (``M_t - t`` is a martingale with no change),
 so pick alpha as one over the run length wanted (1 / 3650 for ten years of daily ticks).
-Either alarm stays raised until ``reset``.
+With both processes (``tolerance = 0``) each runs its Shiryaev-Roberts statistic (the
+conformal one on its per-tick factors) and ``e_value`` is the larger divided by 4: by Doob's
+maximal inequality for the submartingale ``M_t``, ``P(M_s >= 4 / alpha for some s <= n) <=
+n alpha / 4`` for each, so the alarm comes by tick n with probability at most ``n alpha / 2``,
+and the average run length ``sum_n P(no alarm by n) >= sum_{n <= 2 / alpha} (1 - n alpha / 2)
+>= 1 / alpha``. Either alarm stays raised until ``reset``.
 """
 
 from __future__ import annotations
@@ -62,6 +79,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ._conformal import ConformalMartingale
 from ._validation import RngLike, as_embeddings, as_positive_int, as_probability, as_rng, choose
 
 __all__ = ["FORMS", "DriftMonitor", "MonitorState"]
@@ -95,8 +113,11 @@ class MonitorState:
     ticks: int
     """Ticks seen since the start or the last reset."""
     e_value: float
-    """The evidence: the bettor's wealth (``form="test"``) or the Shiryaev-Roberts
-    statistic (``form="detect"``). The alarm line is ``threshold``."""
+    """The evidence: with ``tolerance = 0`` the larger of the betting and the conformal
+    evidence divided by 2 (``form="test"``) or 4 (``form="detect"``), e-Bonferroni of the
+    two (so it starts at 1/2 or 1/4); with a tolerance the betting evidence alone. Each
+    process's evidence is its wealth (test) or its Shiryaev-Roberts statistic (detect).
+    The alarm line is ``threshold``."""
     log_e_value: float
     """Natural log of ``e_value`` (for the evidence chart; finite where ``e_value``
     underflows)."""
@@ -115,6 +136,11 @@ class MonitorState:
     lie further along the witness than the baseline's."""
     baseline_left: int
     """Fresh baseline outputs queued for later ticks."""
+    log_e_betting: float
+    """Natural log of the betting process's evidence (wealth or Shiryaev-Roberts)."""
+    log_e_conformal: float
+    """Natural log of the conformal process's evidence (its martingale or Shiryaev-
+    Roberts statistic; ``_conformal.py``); 0 with a tolerance (the process is off)."""
 
 
 @dataclass
@@ -140,7 +166,8 @@ class DriftMonitor:
 
     ``alpha`` in (0, 1): the alarm line is ``1 / alpha``. ``tolerance`` in [0, 1): total-
     variation distance below which a change is not alarmed. ``form``: ``"test"`` or
-    ``"detect"`` (``FORMS``). ``reserve`` in (0, 1): share of each tick's outputs put aside
+    ``"detect"`` (``FORMS``); with ``tolerance = 0`` the conformal process runs too (module
+    docstring). ``reserve`` in (0, 1): share of each tick's outputs put aside
     as fresh baseline for later ticks. ``window``: ticks whose outputs the witness is learnt
     from. ``rng``: seed or Generator (which outputs are bet on and which put aside).
     """
@@ -161,6 +188,7 @@ class DriftMonitor:
         self.window = as_positive_int(window, "window")
         self._rng = as_rng(rng)
         self._book = _new_book(self.window)
+        self._conformal = self._new_conformal()
 
     @property
     def max_stake(self) -> float:
@@ -171,6 +199,20 @@ class DriftMonitor:
         """Start again: a new baseline (the next ``update``'s reference), no evidence, no
         alarm (after an intended change)."""
         self._book = _new_book(self.window)
+        self._conformal = self._new_conformal()
+
+    @property
+    def split(self) -> int:
+        """The e-Bonferroni divisor of the two processes: 1 with a tolerance (betting
+        alone), 2 for the test form, 4 for the detector (module docstring)."""
+        if self.tolerance > 0.0:
+            return 1
+        return 2 if self.form == "test" else 4
+
+    def _new_conformal(self) -> ConformalMartingale | None:
+        """The conformal process, on a child of the monitor's rng (spawning leaves the
+        parent's stream, and so the betting process, as it was)."""
+        return ConformalMartingale(self._rng.spawn(1)[0]) if self.tolerance == 0.0 else None
 
     def update(self, reference: ArrayLike, tick: ArrayLike) -> MonitorState:
         """Bet on one tick: ``reference`` (k_r, d) outputs of the baseline (the same array
@@ -178,6 +220,7 @@ class DriftMonitor:
         ``tick`` (k, d) this tick's outputs of the arm, k_r, k >= 2."""
         ref, current = _update_iv(reference, tick, self._book.reference)
         book = self._book
+        conformal = None if self._conformal is None else self._conformal.update(ref, current)
         book.span = max(book.span, float(np.abs(ref).max()), float(np.abs(current).max()))
         if book.reference is None or not np.array_equal(ref, book.reference):
             book.reference = ref
@@ -201,7 +244,12 @@ class DriftMonitor:
         seen = y if book.seen_baseline is None else np.concatenate([book.seen_baseline, y])
         book.seen_baseline = seen[-BASELINE_MEMORY:]
         book.recent_ticks.append(x)
-        evidence = book.log_wealth if self.form == "test" else book.log_detector
+        betting = book.log_wealth if self.form == "test" else book.log_detector
+        other = 0.0
+        if conformal is not None:
+            other = conformal.log_martingale if self.form == "test" else conformal.log_detector
+        evidence = betting if conformal is None else max(betting, other)
+        evidence -= math.log(self.split)
         if book.alarm_tick is None and evidence >= -math.log(self.alpha):
             book.alarm_tick = book.ticks
         return MonitorState(
@@ -215,6 +263,8 @@ class DriftMonitor:
             stake=stake,
             payoff=float(payoffs.mean()) if n_pairs else 0.0,
             baseline_left=len(book.queue),
+            log_e_betting=betting,
+            log_e_conformal=other,
         )
 
     def _stake(self) -> float:

@@ -1,10 +1,11 @@
 """The drift monitor: validation, its false alarm rate over 500 ticks on three null shapes,
-the tolerance at its boundary, the detector's run length, power, ties, and the family.
+the tolerance at its boundary, the detector's run length, power, ties, and the family; the
+conformal process's p-values (uniform with no change) and its power.
 
 The error-rate checks use a large alpha (0.3) so that a few dozen simulated monitors
-resolve it, and the per-tick e-factors (the wealth's ratio from one tick to the next), whose
-mean is at most 1 exactly when the bets are fair: thousands of them per shape detect a
-bias far smaller than one that would lift the false alarm rate to 1.5 alpha.
+resolve it, and each process's per-tick e-factors (its evidence's ratio from one tick to the
+next), whose mean is at most 1 exactly when the bets are fair: thousands of them per shape
+detect a bias far smaller than one that would lift the false alarm rate to 1.5 alpha.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ import warnings
 
 import numpy as np
 import pytest
-from scipy.stats import binom
+from scipy.stats import binom, kstest
 
 from dbpa.stats import DriftMonitor, MonitorState, family_alarms
+from dbpa.stats._conformal import ConformalMartingale
 
 D = 8
 CENTRES = np.eye(4, D) * 2.0
@@ -66,8 +68,13 @@ def null_run(rng, shape, n_ticks=500, k=5, k_ref=10, **options):
     return run(DriftMonitor(LOOSE, rng=rng, **options), references, ticks)
 
 
-def e_factors(states):
-    return np.exp(np.diff([0.0] + [s.log_e_value for s in states]))
+def e_factors(states, process="betting"):
+    return np.exp(np.diff([0.0] + [getattr(s, f"log_e_{process}") for s in states]))
+
+
+def fair(factors):
+    """The factors' mean is not above 1 by more than four standard errors."""
+    return factors.mean() <= 1.0 + 4.0 * factors.std() / math.sqrt(factors.size)
 
 
 def most_alarms(n, level=LOOSE):
@@ -81,10 +88,12 @@ def test_no_change_alarms_at_most_alpha_over_500_ticks(shape):
     runs = [null_run(rng, shape) for _ in range(40)]
     alarms = sum(r[-1].alarm for r in runs)
     assert alarms <= most_alarms(len(runs))
-    factors = np.concatenate([e_factors(r) for r in runs])
-    assert factors.size > 12_000
-    assert factors.mean() <= 1.0 + 4.0 * factors.std() / math.sqrt(factors.size)
+    for process in ("betting", "conformal"):
+        factors = np.concatenate([e_factors(r, process) for r in runs])
+        assert factors.size > 12_000
+        assert fair(factors)
     assert max(s.stake for r in runs for s in r) > 0.0  # the monitor did bet
+    assert max(s.log_e_conformal for r in runs for s in r) > 0.0  # and so did the other
 
 
 def test_a_reused_baseline_output_would_be_caught():
@@ -98,7 +107,7 @@ def test_a_reused_baseline_output_would_be_caught():
         for tick in answers(rng, (300, 5)):
             monitor._book.queue.clear()  # only the reference, over and over
             monitor._book.reference = None
-            factors.append(monitor.update(reference, tick).log_e_value)
+            factors.append(monitor.update(reference, tick).log_e_betting)
     steps = np.exp(np.diff(np.reshape(factors, (10, 300)), axis=1, prepend=0.0)).ravel()
     assert steps.mean() > 1.0 + 4.0 * steps.std() / math.sqrt(steps.size)
 
@@ -112,8 +121,8 @@ def test_a_change_at_the_tolerance_alarms_at_most_alpha():
         ticks = quiet_then(rng, 100, 200, moved(tolerance))
         runs.append(run(DriftMonitor(LOOSE, tolerance, rng=rng), [reference] * 300, ticks))
     assert sum(r[-1].alarm for r in runs) <= most_alarms(len(runs))
-    factors = np.concatenate([e_factors(r) for r in runs])
-    assert factors.mean() <= 1.0 + 4.0 * factors.std() / math.sqrt(factors.size)
+    assert fair(np.concatenate([e_factors(r) for r in runs]))
+    assert all(s.log_e_conformal == 0.0 for r in runs for s in r)  # betting alone
 
 
 def test_a_change_beyond_the_tolerance_alarms():
@@ -178,13 +187,99 @@ def test_the_detector_forgets_the_quiet_ticks():
     assert faster >= 6
 
 
+def conformal_p_values(rng, shape, runs=20, n_ticks=100, k=5, weights=BASELINE, quiet=None):
+    """The conformal p-values of ``runs`` monitors' tick outputs (D-dimensional; ``quiet``
+    ticks of the baseline first when given, then ``weights``)."""
+    spread = 0.0 if shape in ("repeats", "same") else 0.5
+    p = []
+    for _ in range(runs):
+        martingale = ConformalMartingale(rng)
+        reference = answers(rng, (10,), spread=spread)
+        ticks = answers(rng, (n_ticks, k), weights, spread)
+        if quiet is not None:
+            ticks = np.concatenate([answers(rng, (quiet, k), spread=spread), ticks])
+        if shape == "same":
+            reference, ticks = np.ones_like(reference), np.ones_like(ticks)
+        p.extend(q for tick in ticks for q in martingale.update(reference, tick).p_values)
+    return np.asarray(p)
+
+
+@pytest.mark.parametrize("shape", ["varied", "repeats", "same"])
+def test_conformal_p_values_are_uniform_without_change(shape):
+    """10,000 p-values per shape (answers that vary, that repeat exactly among three, all
+    the same answer): a KS test of U(0, 1) at 0.001."""
+    rng = np.random.default_rng({"varied": 21, "repeats": 22, "same": 23}[shape])
+    p = conformal_p_values(rng, shape)
+    assert p.size == 10_000
+    assert kstest(p, "uniform").pvalue > 0.001
+
+
+class _NoTieBreak:
+    """An rng whose ``theta`` is always 1: ties count fully against the new output."""
+
+    def __init__(self, rng):
+        self._rng = rng
+
+    def normal(self, *args, **kwargs):
+        return self._rng.normal(*args, **kwargs)
+
+    def uniform(self):
+        return 1.0
+
+
+def test_the_uniformity_check_can_fail():
+    """Without the random tie-break answers that repeat give p-values that are too large,
+    and after a change the p-values pile up near 0: the KS check above rejects both."""
+    rng = np.random.default_rng(24)
+    changed = conformal_p_values(rng, "varied", runs=5, n_ticks=20, weights=moved(0.4), quiet=40)
+    assert kstest(changed, "uniform").pvalue < 0.001
+    p = []
+    for _ in range(5):
+        martingale = ConformalMartingale(_NoTieBreak(rng))
+        reference = answers(rng, (10,), spread=0.0)
+        for tick in answers(rng, (100, 5), spread=0.0):
+            p.extend(martingale.update(reference, tick).p_values)
+    assert kstest(p, "uniform").pvalue < 0.001
+
+
+def test_the_conformal_evidence_is_fair_without_change_and_grows_after_one():
+    """Its per-tick factors average at most 1 on the three null shapes; after 100 quiet
+    ticks a change of 0.4 of the answers at k = 5 sends it over 2 / 0.05 within ten ticks
+    in at least 18 of 20 runs (the issue's goal is 80%)."""
+    rng = np.random.default_rng(25)
+    for shape in ("varied", "repeats", "same"):
+        factors = []
+        for _ in range(10):
+            martingale = ConformalMartingale(rng)
+            spread = 0.0 if shape != "varied" else 0.5
+            reference = answers(rng, (10,), spread=spread)
+            ticks = answers(rng, (300, 5), spread=spread)
+            if shape == "same":
+                reference, ticks = np.ones_like(reference), np.ones_like(ticks)
+            factors.extend(math.exp(martingale.update(reference, t).log_factor) for t in ticks)
+        assert fair(np.asarray(factors))
+    found = early = 0
+    for _ in range(20):
+        martingale = ConformalMartingale(rng)
+        reference = answers(rng, (10,))
+        ticks = np.concatenate([answers(rng, (100, 5)), answers(rng, (11, 5), moved(0.4))])
+        steps = [martingale.update(reference, t).log_martingale for t in ticks]
+        early += max(steps[:100]) >= math.log(40.0)
+        found += max(steps[:100]) < math.log(40.0) <= max(steps[100:])
+    assert early <= most_alarms(20, 1 / 40)
+    assert found >= 18
+
+
 def test_answers_that_never_vary_give_no_evidence_and_no_warning():
+    """The betting process does not bet; the conformal p-values are all ties, broken by
+    the rng: uniform, so its evidence is a fair game that does not alarm."""
     same = np.ones((5, D))
     monitor = DriftMonitor(0.05, rng=0)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         states = [monitor.update(np.ones((10, D)), same) for _ in range(500)]
-    assert all(s.e_value == 1.0 and not s.alarm for s in states)
+    assert all(s.log_e_betting == 0.0 and not s.alarm for s in states)
+    assert max(s.e_value for s in states) < 20.0
 
 
 def test_the_alarm_stays_raised_and_reset_clears_it():
@@ -200,7 +295,8 @@ def test_the_alarm_stays_raised_and_reset_clears_it():
     assert after.alarm_tick == first.alarm_tick
     monitor.reset()
     fresh = monitor.update(reference, answers(rng, (5,), spread=0.0))
-    assert (fresh.ticks, fresh.alarm, fresh.alarm_tick, fresh.e_value) == (1, False, None, 1.0)
+    assert (fresh.ticks, fresh.alarm, fresh.alarm_tick, fresh.log_e_betting) == (1, False, None, 0)
+    assert fresh.log_e_value == pytest.approx(max(fresh.log_e_conformal, 0.0) - math.log(2.0))
 
 
 def test_state_is_frozen_and_consistent():
@@ -215,6 +311,7 @@ def test_state_is_frozen_and_consistent():
     assert s.ticks == 30
     assert s.threshold == 20.0
     assert s.e_value == pytest.approx(math.exp(s.log_e_value))
+    assert s.log_e_value == pytest.approx(max(s.log_e_betting, s.log_e_conformal) - math.log(2))
     assert s.pairs == 2  # of 5 outputs, 2 bet on and 3 put aside
     assert s.baseline_left == 10 + 30 * (3 - 2)  # the queue grows by one output a tick
     assert 0.0 <= s.stake <= monitor.max_stake
