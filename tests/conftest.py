@@ -29,7 +29,6 @@ os.environ["PREFECT_HOME"] = _HOME
 atexit.register(shutil.rmtree, _HOME, ignore_errors=True)
 
 
-
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Stop the Prefect ephemeral servers this process started and remove its Prefect home:
     an xdist worker ends with ``os._exit``, past Prefect's and our own ``atexit``, and left
