@@ -21,6 +21,7 @@ SUITES = {
     "interval": "benchmarks.interval_coverage",
     "threads": "benchmarks.bench_threads",
     "plan": "benchmarks.bench_planning",
+    "prompt_sets": "benchmarks.bench_prompt_sets",
 }
 
 

@@ -9,18 +9,20 @@ untouched; ``salvage`` exports what can still be read).
 
 ``Store`` is one class over one connection, assembled from a module per record:
 ``_core`` (connection, lock, transactions, migrations, schema version), ``_samples``
-(arms, samples, embeddings), ``_analysis`` (tests, runs, run families, arm failures,
-corrections, results, usage), ``_drift`` (epochs and drift tests) and ``_export`` (tables
-to Parquet or CSV). ``_schema`` holds the migrations; ``_open`` the checks of a file before
-it is used; ``_serve``, ``_wire``, ``_sidecar`` and ``_remote`` the reads served by a
-writer; ``_salvage`` the export of a damaged file.
+(arms, samples, embeddings), ``_tests`` (permutation tests and their effect intervals),
+``_runs`` (runs, run families, arm failures, corrections, sequential looks, results, usage;
+their SQL in ``_results``), ``_drift`` (epochs and drift tests) and ``_export`` (tables to
+Parquet or CSV). ``_schema`` holds the migrations; ``_open`` the checks of a file before
+it is used; ``_serve``, ``_wire``, ``_sidecar``, ``_reader`` and ``_remote`` the reads
+served by a writer; ``_salvage`` the export of a damaged file.
 """
 
 from ._errors import DamagedRecordError, DatabaseInUseError, UnknownRunError
 from ._export import EXPORTS, export_sql
 from ._open import ready_to_write
+from ._reader import RecordReader
 from ._registry import get, register, unregister
-from ._remote import RecordReader, RemoteRecord, open_reader
+from ._remote import RemoteRecord, open_reader
 from ._salvage import Salvage, SalvagedTable, salvage
 from ._schema import MIGRATIONS
 from ._sidecar import sidecar_path

@@ -3,8 +3,9 @@
 DuckDB allows one writing process per file. The core owns the connection of its process;
 threads share it under a lock, and every write is one transaction. The file is checked
 before it is opened for writing (``_open``); a writer serves reads of its record to other
-processes while it holds it (``_serve``). The record classes (``_samples``, ``_analysis``,
-``_drift``, ``_export``) build on it; ``Store`` joins them.
+processes while it holds it (``_serve``, started by ``Store``). The record classes
+(``_samples``, ``_tests``, ``_runs``, ``_drift``, ``_export``) build on it; ``Store`` joins
+them.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
+from typing import Any, Protocol, Self, TypeVar
 
 import duckdb
 import pandas as pd
@@ -32,26 +33,23 @@ from ._open import (
 )
 from ._schema import MIGRATIONS
 
-if TYPE_CHECKING:
-    from ._serve import RecordServer
-    from ._store import Store
-
 __all__ = ["StoreCore"]
 
 T = TypeVar("T")
 
 
+class _Closing(Protocol):
+    def close(self) -> None: ...
+
+
 class StoreCore:
     """An open audit database: the connection, its lock and the helpers every record uses."""
 
-    def __init__(
-        self, path: str | Path, *, read_only: bool = False, serve_readers: bool = True
-    ) -> None:
+    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
         """Open the record at ``path`` (created when missing, unless ``read_only``).
 
         ``DamagedRecordError`` for a file that cannot be used (nothing is written to it),
-        ``DatabaseInUseError`` when another process holds it. A writer serves reads of its
-        record to other processes until it closes it, unless ``serve_readers`` is False.
+        ``DatabaseInUseError`` when another process holds it.
         """
         self.path = Path(path).expanduser().resolve()
         if read_only and not self.path.exists():
@@ -59,15 +57,12 @@ class StoreCore:
         if not read_only:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._attach(open_connection(self.path, read_only=read_only), read_only=read_only)
-        self._server: RecordServer | None = None
+        self._server: _Closing | None = None
+        """What serves this record's reads to other processes (``Store`` starts it)."""
         try:
             if not read_only:
                 self._migrate()
             self.database_id = self._meta("database_id")
-            if not read_only and serve_readers:
-                from ._serve import RecordServer
-
-                self._server = RecordServer.start(cast("Store", self._view()), self.path)
         except BaseException:
             self.close()
             raise

@@ -9,8 +9,8 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pa_parquet
 
-from ._analysis import results_sql
 from ._core import StoreCore
+from ._results import results_sql
 
 EXPORTS: dict[str, str] = {
     "runs": "SELECT * FROM runs ORDER BY started_at",

@@ -17,13 +17,11 @@ import secrets
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ._reader import ServedRecord
 from ._sidecar import Writer, publish, withdraw
 from ._wire import JSON, MAX_REQUEST_BYTES, READS, encode, error_name
-
-if TYPE_CHECKING:
-    from ._store import Store
 
 __all__ = ["RecordServer"]
 
@@ -50,7 +48,9 @@ _CALLS: dict[str, Any] = {
 class RecordServer:
     """Answers reads of one open record on 127.0.0.1 until closed."""
 
-    def __init__(self, record: Store, db: Path, httpd: ThreadingHTTPServer, token: str) -> None:
+    def __init__(
+        self, record: ServedRecord, db: Path, httpd: ThreadingHTTPServer, token: str
+    ) -> None:
         self._record = record
         self._db = db
         self._httpd = httpd
@@ -61,7 +61,7 @@ class RecordServer:
         )
 
     @classmethod
-    def start(cls, record: Store, db: Path) -> RecordServer:
+    def start(cls, record: ServedRecord, db: Path) -> RecordServer:
         """Serve ``record`` (a read-only view, closed with the server) and advertise it."""
         token = secrets.token_hex(32)
         httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(record, token))
@@ -84,7 +84,7 @@ class RecordServer:
         self._record.close()
 
 
-def _handler(record: Store, token: str) -> type[BaseHTTPRequestHandler]:
+def _handler(record: ServedRecord, token: str) -> type[BaseHTTPRequestHandler]:
     expected = f"Bearer {token}".encode()
 
     class Handler(BaseHTTPRequestHandler):

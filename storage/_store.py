@@ -8,16 +8,34 @@ write never duplicates a row.
 
 from __future__ import annotations
 
-from ._analysis import AnalysisRecord
+from pathlib import Path
+
 from ._drift import DriftRecord
 from ._export import ExportRecord
+from ._runs import RunRecord
 from ._samples import SampleRecord
+from ._serve import RecordServer
+from ._tests import PermutationRecord
 
 
-class Store(SampleRecord, AnalysisRecord, DriftRecord, ExportRecord):
+class Store(SampleRecord, PermutationRecord, RunRecord, DriftRecord, ExportRecord):
     """An open audit database; use as a context manager or call ``close()``.
 
-    The sample record (arms, samples, embeddings), the analysis record (tests, runs,
-    families, arm failures, corrections, results, usage), drift and export, over the one
-    connection of ``StoreCore``.
+    The sample record (arms, samples, embeddings), the permutation tests with their effect
+    intervals, the run record (runs, families, arm failures, corrections, sequential looks,
+    results, usage), drift and export, over the one connection of ``StoreCore``.
     """
+
+    def __init__(
+        self, path: str | Path, *, read_only: bool = False, serve_readers: bool = True
+    ) -> None:
+        """Open the record at ``path`` (see ``StoreCore``). A writer serves reads of its
+        record to other processes until it closes it, unless ``serve_readers`` is False."""
+        super().__init__(path, read_only=read_only)
+        if read_only or not serve_readers:
+            return
+        try:
+            self._server = RecordServer.start(self._view(), self.path)
+        except BaseException:
+            self.close()
+            raise

@@ -4,14 +4,9 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from dbpa.stats import EffectDifference
-
-    from ._data import EffectBounds
 
 __all__ = [
     "MISSING",
@@ -28,6 +23,19 @@ __all__ = [
 ]
 
 MISSING = "\N{EN DASH}"
+
+
+class Bounded(Protocol):
+    """An estimate with its interval (a test's ``EffectBounds``, ``EffectDifference``)."""
+
+    @property
+    def estimate(self) -> float: ...
+    @property
+    def low(self) -> float: ...
+    @property
+    def high(self) -> float: ...
+
+
 """Shown where a value does not exist (an untested perturbation, an unknown price)."""
 
 
@@ -71,7 +79,7 @@ def fmt_effect(value: float | None) -> str:
     return MISSING if value is None or math.isnan(value) else f"{value:+.3f}"
 
 
-def shown_estimate(bounds: EffectBounds | EffectDifference) -> float:
+def shown_estimate(bounds: Bounded) -> float:
     """The estimate as tables show it: clipped into its own interval. The unbiased estimate
     of an effect can be negative, or (rarely) above the upper bound, and a percentile
     interval of a difference need not hold the difference of the estimates; a point shown
@@ -80,7 +88,7 @@ def shown_estimate(bounds: EffectBounds | EffectDifference) -> float:
     return min(max(bounds.estimate, bounds.low), bounds.high)
 
 
-def fmt_interval(bounds: EffectBounds | EffectDifference | None) -> str:
+def fmt_interval(bounds: Bounded | None) -> str:
     """An estimate (clipped into its interval, ``shown_estimate``) and its interval, 3
     significant digits: ``0.0123 [0, 0.031]``."""
     if bounds is None:

@@ -14,6 +14,7 @@ importing this package, as a config check does, stays cheap.
 from ._boundary import BoundaryDraws, TiltedSteps
 from ._combined import ComponentResult
 from ._difference import EffectDifference, effect_difference
+from ._drilldown import PromptDrilldown, prompt_drilldown
 from ._equivalence import (
     Decision,
     FamilyDecision,
@@ -54,6 +55,7 @@ from ._omega import OMEGAS, Omega, histogram_edges
 from ._permutation import PermutationTestResult, permutation_test, permutation_test_matrix
 from ._planning import SamplePlan, plan_k
 from ._power import PowerResult, sample_size, simulate_power
+from ._prompt_sets import COMBINATIONS, PromptSetResult, prompt_set_test
 from ._roc import (
     ModelChoice,
     OperatingPoint,
@@ -74,11 +76,13 @@ from ._sequential import (
 from ._sequential import (
     unreachable_looks as sequential_unreachable_looks,
 )
+from ._set_equivalence import SetEquivalence, set_equivalence
 from ._settle import Settling, corrected_level, settling_k
 from ._similarity import SIMILARITIES, SimilaritySplit, pooled_similarity, split_similarities
 from ._witness import WitnessScores, witness_scores
 
 __all__ = [
+    "COMBINATIONS",
     "CORRECTIONS",
     "INTERVAL_MIN_ROWS",
     "INTERVAL_OMEGAS",
@@ -103,12 +107,15 @@ __all__ = [
     "PermutationTestResult",
     "PerturbationPower",
     "PowerResult",
+    "PromptDrilldown",
+    "PromptSetResult",
     "Rates",
     "RocResult",
     "SamplePlan",
     "SequentialDesign",
     "SequentialFamily",
     "SequentialTest",
+    "SetEquivalence",
     "Settling",
     "SimilaritySplit",
     "TiltedSteps",
@@ -135,6 +142,8 @@ __all__ = [
     "plan_family",
     "plan_k",
     "pooled_similarity",
+    "prompt_drilldown",
+    "prompt_set_test",
     "rates_at",
     "rejected_together",
     "roc_curve",
@@ -143,6 +152,7 @@ __all__ = [
     "sequential_family",
     "sequential_p_value",
     "sequential_unreachable_looks",
+    "set_equivalence",
     "settling_k",
     "simulate_power",
     "split_similarities",

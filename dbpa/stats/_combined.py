@@ -92,10 +92,15 @@ def combine(values: Matrix, scales: Sequence[float], rtol: float) -> Combination
     A row's component p-values are ``counts / rows``: rows are compared by their sorted
     counts, lexicographically, in integers (no tolerance of their own).
     """
-    rows = values.shape[0]
     counts = np.column_stack(
         [at_least_counts(values[:, c], scale, rtol) for c, scale in enumerate(scales)]
     )
+    return combine_counts(counts)
+
+
+def combine_counts(counts: Counts) -> Combination:
+    """Tippett combination from the (rows, components) at-least counts of ``combine``."""
+    rows = counts.shape[0]
     ordered = np.sort(counts, axis=1)
     observed = ordered[0]
     smaller = np.zeros(rows, dtype=bool)

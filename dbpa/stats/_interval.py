@@ -72,6 +72,7 @@ from ._boundary import (
     principal_axes,
     quadratic_forms,
 )
+from ._omega import merged_ties
 from ._permutation import _random_splits
 from ._similarity import cosine_distance, l1_distance, l2_distance, pool_arms
 from ._threads import blas_for
@@ -314,7 +315,7 @@ def _effect_interval(
     n_boot: int,
     gen: np.random.Generator,
 ) -> EffectInterval:
-    distances = distance(z)
+    distances = merged_ties(distance(z))  # equal outputs: 0 apart, not rounding noise
     estimate = energy_u_statistic(distances, k_a)
     replicates, boundary = _bootstrap(distances, k_a, n_boot, gen)
     tail = (1.0 - level) / 2.0

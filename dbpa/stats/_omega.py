@@ -66,6 +66,29 @@ def histogram_edges(values: Vector, bins: int, value_range: Any = "pooled") -> V
     return np.linspace(lo, hi, bins + 1)
 
 
+TIE_ATOL = 1e-9
+"""Pairwise values closer than this share of their largest magnitude are one value."""
+
+
+def merged_ties(matrix: Matrix) -> Matrix:
+    """``matrix`` with every run of values within ``TIE_ATOL`` of the next (relative to the
+    largest magnitude, at least 1) set to the run's smallest. Equal outputs have equal
+    similarities, but computed as sums of products they differ in the last bits, and by the
+    outputs' positions in the pooled matrix: statistics of the ordering of the values (the
+    jsd's bins, the CDFs) then read the arms' layout as a difference, and sums of distances
+    that are all noise tie only within a tolerance scaled by that noise (identical outputs
+    in both arms were rejected in 30 of 30 null tests by jsd, ks and auto, and by
+    energy_cosine on vectors of norm other than 1)."""
+    values = np.unique(matrix)
+    if values.size < 2:
+        return matrix
+    scale = max(1.0, float(np.max(np.abs(values))))
+    starts = np.r_[True, np.diff(values) > TIE_ATOL * scale]
+    representative = values[starts][np.cumsum(starts) - 1]
+    merged: Matrix = representative[np.searchsorted(values, matrix)]
+    return merged
+
+
 def bin_index(values: NDArray[np.float64], edges: Vector) -> NDArray[np.intp]:
     """Bin of each value: [e_i, e_{i+1}), the last bin closed; values outside clip to the ends."""
     idx = np.searchsorted(edges, values, side="right") - 1
@@ -107,6 +130,7 @@ class _QuadraticSums:
     """Sums of a symmetric matrix over within-A, cross and within-B index pairs (ordered)."""
 
     def __init__(self, matrix: Matrix) -> None:
+        matrix = merged_ties(matrix)  # distances of equal outputs: 0, not rounding noise
         self.matrix = matrix
         self.rowsum = matrix.sum(axis=1)
         self.total = float(self.rowsum.sum())
@@ -135,6 +159,7 @@ class _JSDKernel:
 
     def __init__(self, matrix: Matrix, k_a: int, *, bins: int, range: Any) -> None:
         n = matrix.shape[0]
+        matrix = merged_ties(matrix)
         iu = np.triu_indices(n, 1)
         self.edges = histogram_edges(matrix[iu], bins, range)
         rows, cols = np.nonzero(~np.eye(n, dtype=bool))
@@ -172,7 +197,7 @@ class _CDFKernel:
     def __init__(self, matrix: Matrix, k_a: int, *, statistic: str) -> None:
         n = matrix.shape[0]
         iu, ju = np.triu_indices(n, 1)
-        values = matrix[iu, ju]
+        values = merged_ties(matrix)[iu, ju]
         order = np.argsort(values, kind="stable")
         self._i, self._j = iu[order], ju[order]
         sorted_values = values[order]

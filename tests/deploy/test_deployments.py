@@ -16,7 +16,7 @@ import yaml
 from storage import Store
 from tests.deploy._processes import REPO, Api, free_port
 from tests.pipeline.conftest import KEY_ENV, RULES, make_config
-from tests.support.scripted_server import ScriptedServer
+from tests.support.scripted_server import Fault, ScriptedServer
 
 pytestmark = pytest.mark.xdist_group("prefect-server")  # one session server per worker
 
@@ -155,3 +155,29 @@ def test_triggered_ticks_run_on_a_worker_and_publish_their_outcome_on_the_tick(
     for key, count in versions.items():
         mine = [a for a in api.artifacts(f"persona-test-{key}") if a["flow_run_id"] in ours]
         assert len(mine) == count, key
+
+
+@pytest.mark.slow
+def test_a_tick_with_a_rejected_key_fails_once_with_its_sampling_task_runs_failed(
+    deployed, worker, tmp_path: Path
+):
+    """A permanent error is never retried: one Failed flow run (no retry a minute later),
+    the sampling task runs that met it Failed, a handful of requests, one message."""
+    api: Api = deployed.api
+    config = tmp_path / "rejected.yaml"
+    with ScriptedServer(rules=RULES, script=[Fault("401")] * 1000) as provider:
+        config.write_text(yaml.safe_dump(make_config(provider)))
+        params = (f"config_path={config}", f"db={tmp_path / 'r.duckdb'}")
+        run = deployed.final(deployed.trigger(PERSONAS, *params), worker)
+        requests = provider.counts.total
+    assert run["state"]["type"] == "FAILED", worker.output()[-4000:]
+    assert run["run_count"] == 1  # not retried
+    assert (
+        "could not be sampled: model 'openai/scripted': AuthenticationError"
+        in (run["state"]["message"])
+    )
+    assert 1 <= requests <= 8, requests
+    states = {t["name"]: t["state"]["type"] for t in api.task_runs(run["id"])}
+    sampling = {name: state for name, state in states.items() if name.startswith("sample ")}
+    assert sampling
+    assert set(sampling.values()) == {"FAILED"}, states

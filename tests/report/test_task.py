@@ -10,17 +10,10 @@ from prefect import flow
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 from prefect.client.schemas.sorting import ArtifactSort
-from prefect.testing.utilities import prefect_test_harness
 
 import storage
 from tasks.report import artifact_key, write_reports
 from tests.report.conftest import PERSONAS, build_run
-
-
-@pytest.fixture(scope="module")
-def prefect_api():
-    with prefect_test_harness():
-        yield
 
 
 @pytest.mark.parametrize(
@@ -36,7 +29,7 @@ def test_artifact_keys_are_lower_case_letters_digits_and_dashes(audit, key):
     assert artifact_key(audit, "results") == key
 
 
-def test_write_reports_inside_a_flow(prefect_api, tmp_path):
+def test_write_reports_inside_a_flow(prefect_harness, tmp_path):
     labelled_run = build_run(tmp_path / "audit.duckdb", cases=PERSONAS)
 
     @flow
@@ -80,7 +73,9 @@ def _versions(key: str) -> list:
         )
 
 
-def test_the_report_key_links_to_the_viewer_or_says_how_to_open_the_report(prefect_api, tmp_path):
+def test_the_report_key_links_to_the_viewer_or_says_how_to_open_the_report(
+    prefect_harness, tmp_path
+):
     """No dead file:// link: without a viewer the key says how to open the report; with one,
     it links to it; the same outcome published again adds no version of any key."""
     from dbpa.report import RecordViewer
@@ -114,7 +109,7 @@ def test_the_report_key_links_to_the_viewer_or_says_how_to_open_the_report(prefe
         assert len(_versions(key)) == 1, key
 
 
-def test_a_changed_outcome_adds_a_version_of_each_key(prefect_api, tmp_path):
+def test_a_changed_outcome_adds_a_version_of_each_key(prefect_harness, tmp_path):
     first = build_run(tmp_path / "a.duckdb", audit="changing", cases=PERSONAS)
     second = build_run(tmp_path / "b.duckdb", audit="changing", cases=PERSONAS[:2])
 

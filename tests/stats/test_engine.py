@@ -265,3 +265,29 @@ def test_the_capped_p_value_names_a_bad_cap():
     a, b = _arms(np.random.default_rng(1), 6, 6)
     with pytest.raises(ValueError, match="cap: must be in"):
         _permutation.capped_p_value(a, b, cap=0.0)
+
+
+@pytest.mark.parametrize("omega", sorted(OMEGAS))
+def test_identical_outputs_in_both_arms_are_never_a_change(omega):
+    """Every output one text (a deterministic model): each split is the observed one. The
+    similarities of equal vectors differ in their last bits by position in the pooled
+    matrix, which jsd, auto and the CDF statistics read as a difference (30 of 30 null tests
+    rejected before ties were merged)."""
+    rng = np.random.default_rng(5)
+    text = rng.normal(size=384).astype(np.float32)
+    a, b = np.tile(text, (10, 1)), np.tile(text, (12, 1))
+    result = dbpa.permutation_test(a, b, omega=omega, n_permutations=199, rng=1)
+    assert result.p_value == 1.0
+
+
+def test_equal_values_merged_at_the_tie_tolerance_only():
+    from dbpa.stats._omega import TIE_ATOL, merged_ties
+
+    m = np.array(
+        [[1.0, 0.5, 0.5 + TIE_ATOL / 4], [0.5, 1.0 - TIE_ATOL / 2, 0.25], [0.2, 0.25, 1.0]]
+    )
+    merged = merged_ties(m)
+    assert merged[0, 2] == merged[0, 1] == 0.5
+    assert merged[1, 1] == merged[0, 0] == 1.0 - TIE_ATOL / 2  # the run's smallest
+    assert merged[2, 0] == 0.2
+    assert merged[1, 2] == 0.25

@@ -221,3 +221,13 @@ def test_coverage_is_not_nominal_where_a_change_moves_every_answer_alike():
     n_sims = 100
     both, _, _ = _coverage("shift", 20, n_sims, 41, 500)
     assert both / n_sims <= CONFIDENCE + 2.5 * math.sqrt(CONFIDENCE * (1 - CONFIDENCE) / n_sims)
+
+
+@pytest.mark.parametrize("omega", sorted(INTERVAL_OMEGAS))
+def test_identical_outputs_give_the_same_interval_under_every_distance(omega):
+    """Every output one text: estimate 0, lower bound 0 (no change is excluded by rounding
+    noise; energy_cosine's bound was 3.7e-18 above 0 on vectors not of norm 1), and no margin
+    is shown (the upper bound is infinite: outputs that never vary show nothing)."""
+    text = np.random.default_rng(5).normal(size=384).astype(np.float32)
+    iv = effect_interval(np.tile(text, (10, 1)), np.tile(text, (12, 1)), omega=omega, rng=1)
+    assert (iv.estimate, iv.low, iv.high) == (0.0, 0.0, math.inf)

@@ -8,13 +8,17 @@ import pytest
 from dbpa.stats import (
     best_model,
     correct,
+    effect_interval,
     min_permutations,
     permutation_test,
     permutation_test_matrix,
     plan_k,
+    prompt_drilldown,
+    prompt_set_test,
     rates_at,
     roc_curve,
     sample_size,
+    set_equivalence,
     simulate_power,
     tpr_at_fpr,
 )
@@ -170,5 +174,111 @@ def test_permutation_test_matrix_rejects_auto():
     ],
 )
 def test_other_entry_points_reject(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+ARMS = [GOOD, GOOD + 1.0]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"originals": GOOD}, r"^originals\[0\]: must be a 2-D \(k, d\) array"),
+        (
+            {"originals": "abc"},
+            r"^originals: expected a sequence of \(k, d\) arrays, one per prompt",
+        ),
+        ({"perturbed": 3}, r"^perturbed: expected a sequence of \(k, d\) arrays"),
+        ({"originals": [], "perturbed": []}, r"^originals: needs at least one prompt"),
+        ({"perturbed": ARMS[:1]}, r"^perturbed: 1 arms for 2 originals; one per prompt"),
+        ({"originals": [GOOD, GOOD[:1]]}, r"^originals\[1\]: needs at least 2 rows"),
+        (
+            {"perturbed": [GOOD, np.where(GOOD == 5, np.nan, GOOD)]},
+            r"^perturbed\[1\]: contains NaN or inf",
+        ),
+        (
+            {"perturbed": [GOOD, GOOD[:, :2]]},
+            r"^perturbed\[1\]: embedding dimension 2 does not match originals\[0\]'s 3",
+        ),
+        (
+            {"perturbed": [GOOD, np.vstack([GOOD[:2], np.zeros((1, 3))])]},
+            r"^perturbed\[1\]: row 2 is a zero vector",
+        ),
+        ({"omega": "jensen"}, r"^omega: unknown 'jensen'; choose one of jsd"),
+        (
+            {"combination": "mean"},
+            r"^combination: unknown 'mean'; choose one of sum_z\+tippett, sum_z, fisher",
+        ),
+        ({"similarity": "dot"}, r"^similarity: unknown 'dot'"),
+        (
+            {"omega": "energy_l2", "similarity": "neg_l1"},
+            r"^similarity: omega 'energy_l2' is computed on the embeddings",
+        ),
+        ({"omega": "ks", "bins": 3}, r"^bins: not an option of omega 'ks'"),
+        ({"n_permutations": 0}, r"^n_permutations: must be >= 1, got 0"),
+        ({"rng": -1}, r"^rng: a seed must be non-negative"),
+    ],
+)
+def test_prompt_set_test_rejects(kwargs, message):
+    args = {"originals": ARMS, "perturbed": [GOOD[::-1], GOOD * 2.0], **kwargs}
+    with pytest.raises(ValueError, match=message):
+        prompt_set_test(args.pop("originals"), args.pop("perturbed"), **args)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"set_p_values": [0.1, 1.5]}, r"^set_p_values: every p-value must be in \[0, 1\]"),
+        ({"set_p_values": []}, r"^set_p_values: must be a non-empty 1-D sequence"),
+        ({"prompt_p_values": 0.1}, r"^prompt_p_values: expected a sequence with one array"),
+        ({"prompt_p_values": [[0.1]]}, r"^prompt_p_values: 1 given for 2 pooled p-values"),
+        ({"prompt_p_values": [[0.1], [-0.1]]}, r"^prompt_p_values\[1\]: every p-value"),
+        ({"prompt_p_values": [[0.1], []]}, r"^prompt_p_values\[1\]: must be a non-empty"),
+        ({"alpha": 1.0}, r"^alpha: must be in \(0, 1\)"),
+        ({"selection": "sidak"}, r"^selection: unknown 'sidak'; choose one of bonferroni"),
+        ({"within": "fdr"}, r"^within: unknown 'fdr'; choose one of bonferroni"),
+    ],
+)
+def test_prompt_drilldown_rejects(kwargs, message):
+    args = {"set_p_values": [0.01, 0.2], "prompt_p_values": [[0.01, 0.3], [0.5]], **kwargs}
+    with pytest.raises(ValueError, match=message):
+        prompt_drilldown(args.pop("set_p_values"), args.pop("prompt_p_values"), **args)
+
+
+def _interval(omega="energy_l2", n_bootstrap=200):
+    rng = np.random.default_rng(0)
+    return effect_interval(
+        rng.normal(size=(6, 3)),
+        rng.normal(size=(6, 3)),
+        omega=omega,
+        n_bootstrap=n_bootstrap,
+        rng=0,
+    )
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda: set_equivalence(_interval(), 0.1),
+            r"^intervals: expected a sequence of EffectInterval",
+        ),
+        (lambda: set_equivalence([], 0.1), r"^intervals: needs at least one prompt"),
+        (lambda: set_equivalence([_interval(), 0.3], 0.1), r"^intervals: item 1 is a float"),
+        (
+            lambda: set_equivalence([_interval(), _interval("energy_l1")], 0.1),
+            r"^intervals: item 1 measures 'energy_l1', item 0 'energy_l2'; one distance",
+        ),
+        (
+            lambda: set_equivalence([_interval(), _interval(n_bootstrap=300)], 0.1),
+            r"^intervals: item 1 has 300 bootstrap draws, item 0 200",
+        ),
+        (lambda: set_equivalence([_interval()], 0.0), r"^margin: must be a positive finite"),
+        (lambda: set_equivalence([_interval()], "x"), r"^margin: must be a positive number"),
+        (lambda: set_equivalence([_interval()], 0.1, alpha=0.0), r"^alpha: must be in \(0, 1\)"),
+    ],
+)
+def test_set_equivalence_rejects(call, message):
     with pytest.raises(ValueError, match=message):
         call()

@@ -1,0 +1,527 @@
+"""The pooled test of a perturbation over a set of prompts: a stratified permutation test.
+
+Each prompt i has its own original and perturbed arms (k_a_i and k_b_i outputs; k may differ
+between prompts and arms). Under H0 (the perturbation changes no prompt's output
+distribution) the outputs of one prompt are exchangeable between its two arms, but not with
+another prompt's: a *relabelling* therefore splits every prompt's pooled outputs anew into
+groups of k_a_i and k_b_i, each prompt on its own (a stratified permutation test). One
+relabelling gives one statistic per prompt (omega on that prompt's split, the permutation
+engine's kernels on the prompt's pooled matrix); the per-prompt statistics are combined
+across prompts into the set's statistic by one of ``COMBINATIONS``.
+
+The rows are the observed labels (row 0) and B random relabellings, or every relabelling when
+there are at most B. Every combination is a symmetric function of the rows (a prompt's
+statistic standardised by its mean and spread over all rows, or ranked among them), so under
+H0 the rows' combined statistics are exchangeable and the share of rows at least as extreme
+as the observed one is a valid permutation p-value: ``(1 + #) / (1 + B)``, or
+``# / #relabellings`` when all are enumerated. Each prompt's own p-value is its statistic's
+rank among the same rows: marginally the permutation p-value of that prompt alone.
+
+``omega="auto"`` combines the per-prompt statistics of each of its components across prompts
+first (one set statistic per component), then the components by its non-parametric
+combination on the same rows (``_combined``): the set's ``driver`` says which aspect led.
+A prompt's own ``auto`` p-value combines its two components on the same rows.
+
+A prompt whose statistic does not vary over its relabellings (every answer the same text in
+both arms, which gets a constant statistic, or a tie between every split) adds nothing: its
+standardised statistic is 0 and its per-prompt p-value 1 on every row.
+
+Which combination, measured (``python -m benchmarks prompt_sets``, 200 synthetic audits per
+cell of 20 prompts at k = 10, and real outputs of the embedded model; tables in
+benchmarks/README.md): the default ``sum_z+tippett`` is the non-parametric combination, on the
+same rows, of the sum of standardised statistics (``sum_z``: strongest where many prompts
+move a little) and Tippett's smallest per-prompt p-value (``tippett``: strongest where a few
+prompts move a lot). Each alone is blind to the other's case: ``sum_z`` reached 0.18 where
+2 of 20 prompts drifted (Tippett 0.40), Tippett 0.22 where 6 of 20 took a new answer type
+(``sum_z`` 0.45). Their combination had the highest mean power over the six synthetic cells
+(0.59; ``sum_z`` 0.57, ``fisher`` 0.58, ``tippett`` 0.45, ``sum`` 0.53), the smallest largest
+shortfall against the best candidate of each cell (0.10; ``sum_z`` and ``fisher`` 0.22), and was
+the best of the pooled combinations run on real outputs, or within 0.01 of it, in every cell.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from ._combined import (
+    ComponentResult,
+    at_least_counts,
+    combine,
+    combine_counts,
+    component_result,
+    driver,
+    null_summary,
+)
+from ._omega import OMEGAS, Kernel, Omega
+from ._permutation import MEMORY_BUDGET_BYTES, TIE_RTOL, _all_splits, _random_splits, _sizes
+from ._similarity import SIMILARITIES, _unit_rows
+from ._threads import blas_for
+from ._validation import RngLike, as_embeddings, as_positive_int, as_rng, choose
+
+Matrix = NDArray[np.float64]
+Vector = NDArray[np.float64]
+Counts = NDArray[np.int64]
+
+ENUMERATION_CHUNK = 4096
+"""Splits of one prompt built per step when every relabelling is enumerated."""
+
+
+def _sum_z(values: Matrix, counts: Counts, varies: NDArray[np.bool_]) -> Vector:
+    """Sum over prompts of each prompt's statistic standardised by its mean and standard
+    deviation over the rows (0 for a prompt whose statistic does not vary)."""
+    spread = values.std(axis=0)
+    safe = np.where(varies, spread, 1.0)
+    z = np.where(varies, (values - values.mean(axis=0)) / safe, 0.0)
+    total: Vector = z.sum(axis=1)
+    return total
+
+
+def _fisher(values: Matrix, counts: Counts, varies: NDArray[np.bool_]) -> Vector:
+    """Fisher's -sum log p over prompts, p each prompt's permutation p-value of the row."""
+    total: Vector = -np.log(counts / counts.shape[0]).sum(axis=1)
+    return total
+
+
+def _tippett(values: Matrix, counts: Counts, varies: NDArray[np.bool_]) -> Vector:
+    """Tippett's -log of the smallest per-prompt p-value of the row."""
+    smallest: Vector = -np.log(counts.min(axis=1) / counts.shape[0])
+    return smallest
+
+
+def _raw_sum(values: Matrix, counts: Counts, varies: NDArray[np.bool_]) -> Vector:
+    """The plain sum of the per-prompt statistics (prompts with a wide null weigh most)."""
+    total: Vector = values.sum(axis=1)
+    return total
+
+
+def _sum_z_tippett(values: Matrix, counts: Counts, varies: NDArray[np.bool_]) -> Vector:
+    """The non-parametric combination of ``sum_z`` and ``tippett`` on the same rows: each
+    row's two set statistics ranked among the rows (at-least counts), the rows ordered by the
+    smaller count, ties by the larger (Tippett's minimum with its tie-break, ``_combined``);
+    the row's value is its place in that order, larger more extreme."""
+    parts = [_sum_z(values, counts, varies), _tippett(values, counts, varies)]
+    ranked = np.column_stack(
+        [at_least_counts(part, max(1.0, float(np.max(np.abs(part)))), TIE_RTOL) for part in parts]
+    )
+    _, order = np.unique(np.sort(ranked, axis=1), axis=0, return_inverse=True)
+    place: Vector = (order.max() - order.ravel()).astype(np.float64)
+    return place
+
+
+COMBINATIONS: dict[str, Callable[[Matrix, Counts, NDArray[np.bool_]], Vector]] = {
+    "sum_z+tippett": _sum_z_tippett,
+    "sum_z": _sum_z,
+    "fisher": _fisher,
+    "tippett": _tippett,
+    "sum": _raw_sum,
+}
+"""How the per-prompt statistics of one relabelling become the set's statistic, by name: each
+takes the (rows, prompts) statistics, their at-least counts among the rows and which prompts
+vary, and returns one value per row (larger is more extreme)."""
+
+
+@dataclass(frozen=True, repr=False)
+class PromptSetResult:
+    """Outcome of the pooled test of one perturbation over a set of prompts."""
+
+    statistic: float
+    """The set's statistic on the observed labels (for ``auto``: Tippett's ``-log`` of the
+    smaller component p-value)."""
+    p_value: float
+    """``(1 + #{relabellings at least as extreme}) / (1 + B)``; ``# / #relabellings`` when
+    ``exact``."""
+    null_distribution: Vector
+    """The set's statistic on every evaluated relabelling (read-only)."""
+    prompt_statistics: Vector
+    """(P,) each prompt's omega on its observed split (``auto``: its combined ``-log p``)."""
+    prompt_p_values: Vector
+    """(P,) each prompt's own permutation p-value, from the same relabellings."""
+    prompt_effects: Vector
+    """(P,) each prompt's statistic minus its mean over the evaluated relabellings."""
+    prompt_z: Vector
+    """(P,) ``prompt_effects`` over the statistic's standard deviation (NaN where it does not
+    vary)."""
+    degenerate: NDArray[np.bool_]
+    """(P,) prompts whose statistic is the same on every relabelling: they add nothing."""
+    k_a: tuple[int, ...]
+    """Outputs of each prompt's original arm."""
+    k_b: tuple[int, ...]
+    """Outputs of each prompt's perturbed arm."""
+    n_permutations: int
+    """B as asked."""
+    evaluated: int
+    """Relabellings evaluated: B, or every one (fewer than B) when ``exact``."""
+    exact: bool
+    """True when every stratified relabelling was enumerated."""
+    omega: str
+    """The per-prompt statistic."""
+    combination: str
+    """How the prompts were combined (a key of ``COMBINATIONS``)."""
+    similarity: str | None
+    """Similarity behind a P0/P1 statistic; None for an embedding-level omega."""
+    components: Mapping[str, ComponentResult] = field(default_factory=lambda: MappingProxyType({}))
+    """``auto``: each component's own set-level test on the same relabellings, by name."""
+    driver: str | None = None
+    """``auto``: the component with the smallest set-level p-value (None when every one is 1)."""
+
+    @property
+    def n_prompts(self) -> int:
+        """P, the number of prompts."""
+        return len(self.k_a)
+
+    def __repr__(self) -> str:
+        return (
+            f"PromptSetResult(omega={self.omega!r}, combination={self.combination!r}, "
+            f"statistic={self.statistic:.6g}, p_value={self.p_value:.6g}, "
+            f"n_prompts={self.n_prompts}, evaluated={self.evaluated}, exact={self.exact})"
+        )
+
+
+@dataclass(frozen=True)
+class _Prompt:
+    """One prompt's kernels (one per component) and arm sizes."""
+
+    kernels: tuple[Kernel, ...]
+    k_a: int
+    n: int
+
+
+def _arms_iv(originals: Any, perturbed: Any) -> tuple[list[Matrix], list[Matrix]]:
+    """Two equally long, non-empty sequences of (k, d) arms, one d throughout."""
+    arms: dict[str, list[Matrix]] = {}
+    for name, value in (("originals", originals), ("perturbed", perturbed)):
+        if isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, np.ndarray)):
+            raise ValueError(
+                f"{name}: expected a sequence of (k, d) arrays, one per prompt, "
+                f"got {type(value).__name__}"
+            )
+        if len(value) == 0:
+            raise ValueError(f"{name}: needs at least one prompt")
+        arms[name] = [as_embeddings(x, f"{name}[{i}]") for i, x in enumerate(value)]
+    if len(arms["perturbed"]) != len(arms["originals"]):
+        raise ValueError(
+            f"perturbed: {len(arms['perturbed'])} arms for {len(arms['originals'])} originals; "
+            f"one per prompt"
+        )
+    d = arms["originals"][0].shape[1]
+    for name, items in arms.items():
+        for i, x in enumerate(items):
+            if x.shape[1] != d:
+                raise ValueError(
+                    f"{name}[{i}]: embedding dimension {x.shape[1]} does not match "
+                    f"originals[0]'s {d}"
+                )
+    return arms["originals"], arms["perturbed"]
+
+
+def _prompt_set_test_iv(
+    originals: Any,
+    perturbed: Any,
+    omega: Any,
+    similarity: Any,
+    combination: Any,
+    n_permutations: Any,
+    options: Mapping[str, Any],
+) -> tuple[list[Matrix], list[Matrix], Omega, dict[str, Any], str, int]:
+    spec = OMEGAS[choose(omega, "omega", OMEGAS)]
+    resolved = spec.resolve_options(options)
+    choose(similarity, "similarity", SIMILARITIES)
+    if similarity != "cosine" and spec.level == "embedding":
+        raise ValueError(
+            f"similarity: omega {spec.name!r} is computed on the embeddings with its own "
+            f"distance ({spec.matrix}); similarity {similarity!r} does not apply"
+        )
+    choose(combination, "combination", COMBINATIONS)
+    b = as_positive_int(n_permutations, "n_permutations")
+    a_arms, b_arms = _arms_iv(originals, perturbed)
+    parts = spec.components or (spec.name,)
+    if (similarity == "cosine" and spec.level != "embedding") or "energy_cosine" in parts:
+        for name, items in (("originals", a_arms), ("perturbed", b_arms)):
+            for i, x in enumerate(items):
+                _unit_rows(x, f"{name}[{i}]")
+    return a_arms, b_arms, spec, resolved, combination, b
+
+
+def prompt_set_test(
+    originals: Sequence[ArrayLike],
+    perturbed: Sequence[ArrayLike],
+    *,
+    omega: str = "auto",
+    similarity: str = "cosine",
+    combination: str = "sum_z+tippett",
+    n_permutations: int = 2000,
+    rng: RngLike = None,
+    **omega_options: Any,
+) -> PromptSetResult:
+    """Test whether a perturbation changes the output distribution of any prompt of a set.
+
+    Parameters
+    ----------
+    originals, perturbed
+        Equally long sequences, one item per prompt: the (k_a_i, d) embeddings of prompt i's
+        original outputs and the (k_b_i, d) embeddings of its perturbed outputs (k >= 2; k may
+        differ between prompts and arms, d may not).
+    omega
+        The per-prompt statistic (a key of ``OMEGAS``); ``"auto"`` (default) combines its
+        components across prompts one by one, then the components (module docstring).
+    similarity
+        The pairwise similarity behind a P0/P1 statistic (``jsd`` and ``auto``'s jsd).
+    combination
+        How the per-prompt statistics of one relabelling are combined (``COMBINATIONS``):
+        ``"sum_z+tippett"`` (default: the non-parametric combination of the next two),
+        ``"sum_z"`` (the sum of the statistics standardised over the relabellings),
+        ``"tippett"``, ``"fisher"`` (on the per-prompt permutation p-values) or ``"sum"``.
+    n_permutations
+        B, the number of random stratified relabellings; all are enumerated instead when
+        there are at most B.
+    rng
+        Seed or ``numpy.random.Generator``; the same seed gives the same result.
+    **omega_options
+        Options of a single omega (e.g. ``bins`` for jsd).
+    """
+    a_arms, b_arms, spec, options, combination, b = _prompt_set_test_iv(
+        originals, perturbed, omega, similarity, combination, n_permutations, omega_options
+    )
+    relabelled = _relabel(a_arms, b_arms, spec, options, similarity, b, as_rng(rng))
+    return _result(relabelled, combination)
+
+
+@dataclass(frozen=True)
+class _Relabelled:
+    """Every prompt's statistics on the observed labels and the relabellings, ranked among
+    them: what any combination reads, and each prompt's own test."""
+
+    values: Matrix
+    """(rows, prompts, components); row 0 is the observed labelling."""
+    counts: Counts
+    """(rows, prompts, components): how many rows are at least as extreme (tie rule)."""
+    varies: NDArray[np.bool_]
+    """(prompts, components): the statistic is not the same on every row."""
+    prompt_values: Matrix
+    """(rows, prompts): each prompt's own test statistic (``auto``: its combination)."""
+    prompt_p: Vector
+    """(prompts,): each prompt's own permutation p-value on the rows."""
+    exact: bool
+    prompts: list[_Prompt]
+    spec: Omega
+    n_permutations: int
+    similarity: str
+
+
+def _relabel(
+    a_arms: list[Matrix],
+    b_arms: list[Matrix],
+    spec: Omega,
+    options: dict[str, Any],
+    similarity: str,
+    b: int,
+    gen: np.random.Generator,
+) -> _Relabelled:
+    """Evaluate every prompt on the observed labels and the relabellings."""
+    largest = max(x.shape[0] + y.shape[0] for x, y in zip(a_arms, b_arms, strict=True))
+    with blas_for(largest):
+        prompts = [
+            _prompt(x, y, spec, options, similarity) for x, y in zip(a_arms, b_arms, strict=True)
+        ]
+        exact, values = _relabelled(prompts, b, gen)
+    ranked = [
+        _component_counts(values[:, :, c], np.array([p.kernels[c].scale for p in prompts]))
+        for c in range(values.shape[2])
+    ]
+    counts = np.stack([r[0] for r in ranked], axis=2)
+    varies = np.stack([r[1] for r in ranked], axis=1)
+    if values.shape[2] == 1:
+        prompt_values, prompt_p = values[:, :, 0], counts[0, :, 0] / values.shape[0]
+    else:
+        prompt_values, prompt_p = _prompt_combined(values, counts)
+    return _Relabelled(
+        values, counts, varies, prompt_values, prompt_p, exact, prompts, spec, b, similarity
+    )
+
+
+def _prompt(a: Matrix, b: Matrix, spec: Omega, options: dict[str, Any], similarity: str) -> _Prompt:
+    """The kernels of one prompt: each component's statistic on the prompt's pooled matrix
+    (a prompt whose every output is the same text gets a constant statistic: the kernels
+    merge the rounding noise of equal values, ``_omega.merged_ties``)."""
+    z = np.vstack([a, b])
+    k_a = a.shape[0]
+    parts = [OMEGAS[name] for name in spec.components] if spec.components else [spec]
+    kernels = []
+    for part in parts:
+        part_options = options if part is spec else dict(part.defaults)
+        if part.from_embeddings is None:
+            matrix = SIMILARITIES[similarity](z, "a or b")
+        else:
+            matrix = part.from_embeddings(z)
+        kernels.append(part.build(matrix, k_a, part_options))
+    return _Prompt(tuple(kernels), k_a, z.shape[0])
+
+
+def _relabelled(prompts: list[_Prompt], b: int, gen: np.random.Generator) -> tuple[bool, Matrix]:
+    """(exact, values): the statistics of every row, shape (rows, prompts, components); row 0
+    is the observed labelling. Every relabelling when there are at most ``b``, else the
+    observed one and ``b`` random ones (each prompt split independently)."""
+    sizes = [math.comb(p.n, p.k_a) for p in prompts]
+    if math.prod(sizes) <= b:
+        per_prompt = [
+            _evaluate(p, _concat(_all_splits(p.n, p.k_a, _sizes(sizes[i], ENUMERATION_CHUNK))))
+            for i, p in enumerate(prompts)
+        ]
+        grid = np.array(list(itertools.product(*(range(s) for s in sizes))), dtype=np.intp)
+        values = np.stack([v[grid[:, i]] for i, v in enumerate(per_prompt)], axis=1)
+        return True, values
+    columns = []
+    for p in prompts:
+        observed = np.zeros((1, p.n), dtype=bool)
+        observed[0, : p.k_a] = True
+        chunk = max(1, MEMORY_BUDGET_BYTES // sum(k.bytes_per_split for k in p.kernels))
+        masks = _concat(_random_splits(p.n, p.k_a, b, chunk, gen))
+        columns.append(_evaluate(p, np.vstack([observed, masks])))
+    return False, np.stack(columns, axis=1)
+
+
+def _concat(chunks: Any) -> NDArray[np.bool_]:
+    masks: NDArray[np.bool_] = np.vstack(list(chunks))
+    return masks
+
+
+def _evaluate(prompt: _Prompt, masks: NDArray[np.bool_]) -> Matrix:
+    """(splits, components): each component's statistic on each split, in memory-bounded
+    chunks."""
+    chunk = max(1, MEMORY_BUDGET_BYTES // sum(k.bytes_per_split for k in prompt.kernels))
+    out = np.empty((masks.shape[0], len(prompt.kernels)))
+    for start in range(0, masks.shape[0], chunk):
+        block = masks[start : start + chunk]
+        for c, kernel in enumerate(prompt.kernels):
+            out[start : start + chunk, c] = kernel(block)
+    return out
+
+
+def _tolerances(values: Matrix, scales: Vector) -> Matrix:
+    """The engine's tie tolerance of every value."""
+    tol: Matrix = TIE_RTOL * (np.abs(values) + scales)
+    return tol
+
+
+def _component_counts(values: Matrix, scales: Vector) -> tuple[Counts, NDArray[np.bool_]]:
+    """At-least counts of every (row, prompt) among the rows, and which prompts vary."""
+    counts = np.column_stack(
+        [at_least_counts(values[:, i], float(scales[i]), TIE_RTOL) for i in range(values.shape[1])]
+    ).astype(np.int64)
+    spread = values.max(axis=0) - values.min(axis=0)
+    varies = spread > _tolerances(values.max(axis=0, keepdims=True), scales)[0]
+    return counts, varies
+
+
+def _set_p_value(combined: Vector) -> float:
+    """Share of rows whose combined statistic is at least the observed one (row 0)."""
+    scale = max(1.0, float(np.max(np.abs(combined))))
+    count = at_least_counts(combined, scale, TIE_RTOL)[0]
+    return float(count / combined.size)
+
+
+@dataclass(frozen=True)
+class _SetLevel:
+    """The set's test by one combination."""
+
+    statistic: float
+    p_value: float
+    null: Vector
+    """The combined statistic of every row (row 0 the observed one)."""
+    components: dict[str, ComponentResult]
+
+
+def _set_level(relabelled: _Relabelled, combination: str) -> _SetLevel:
+    """Combine each component's per-prompt statistics across prompts, then (``auto``) the
+    components by their non-parametric combination on the same rows."""
+    values, counts, varies = relabelled.values, relabelled.counts, relabelled.varies
+    combine_prompts = COMBINATIONS[combination]
+    set_values = np.column_stack(
+        [
+            combine_prompts(values[:, :, c], counts[:, :, c], varies[:, c])
+            for c in range(values.shape[2])
+        ]
+    )
+    if set_values.shape[1] == 1:
+        combined = set_values[:, 0]
+        return _SetLevel(float(combined[0]), _set_p_value(combined), combined, {})
+    scales = [max(1.0, float(np.max(np.abs(col)))) for col in set_values.T]
+    combination_result = combine(set_values, scales, TIE_RTOL)
+    evaluated = slice(0, None) if relabelled.exact else slice(1, None)
+    components = {
+        name: component_result(
+            name,
+            OMEGAS[name].aspect,
+            float(set_values[0, c]),
+            float(combination_result.component_p[c]),
+            set_values[evaluated, c],
+        )
+        for c, name in enumerate(relabelled.spec.components)
+    }
+    combined = combination_result.combined
+    return _SetLevel(float(combined[0]), combination_result.p_value, combined, components)
+
+
+def _result(relabelled: _Relabelled, combination: str) -> PromptSetResult:
+    """The set's test by ``combination``, with each prompt's own test."""
+    set_level = _set_level(relabelled, combination)
+    evaluated = slice(0, None) if relabelled.exact else slice(1, None)
+    prompt_values = relabelled.prompt_values
+    effects, zs = _prompt_summaries(prompt_values[evaluated], prompt_values[0])
+    null = set_level.null[evaluated].copy()
+    degenerate = ~relabelled.varies.any(axis=1)
+    arrays = [null, prompt_values[0].copy(), relabelled.prompt_p.copy(), effects, zs, degenerate]
+    for arr in arrays:
+        arr.setflags(write=False)
+    prompts, spec = relabelled.prompts, relabelled.spec
+    return PromptSetResult(
+        statistic=set_level.statistic,
+        p_value=set_level.p_value,
+        null_distribution=arrays[0],
+        prompt_statistics=arrays[1],
+        prompt_p_values=arrays[2],
+        prompt_effects=arrays[3],
+        prompt_z=arrays[4],
+        degenerate=arrays[5],
+        k_a=tuple(p.k_a for p in prompts),
+        k_b=tuple(p.n - p.k_a for p in prompts),
+        n_permutations=relabelled.n_permutations,
+        evaluated=int(null.size),
+        exact=relabelled.exact,
+        omega=spec.name,
+        combination=combination,
+        similarity=relabelled.similarity if spec.level != "embedding" else None,
+        components=MappingProxyType(set_level.components),
+        driver=driver(set_level.components) if set_level.components else None,
+    )
+
+
+def _prompt_combined(values: Matrix, counts: Counts) -> tuple[Matrix, Vector]:
+    """Each prompt's own combined (``auto``) test on the rows: its statistic on every row
+    (``-log`` of the smaller component p-value) and its p-value."""
+    rows, n_prompts, _ = values.shape
+    statistics = np.empty((rows, n_prompts))
+    p_values = np.empty(n_prompts)
+    for i in range(n_prompts):
+        result = combine_counts(counts[:, i, :])
+        statistics[:, i] = result.combined
+        p_values[i] = result.p_value
+    return statistics, p_values
+
+
+def _prompt_summaries(null: Matrix, observed: Vector) -> tuple[Vector, Vector]:
+    """Per prompt: the statistic minus its null mean, and that over the null's sd."""
+    effects = np.empty(observed.size)
+    zs = np.empty(observed.size)
+    for i in range(observed.size):
+        summary = null_summary(float(observed[i]), null[:, i])
+        effects[i], zs[i] = summary["effect"], summary["z"]
+    return effects, zs

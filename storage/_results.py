@@ -1,0 +1,120 @@
+"""The SQL of the results view and of the list of runs, as a record's schema version has it.
+
+Shared by the run record (``results``, ``runs``) and the export (the ``results`` table).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+_DRIVER_COLUMNS = {True: "t.driver, t.components", False: "NULL AS driver, NULL AS components"}
+"""The combined omega's columns (migration 3), or NULLs for a record opened read-only
+before that migration."""
+_EQUIVALENCE_COLUMNS = (
+    "decision",
+    "equivalence_p",
+    "adjusted_equivalence_p",
+    "margin",
+    "margin_source",
+    "margin_quantile",
+    "margin_pairs",
+)
+_INTERVAL_COLUMNS = {
+    True: "ei.estimate AS effect_estimate, ei.low AS effect_low, ei.high AS effect_high, "
+    "ei.confidence AS interval_confidence, "
+    + ", ".join(f"c.{name}" for name in _EQUIVALENCE_COLUMNS),
+    False: "NULL AS effect_estimate, NULL AS effect_low, NULL AS effect_high, "
+    "NULL AS interval_confidence, " + ", ".join(f"NULL AS {name}" for name in _EQUIVALENCE_COLUMNS),
+}
+"""Each test's effect interval and each decision's equivalence columns (migration 4)."""
+_INTERVAL_JOIN = {True: "LEFT JOIN effect_intervals ei ON ei.test_id = rt.test_id", False: ""}
+_MULTIPLE_COLUMN = {True: "c.margin_multiple", False: "NULL AS margin_multiple"}
+"""A calibrated margin's multiple of its quantile (migration 6)."""
+_STOP_COLUMNS = {
+    7: "CASE WHEN c.stop_reason IS NULL THEN sl.k ELSE c.stopped_at END AS stopped_at, "
+    "COALESCE(c.stop_reason, sl.stop) AS stop_reason, t.p_value AS look_p_value",
+    5: "c.stopped_at, c.stop_reason, t.p_value AS look_p_value",
+    0: "NULL AS stopped_at, NULL AS stop_reason, NULL AS look_p_value",
+}
+"""Where and why a sequential test stopped, and the permutation p-value of its last look
+(migration 5); NULL for a fixed-k run. From migration 7 a running run's tests that have
+stopped at a look say so before the run corrects its families (``sequential_looks.stop``)."""
+_LOOK_JOIN = {
+    7: "LEFT JOIN sequential_looks sl ON sl.run_id = rt.run_id AND sl.family = rt.family "
+    "AND sl.perturbation_id = rt.perturbation_id AND sl.stop IS NOT NULL",
+    0: "",
+}
+"""The look at which a test stopped (at most one per test: a stopped test has no later look)."""
+_P_VALUE = {
+    True: "CASE WHEN c.stop_reason IS NULL OR NOT c.tested THEN t.p_value ELSE c.p_value END "
+    "AS p_value",
+    False: "t.p_value",
+}
+"""A test's p-value: its permutation test's, or a sequential test's sequential p-value."""
+
+
+def results_sql(schema_version: int) -> str:
+    """The results query for a record at ``schema_version`` (no WHERE, no ORDER BY)."""
+    return (
+        RESULTS_SQL.replace("{driver}", _DRIVER_COLUMNS[schema_version >= 3])
+        .replace("{interval}", _INTERVAL_COLUMNS[schema_version >= 4])
+        .replace("{interval_join}", _INTERVAL_JOIN[schema_version >= 4])
+        .replace("{stops}", _STOP_COLUMNS[_at_least(schema_version, _STOP_COLUMNS)])
+        .replace("{look_join}", _LOOK_JOIN[_at_least(schema_version, _LOOK_JOIN)])
+        .replace("{p_value}", _P_VALUE[schema_version >= 5])
+        .replace("{multiple}", _MULTIPLE_COLUMN[schema_version >= 6])
+    )
+
+
+def _at_least(schema_version: int, variants: Mapping[int, str]) -> int:
+    """The newest of ``variants`` (keyed by the migration that allows it) the record has."""
+    return max(v for v in variants if v <= schema_version)
+
+
+RESULTS_SQL = """
+    SELECT rt.run_id, rt.family, rt.position, rt.perturbation_id, rt.kind, rt.label,
+           rt.description, t.omega, t.similarity, t.embedder, t.statistic, t.effect, t.z,
+           t.null_mean, t.null_std, {p_value}, c.adjusted_p, c.reject, c.method, c.alpha,
+           COALESCE(c.tested, t.test_id IS NOT NULL) AS tested,
+           t.k_a, t.k_b, t.n_permutations, t.evaluated, t.exact, {driver},
+           rt.original_arm, rt.perturbed_arm, rt.test_id, {interval}, {multiple}, {stops},
+           EXISTS (SELECT 1 FROM arm_failures f WHERE f.run_id = rt.run_id
+                   AND f.arm_id IN (rt.original_arm, rt.perturbed_arm)) AS arm_failed
+    FROM run_tests rt
+    LEFT JOIN tests t ON t.test_id = rt.test_id
+    LEFT JOIN corrections c
+      ON c.run_id = rt.run_id AND c.family = rt.family AND c.perturbation_id = rt.perturbation_id
+    {interval_join}
+    {look_join}
+"""
+"""Per-perturbation results: a run's family joined with its tests, their effect intervals,
+its corrections and, in a sequential run, the look a test stopped at (``{driver}``,
+``{interval}``, ``{multiple}``, ``{stops}``, ``{look_join}``: see ``results_sql``);
+``arm_failed``: an arm of the perturbation could not be sampled in this run."""
+
+RUNS_SQL = """
+    WITH running AS (
+        SELECT run_id, TRY_CAST(json_extract_string(config, '$.k') AS INTEGER) AS k,
+               json_extract(config, '$.sequential') IS NOT NULL AS sequential
+        FROM runs WHERE status = 'running'),
+    run_arms AS (
+        SELECT DISTINCT rt.run_id, arm.arm_id, r.k
+        FROM running r JOIN run_tests rt USING (run_id),
+        LATERAL (VALUES (rt.original_arm), (rt.perturbed_arm)) AS arm(arm_id)),
+    sampled AS (
+        SELECT a.run_id, count(DISTINCT a.arm_id) * any_value(a.k) AS outputs_planned,
+               count(s.idx) AS outputs_stored
+        FROM run_arms a LEFT JOIN samples s ON s.arm_id = a.arm_id AND s.idx < a.k
+        GROUP BY a.run_id),
+    tested AS (
+        SELECT rt.run_id, count(*) AS tests_planned, count(t.test_id) AS tests_stored
+        FROM running r JOIN run_tests rt USING (run_id)
+        LEFT JOIN tests t ON t.test_id = rt.test_id GROUP BY rt.run_id)
+    SELECT r.run_id, r.audit, r.status, r.epoch, r.started_at, r.finished_at, r.message,
+           r.report_path, s.outputs_stored, s.outputs_planned, t.tests_stored, t.tests_planned,
+           g.sequential
+    FROM runs r LEFT JOIN sampled s USING (run_id) LEFT JOIN tested t USING (run_id)
+    LEFT JOIN running g USING (run_id)
+    ORDER BY r.started_at DESC
+"""
+"""Every run, with the progress of the running ones."""
