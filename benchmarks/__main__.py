@@ -22,6 +22,7 @@ SUITES = {
     "threads": "benchmarks.bench_threads",
     "plan": "benchmarks.bench_planning",
     "prompt_sets": "benchmarks.bench_prompt_sets",
+    "rates": "benchmarks.bench_rates",
 }
 
 

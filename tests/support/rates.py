@@ -134,9 +134,9 @@ def check_rates(
     """Draw outcomes until every rate is decided.
 
     Each draw gives one value per rate (a bare value counts for every rate: two sides of
-    one rate), a bool or a probability in [0, 1]: a false discovery proportion enters as a Bernoulli draw of that
-    probability from ``rng``, so its rate is the FDR. A rate decided early ignores later
-    draws; the iterator is not drawn from once all are decided.
+    one rate), a bool or a probability in [0, 1]: a false discovery proportion enters as a
+    Bernoulli draw of that probability from ``rng``, so its rate is the FDR. A rate decided
+    early ignores later draws; the iterator is not drawn from once all are decided.
     """
     rates = tuple(rates)
     if not rates or not all(isinstance(r, Rate) for r in rates):
