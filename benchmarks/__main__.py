@@ -24,6 +24,7 @@ SUITES = {
     "prompt_sets": "benchmarks.bench_prompt_sets",
     "monitor": "benchmarks.bench_monitor",
     "prompt_scale": "benchmarks.bench_prompt_scale",
+    "rates": "benchmarks.bench_rates",
 }
 
 

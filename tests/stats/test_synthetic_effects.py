@@ -1,4 +1,5 @@
-"""The simulations' ground truth: the closed-form effect of the Gaussian shape."""
+"""The simulations' ground truth: the closed-form effect of the Gaussian shape, and the
+recorded effects of the answer-space shapes."""
 
 import math
 
@@ -10,6 +11,7 @@ from dbpa.stats._interval import energy_u_statistic
 from dbpa.stats._similarity import l2_distance
 from tests.stats.synthetic_effects import (
     SCENARIOS,
+    TRUE_EFFECTS,
     TWO_TEXTS,
     GaussianShift,
     _chi_mean,
@@ -57,3 +59,11 @@ def test_two_texts_truth_is_the_two_point_closed_form():
     d = arm.type_scale * math.sqrt(2.0 / centre)
     p, q = SCENARIOS["two_texts"][0].weights[0], SCENARIOS["two_texts"][1].weights[0]
     assert math.isclose(true_effect("two_texts"), 2 * d * (p - q) ** 2, rel_tol=0.01)
+
+
+@pytest.mark.parametrize("name", [*SCENARIOS, "share_detail"])
+def test_the_recorded_true_effect_is_the_large_sample_one(name):
+    """Recomputed from TRUTH_N outputs per arm (seed 99): equal to the recorded value but for
+    the summation order of another BLAS."""
+    assert set(TRUE_EFFECTS) == {*SCENARIOS, "share_detail"}
+    assert math.isclose(scenario(name).energy_distance(), true_effect(name), rel_tol=1e-9)

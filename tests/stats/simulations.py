@@ -1,0 +1,322 @@
+"""Streams of simulated audits, one outcome per audit, for the error-rate and coverage studies.
+
+The tests check each rate sequentially on a prefix of a stream (``tests/support/rates.py``:
+a clearly valid method stops after tens of audits); ``benchmarks/bench_rates.py`` takes a
+fixed number of audits of the same streams and reports the rates the README quotes. Each
+stream draws from one seeded generator in the order the fixed-size simulations it replaced
+did, so its first n outcomes are theirs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Iterator
+
+import numpy as np
+
+from benchmarks._synthetic import Arm, answer_space, sample
+from dbpa.analysis import MIN_BOOTSTRAP, AnalysisSpec, SequentialSpec
+from dbpa.stats import (
+    EffectInterval,
+    SequentialDesign,
+    correct,
+    decide_family,
+    effect_interval,
+    equivalence_p_value,
+    permutation_test,
+    prompt_drilldown,
+    prompt_set_test,
+    sequential_design,
+    sequential_family,
+    sequential_p_value,
+    set_equivalence,
+)
+from tests.stats.conftest import clustered
+from tests.stats.synthetic_effects import SCENARIOS, scenario, true_effect
+
+ALPHA = 0.05
+ORIGINAL, SHIFTED = SCENARIOS["shift"]
+
+
+def intervals_at_margin(
+    name: str, k: int, seed: int, *, k_b: int | None = None, n_bootstrap: int = 500
+) -> Iterator[EffectInterval]:
+    """Effect intervals of audits of scenario ``name`` (``k`` outputs per arm, or ``k`` and
+    ``k_b``), whose margin is to be put at the true effect."""
+    rng = np.random.default_rng(seed)
+    s = scenario(name)
+    while True:
+        a, b = s.draw(rng, k)
+        if k_b is not None:
+            b = s.draw(rng, k_b)[1]
+        yield effect_interval(a, b, n_bootstrap=n_bootstrap, rng=rng)
+
+
+def equivalent_at_margin(name: str, k: int, seed: int, **kwargs: int | None) -> Iterator[bool]:
+    """Whether each audit of ``intervals_at_margin`` shows "equivalent" at alpha with the
+    margin at the true effect (a false claim: the effect is not below the margin)."""
+    margin = true_effect(name)
+    for interval in intervals_at_margin(name, k, seed, **kwargs):
+        yield equivalence_p_value(interval, margin) <= ALPHA
+
+
+def equivalence_families(
+    name: str, k: int, margin: float, seed: int, m: int = 1, method: str = "holm"
+) -> Iterator[bool]:
+    """Whether each audit (a family of ``m`` perturbations of scenario ``name``, B = 500)
+    declares any equivalence at ``margin`` under ``method``."""
+    rng = np.random.default_rng(seed)
+    s = scenario(name)
+    while True:
+        intervals = [effect_interval(*s.draw(rng, k), n_bootstrap=500, rng=rng) for _ in range(m)]
+        family = decide_family([1.0] * m, intervals, margin, alpha=ALPHA, method=method)
+        yield "equivalent" in family.decisions
+
+
+def sequential_equivalences(name: str, m: int, seed: int) -> Iterator[bool]:
+    """Whether each family of ``m`` perturbations whose true effect equals the margin
+    declares any equivalence, with every look's equivalence p-value combined as the flow
+    does (``min_j p_eq,j / w_j``, then the family's Holm correction). Every look is taken:
+    the stopped test's looks are a prefix, so this is the worst case of any stopping rule."""
+    rng = np.random.default_rng(seed)
+    s, margin = scenario(name), true_effect(name)
+    design = SequentialSpec().design(20, equivalence=True)
+    # the bootstrap of a look's interval, as the flow sizes it (dbpa.analysis.interval_of_test)
+    n_bootstrap = max(AnalysisSpec().n_permutations, MIN_BOOTSTRAP)
+    while True:
+        p = []
+        for _ in range(m):
+            a, b = s.draw(rng, design.k_max)
+            p_eq = [
+                equivalence_p_value(
+                    effect_interval(a[:k], b[:k], n_bootstrap=n_bootstrap, rng=rng), margin
+                )
+                for k in design.looks
+            ]
+            p.append(sequential_p_value(p_eq, design.weights))
+        yield bool(correct(p, method="holm", alpha=ALPHA).reject.any())
+
+
+def shift_arms(seed: int, arm: Arm = ORIGINAL, k: int = 20) -> tuple[np.ndarray, np.ndarray]:
+    """The shift scenario's original arm and ``arm``, ``k`` outputs each, in a fresh answer
+    space drawn from ``seed``."""
+    rng = np.random.default_rng(seed)
+    space = answer_space(rng)
+    return sample(rng, space, ORIGINAL, k), sample(rng, space, arm, k)
+
+
+def sequential_null_rejections(
+    seed: int,
+    design: SequentialDesign,
+    *,
+    n_paths: int = 400,
+    first_block: str = "random",
+    omega: str = "energy_cosine",
+) -> Iterator[bool]:
+    """Whether each null single group-sequential test (threshold alpha, ``design.k_max``
+    outputs per arm) rejects."""
+    rng = np.random.default_rng(seed)
+    while True:
+        a, b = shift_arms(int(rng.integers(2**31)), k=design.k_max)
+        family = sequential_family(
+            a,
+            [b],
+            design,
+            omega=omega,
+            n_paths=n_paths,
+            first_block=first_block,
+            rng=rng,
+        )
+        yield bool(family.reject[0])
+
+
+def sequential_family_errors(
+    seed: int, method: str = "holm", effects: int = 0, omega: str = "energy_cosine"
+) -> Iterator[tuple[bool, float]]:
+    """Per family of 4 group-sequential tests (k_max = 20, the default design, R + 1 = 800
+    random paths: Holm's first look, 0.1 x 0.05/4 x 800 = 1 path, may cross; BY's cannot,
+    which only costs power), the first ``effects`` shifted: whether any unshifted one is
+    rejected, and the false discovery proportion."""
+    rng = np.random.default_rng(seed)
+    design = sequential_design(20)
+    while True:
+        space = answer_space(rng)
+        original = sample(rng, space, ORIGINAL, 20)
+        arms = [sample(rng, space, SHIFTED if i < effects else ORIGINAL, 20) for i in range(4)]
+        family = sequential_family(
+            original, arms, design, method=method, omega=omega, n_paths=800, rng=rng
+        )
+        false = int(family.reject[effects:].sum())
+        yield false > 0, false / max(1, int(family.reject.sum()))
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def answers(
+    rng: np.random.Generator,
+    k: int,
+    *,
+    drift: float = 0.0,
+    detail: float = 0.5,
+    d: int = 40,
+    n_types: int = 8,
+) -> np.ndarray:
+    """Unit vectors: a shared component, one of n_types answer directions, detail, a drift."""
+    basis = np.eye(d)
+    kinds = rng.integers(n_types, size=k)
+    x = (
+        0.6 * basis[0]
+        + 0.7 * basis[1 + kinds]
+        + detail * rng.normal(size=(k, 8)) @ basis[20:28] / math.sqrt(8)
+        + 0.1 * rng.normal(size=(k, d)) / math.sqrt(d)
+        + drift * basis[-1]
+    )
+    return _unit(x)
+
+
+def _isotropic(rng: np.random.Generator, k: int) -> np.ndarray:
+    return rng.normal(size=(k, 16))
+
+
+def _diffuse_clusters(rng: np.random.Generator, k: int) -> np.ndarray:
+    centres = np.random.default_rng(0).normal(size=(8, 16)) * 2.0
+    return clustered(rng, k, 16, weights=(1,) * 8, spread=0.5, centres=centres)
+
+
+def _heavy_tailed(rng: np.random.Generator, k: int) -> np.ndarray:
+    return rng.standard_t(2.0, size=(k, 16)) + 1.0
+
+
+def _unit_answers(rng: np.random.Generator, k: int) -> np.ndarray:
+    return answers(rng, k, n_types=4)
+
+
+NULL_SHAPES: dict[str, Callable[[np.random.Generator, int], np.ndarray]] = {
+    "isotropic": _isotropic,
+    "diffuse clusters": _diffuse_clusters,
+    "heavy tailed": _heavy_tailed,
+    "unit answers": _unit_answers,
+}
+"""Null shapes of omega auto's type-I simulation: both arms from one of these."""
+NULL_K = (6, 10, 20, 50)
+B_NULL = 99
+"""Permutations of the type-I simulation: alpha (B + 1) is an integer."""
+
+
+def auto_null_rejections(shape: str, k: int, seed: int) -> Iterator[bool]:
+    """Whether each null audit of omega auto (both arms of ``k`` from ``shape``) rejects."""
+    draw = NULL_SHAPES[shape]
+    rng = np.random.default_rng([seed, k, list(NULL_SHAPES).index(shape)])
+    while True:
+        a, b = draw(rng, k), draw(rng, k)
+        yield permutation_test(a, b, omega="auto", n_permutations=B_NULL, rng=rng).p_value <= ALPHA
+
+
+def same_text(k: int, d: int = 5, value: float = 1.0) -> np.ndarray:
+    """``k`` outputs that are all the same text: one embedding repeated."""
+    return np.tile(np.linspace(value, 2.0, d), (k, 1))
+
+
+def null_prompt_set(
+    rng: np.random.Generator,
+    n_prompts: int,
+    *,
+    k: tuple[int, int] = (10, 10),
+    unequal: bool = False,
+    same_text_prompts: int = 0,
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """A set where nothing changed: every prompt its own answer distribution (its own
+    answer-type weights and spread), ``k`` per arm or drawn in 4-14 (``unequal``), and
+    ``same_text_prompts`` prompts whose every answer is one text."""
+    originals, perturbed = [], []
+    for i in range(n_prompts):
+        k_a, k_b = (int(x) for x in rng.integers(4, 15, size=2)) if unequal else k
+        if i < same_text_prompts:
+            text = same_text(1, d=16, value=float(rng.uniform(0.1, 0.9)))
+            originals.append(np.repeat(text, k_a, axis=0))
+            perturbed.append(np.repeat(text, k_b, axis=0))
+            continue
+        weights = rng.dirichlet(np.ones(3))
+        centres = rng.normal(size=(3, 16)) * 2.0 + 1.0
+        spread = float(rng.uniform(0.2, 1.0))
+        originals.append(clustered(rng, k_a, 16, weights, spread, centres))
+        perturbed.append(clustered(rng, k_b, 16, weights, spread, centres))
+    return originals, perturbed
+
+
+def pooled_null_rejections(
+    n_prompts: int,
+    seed: int,
+    *,
+    combination: str = "sum_z+tippett",
+    unequal: bool = False,
+    same_text_prompts: int = 0,
+) -> Iterator[bool]:
+    """Whether each null pooled test over a set of ``n_prompts`` (``null_prompt_set``, auto,
+    B = 99, the s-th audit's relabellings seeded ``s``) rejects at alpha."""
+    rng = np.random.default_rng(seed)
+    for s in itertools.count():
+        originals, perturbed = null_prompt_set(
+            rng, n_prompts, unequal=unequal, same_text_prompts=same_text_prompts
+        )
+        r = prompt_set_test(originals, perturbed, combination=combination, n_permutations=99, rng=s)
+        yield r.p_value <= ALPHA
+
+
+def drilldown_errors(
+    within: str, seed: int, *, moved: tuple[int, ...] = (2, 2, 0, 0, 0)
+) -> Iterator[float]:
+    """Simulated families of 5 perturbations over 8 prompts sharing their original arms:
+    perturbation j moves ``moved[j]`` prompts (a new answer type). Per family the error is
+    the average over the selected perturbations of the within-error (any unchanged prompt
+    called moved: holm; the false share of those called moved: bh); 0 when none is selected."""
+    rng = np.random.default_rng(seed)
+    n_prompts, k = 8, 8
+    for f in itertools.count():
+        centres = [rng.normal(size=(3, 16)) * 2.0 for _ in range(n_prompts)]
+        weights = [rng.dirichlet(np.ones(2)) for _ in range(n_prompts)]
+        originals = [
+            clustered(rng, k, 16, (*w, 0.0), 0.5, c) for w, c in zip(weights, centres, strict=True)
+        ]
+        set_p, prompt_p = [], []
+        for j, n_moved in enumerate(moved):
+            perturbed = [
+                clustered(rng, k, 16, (0.0, 0.0, 1.0) if i < n_moved else (*w, 0.0), 0.5, c)
+                for i, (w, c) in enumerate(zip(weights, centres, strict=True))
+            ]
+            r = prompt_set_test(
+                originals, perturbed, omega="energy_cosine", n_permutations=199, rng=f * 10 + j
+            )
+            set_p.append(r.p_value)
+            prompt_p.append(r.prompt_p_values)
+        d = prompt_drilldown(set_p, prompt_p, alpha=ALPHA, within=within)
+        per_selected = []
+        for j in np.flatnonzero(d.selected):
+            false = d.moved[j][moved[j] :]
+            if within == "holm":
+                per_selected.append(float(false.any()))
+            else:
+                per_selected.append(false.sum() / max(1, d.moved[j].sum()))
+        yield float(np.mean(per_selected)) if per_selected else 0.0
+
+
+def set_equivalences(shape: str, n_prompts: int, k: int, seed: int) -> Iterator[bool]:
+    """Whether each audit shows the set equivalent when the mean effect is exactly the
+    margin: ``all`` prompts carry the two_texts effect (the least favourable one-prompt
+    shape), ``one`` carries it alone (the margin is its effect over P), ``half`` of them
+    carry it."""
+    rng = np.random.default_rng(seed)
+    carrier, null = scenario("two_texts"), scenario("null")
+    carriers = {"all": n_prompts, "one": 1, "half": n_prompts // 2}[shape]
+    margin = true_effect("two_texts") * carriers / n_prompts
+    while True:
+        intervals = [
+            effect_interval(
+                *(carrier if i < carriers else null).draw(rng, k), n_bootstrap=500, rng=rng
+            )
+            for i in range(n_prompts)
+        ]
+        yield bool(set_equivalence(intervals, margin).equivalent)
