@@ -29,7 +29,8 @@ class DriftJob:
 
     family: str
     role: str
-    """``original``, or the id of the first perturbation of ``family`` that samples the arm."""
+    """``original``, or the id of the first perturbation of ``family`` that samples the arm;
+    over a set of prompts followed by `` on <prompt id>`` (every prompt's arms drift apart)."""
     reference_arm: str
     arm: str
     test_id: str
@@ -154,10 +155,11 @@ def _jobs(
 ) -> tuple[DriftJob, ...]:
     reference = plan_audit(config.model_copy(update={"epoch": reference_epoch}))
     jobs: dict[str, DriftJob] = {}
-    for now, then in zip(plan.tests, reference.tests, strict=True):
+    for now, then in zip(plan.unit_tests, reference.unit_tests, strict=True):
+        on = "" if now.prompt_id is None else f" on {now.prompt_id}"
         pairs = (
-            ("original", now.original, then.original),
-            (now.perturbation.id, now.perturbed, then.perturbed),
+            (f"original{on}", now.original, then.original),
+            (f"{now.perturbation.id}{on}", now.perturbed, then.perturbed),
         )
         for role, arm, earlier in pairs:
             if arm.arm_id in jobs:
