@@ -125,10 +125,16 @@ def _how_to_open(html: str, db: str, run_id: str) -> str:
 
 
 def _drift_outcome(data: ReportData) -> list[list[object]]:
-    """What drift found at the run's epoch, as the digest sees it."""
+    """What drift (per-tick tests, or the monitor) found at the run's epoch, as the digest
+    sees it."""
+    from dbpa.report import monitor_at
+
+    monitored = [
+        [p.series, p.baseline_epoch, p.alarm, round(p.log_e_value, 6)] for p in monitor_at(data)
+    ]
     if data.drift is None:
-        return []
-    return [
+        return monitored
+    return monitored + [
         [against, p.label, p.reference_epoch, p.reject]
         for against, points in data.drift.at(data.drift.current).items()
         for p in points

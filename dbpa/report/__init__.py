@@ -49,7 +49,7 @@ from ._format import fmt_interval, shown_estimate
 from ._gather import SUMMARISE_OVER, TOP_CHANGES, ReportReader, gather, most_changed
 from ._html import CONTENT_SECURITY_POLICY, render_comparison_html, render_html
 from ._json import render_json, report_dict
-from ._markdown import render_markdown, summary_markdown
+from ._markdown import monitor_at, render_markdown, summary_markdown
 from ._text import results_table
 from ._viewer import RecordViewer, address_file, viewer_url
 from ._views import moved_answers
@@ -94,6 +94,7 @@ __all__ = [
     "default_report_dir",
     "fmt_interval",
     "gather",
+    "monitor_at",
     "most_changed",
     "moved_answers",
     "render_comparison_html",

@@ -7,6 +7,8 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 
+from dbpa.drift import EvidencePoint
+
 from ._data import Exemplar, Family, ReportData, TestRow, TestView
 from ._format import (
     MISSING,
@@ -126,7 +128,24 @@ def summary_markdown(data: ReportData) -> str:
                 f"{len(changed)} of {len(points)} arms changed"
                 + (f" ({', '.join(changed)})" if changed else "")
             )
+    monitored = monitor_at(data)
+    if monitored:
+        alarmed = [_md(p.series) for p in monitored if p.alarm]
+        lines.append(
+            f"- Drift monitor at this tick: {len(alarmed)} of {len(monitored)} arms alarmed"
+            + (f" ({', '.join(alarmed)})" if alarmed else "")
+            + f"; highest evidence e = {max(p.e_value for p in monitored):.3g}, alarm line "
+            f"{monitored[0].threshold:.3g}"
+        )
     return "\n".join(lines)
+
+
+def monitor_at(data: ReportData) -> list[EvidencePoint]:
+    """The drift monitor's evidence of each arm at the run's epoch (none before its second
+    tick, or where the monitor did not run)."""
+    if data.monitor is None:
+        return []
+    return [p for p in data.monitor.points if p.epoch == data.run.epoch]
 
 
 QUOTED_CHARS = 160

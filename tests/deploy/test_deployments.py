@@ -118,16 +118,18 @@ def test_triggered_ticks_run_on_a_worker_and_publish_their_outcome_on_the_tick(
     # Each manual run is a tick of its own: its epoch is its scheduled start time.
     with Store(db, read_only=True) as store:
         runs = store.runs().sort_values("started_at")
-        drift = store.drift("persona-test")
+        monitored = store.monitor_ticks("persona-test")
     assert list(runs.epoch)[:2] == [_epoch(first), _epoch(second)]
-    assert set(drift.against) == {"previous", "baseline"}
-    assert set(drift.reference_epoch) == {_epoch(first)}
-    assert len(drift) == 2 * 5  # every arm against the one earlier tick, twice
+    # The drift monitor of every arm against the first tick, once (the re-run rewrote it).
+    assert len(monitored) == 5
+    assert set(monitored.baseline_epoch) == {_epoch(first)}
+    assert set(monitored.epoch) == {_epoch(second)}
 
     # The outcome is on the tick's own run.
     keys = _keys(api, second["id"])
     assert set(keys) == {
-        f"persona-test-{k}" for k in ("progress", "results", "summary", "report", "drift")
+        f"persona-test-{k}"
+        for k in ("progress", "results", "summary", "report", "monitor", "evidence")
     }
     progress = keys["persona-test-progress"]
     assert progress["type"] == "progress"
@@ -137,21 +139,27 @@ def test_triggered_ticks_run_on_a_worker_and_publish_their_outcome_on_the_tick(
     assert {r["perturbation"] for r in rows} >= {"persona-doctor", "persona-comedian"}
     summary = keys["persona-test-summary"]["data"]
     assert f"Epoch (tick): `{_epoch(second)}`" in summary
-    assert f"Drift against the previous tick `{_epoch(first)}`" in summary
+    assert "- Drift monitor at this tick: 0 of 5 arms alarmed; highest evidence e = " in summary
     assert url in summary
     html = Path(re.search(r"- html: `([^`]+)`", summary).group(1))
     assert html.parent == out
-    assert 'id="drift"' in html.read_text()
-    drift_rows = json.loads(keys["persona-test-drift"]["data"])
-    assert len(drift_rows) == 2 * 5
-    assert {r["against"] for r in drift_rows} == {"previous", "baseline"}  # epochs: description
-    assert list(drift_rows[0])[:3] == ["arm", "against", "decision"]
-    assert _epoch(first) in keys["persona-test-drift"]["description"]
+    assert "Drift monitor" in html.read_text()
+    monitor_rows = json.loads(keys["persona-test-monitor"]["data"])
+    assert len(monitor_rows) == 5
+    assert {r["baseline"] for r in monitor_rows} == {_epoch(first)}
+    assert {r["decision"] for r in monitor_rows} == {"no alarm"}
     # One version of each key per tick: the re-run of the second tick added none (its
-    # progress neither: it sampled nothing); the first had no drift to compare.
+    # progress neither: it sampled nothing); the first had no tick to monitor.
     assert api.artifacts_of(again["id"]) == []
     ours = {first["id"], second["id"], again["id"]}  # other tests' runs share the server
-    versions = {"results": 2, "summary": 2, "report": 2, "drift": 1, "progress": 2}
+    versions = {
+        "results": 2,
+        "summary": 2,
+        "report": 2,
+        "monitor": 1,
+        "evidence": 1,
+        "progress": 2,
+    }
     for key, count in versions.items():
         mine = [a for a in api.artifacts(f"persona-test-{key}") if a["flow_run_id"] in ours]
         assert len(mine) == count, key

@@ -30,7 +30,8 @@ def test_artifact_keys_are_lower_case_letters_digits_and_dashes(audit, key):
 
 
 def test_write_reports_inside_a_flow(prefect_harness, tmp_path):
-    labelled_run = build_run(tmp_path / "audit.duckdb", cases=PERSONAS)
+    # An audit name of its own: the session's Prefect server holds other tests' artifacts.
+    labelled_run = build_run(tmp_path / "audit.duckdb", audit="inside", cases=PERSONAS)
 
     @flow
     def audit_end() -> dict[str, str]:
@@ -54,7 +55,7 @@ def test_write_reports_inside_a_flow(prefect_harness, tmp_path):
     with get_client(sync_client=True) as client:
         table, summary = (
             client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
-            for key in ("personas-results", "personas-summary")
+            for key in ("inside-results", "inside-summary")
         )
     assert len(table) == 1
     assert len(summary) == 1
