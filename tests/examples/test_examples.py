@@ -18,8 +18,15 @@ SMALL = {"k": 6, "n_permutations": 999}
 SHORT_OUTPUTS = 24  # max_tokens: enough words to embed, quick on two cores
 
 
+PROMPTS = 5
+"""Prompts of a dataset's set: a seeded sample of its rows."""
+
+
 def _shrunk(raw: dict[str, Any]) -> dict[str, Any]:
-    """The example with k=6 and short outputs; everything else as written."""
+    """The example with k=6, short outputs and at most five prompts of a dataset; everything
+    else as written."""
+    if isinstance(raw.get("prompts"), dict):
+        raw["prompts"] = {"sample": PROMPTS, "seed": 0, **raw["prompts"]}
     for model in raw["models"]:
         model.setdefault("params", {})["max_tokens"] = SHORT_OUTPUTS
     for spec in raw["perturbations"]:
