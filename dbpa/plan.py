@@ -17,7 +17,7 @@ from dbpa.config import AuditConfig
 from dbpa.embedding import embedder_key
 from dbpa.perturbations import Perturbation
 from dbpa.set_analysis import SET_COMBINATION
-from dbpa.specs import content_hash
+from dbpa.specs import ModelSpec, content_hash
 
 
 @dataclass(frozen=True)
@@ -123,22 +123,9 @@ def plan_audit(config: AuditConfig) -> AuditPlan:
     for model in config.models:
         original = Arm.of(model, config.messages, config.epoch, seed=config.seed)
         for position, p in enumerate(config.family):
-            perturbed = Arm.of(p.arm_model(model), p.messages, config.epoch, seed=config.seed)
-            if perturbed.arm_id == original.arm_id:
-                raise ValueError(
-                    f"perturbations: {p.id!r} leaves the {model.label} arm unchanged "
-                    "(same model, parameters and messages); it cannot be tested against itself"
-                )
-            arms.setdefault(perturbed.arm_id, perturbed)
-            tid = derive_test_id(
-                original.arm_id,
-                perturbed.arm_id,
-                embedder,
-                config.analysis,
-                config.seed,
-                config.k,
-            )
-            tests.append(PlannedTest(model.label, position, p, original, perturbed, tid))
+            test = _paired(config, embedder, model, original, p, position)
+            arms.setdefault(test.perturbed.arm_id, test.perturbed)
+            tests.append(test)
     for copies_of_original in replicates.values():
         for arm in copies_of_original:
             arms.setdefault(arm.arm_id, arm)
@@ -151,6 +138,36 @@ def plan_audit(config: AuditConfig) -> AuditPlan:
         embedder=embedder,
         replicates=replicates if copies else {},
     )
+
+
+def _paired(
+    config: AuditConfig,
+    embedder: str,
+    model: ModelSpec,
+    original: Arm,
+    p: Perturbation,
+    position: int,
+    shown_id: str | None = None,
+    prompt_id: str | None = None,
+) -> PlannedTest:
+    """The test of ``original`` against its perturbation by ``p`` (over a set of prompts,
+    ``p`` is the spec as applied to prompt ``prompt_id`` and ``shown_id`` the set's id of it);
+    an error where the perturbation leaves the arm as it is."""
+    perturbed = Arm.of(p.arm_model(model), p.messages, config.epoch, seed=config.seed)
+    if perturbed.arm_id == original.arm_id:
+        where = (
+            "unchanged (same model, parameters and messages)"
+            if prompt_id is None
+            else f"of prompt {prompt_id!r} unchanged"
+        )
+        raise ValueError(
+            f"perturbations: {(shown_id or p.id)!r} leaves the {model.label} arm {where}; "
+            "it cannot be tested against itself"
+        )
+    tid = derive_test_id(
+        original.arm_id, perturbed.arm_id, embedder, config.analysis, config.seed, config.k
+    )
+    return PlannedTest(model.label, position, p, original, perturbed, tid, prompt_id)
 
 
 def set_test_id(members: Sequence[PlannedTest]) -> str:
@@ -178,25 +195,11 @@ def plan_set(config: AuditConfig) -> AuditPlan:
         for position, p in enumerate(config.family):
             of_prompts = []
             for (pid, _), original, family in zip(prompts, originals, per_prompt, strict=True):
-                q = family[position]
-                perturbed = Arm.of(q.arm_model(model), q.messages, config.epoch, seed=config.seed)
-                if perturbed.arm_id == original.arm_id:
-                    raise ValueError(
-                        f"perturbations: {p.id!r} leaves the {model.label} arm of prompt "
-                        f"{pid!r} unchanged; it cannot be tested against itself"
-                    )
-                arms.setdefault(perturbed.arm_id, perturbed)
-                tid = derive_test_id(
-                    original.arm_id,
-                    perturbed.arm_id,
-                    embedder,
-                    config.analysis,
-                    config.seed,
-                    config.k,
+                test = _paired(
+                    config, embedder, model, original, family[position], position, p.id, pid
                 )
-                of_prompts.append(
-                    PlannedTest(model.label, position, q, original, perturbed, tid, pid)
-                )
+                arms.setdefault(test.perturbed.arm_id, test.perturbed)
+                of_prompts.append(test)
             pooled = replace(of_prompts[0], perturbation=p, test_id=set_test_id(of_prompts))
             pooled = replace(pooled, prompt_id=None)
             tests.append(pooled)

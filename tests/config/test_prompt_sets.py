@@ -331,3 +331,25 @@ def test_model_swaps_noise_and_templates_apply_to_every_prompt():
         assert noisy != by[(pid, "noise")].original.messages[-1].content
         assert by[(pid, "template")].perturbed.messages[-1].content.endswith("Be kind.")
     assert {t.perturbation.id for t in plan.tests} == {t.perturbation.id for t in plan.prompt_tests}
+
+
+@pytest.mark.parametrize(
+    ("prompts", "where"),
+    [
+        (None, "unchanged (same model, parameters and messages)"),
+        ([{"id": "a", "prompt": "Hi"}], "of prompt 'a' unchanged"),
+    ],
+)
+def test_a_perturbation_that_leaves_the_arm_as_it_is_is_named(
+    prompts: list[dict[str, str]] | None, where: str
+) -> None:
+    same = [{"kind": "sampling", "variants": [{"params": {"temperature": 0.7}}]}]
+    raw = {**BASE, "perturbations": same, **({"prompts": prompts} if prompts else {})}
+    if prompts:
+        del raw["prompt"]
+    with pytest.raises(ValueError, match="cannot be tested against itself") as caught:
+        plan_audit(parse_config(raw))
+    assert str(caught.value) == (
+        f"perturbations: 'sampling-temperature-0.7' leaves the openai/gpt-4o-mini arm {where}; "
+        "it cannot be tested against itself"
+    )
