@@ -25,7 +25,9 @@ CHAT = "/v1/chat/completions"
 
 
 def test_sigterm_while_sampling_exits_143_and_stops_prefects_server(tmp_path, prefect_home):
-    with ScriptedServer(rules=RULES, latency=1.0) as provider:
+    # 2 s a request, 8 at a time: the 50 outputs take at least 14 s, so the signal stops the run
+    # midway even when it is held a few seconds while the main thread imports (seen in CI at 1 s).
+    with ScriptedServer(rules=RULES, latency=2.0) as provider:
         config = tmp_path / "audit.yaml"
         config.write_text(yaml.safe_dump(make_config(provider, k=10)))
         db = tmp_path / "a.duckdb"
