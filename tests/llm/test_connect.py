@@ -82,7 +82,7 @@ def test_a_refused_connection_is_named_and_fails_after_the_budget(refused_base: 
     assert info.value.__context__ is None
     # max_retries=0 stops no connect retry: the budget governs; the first request of a
     # process takes up to a second more (litellm's lazy imports), the last attempt little.
-    assert budget <= elapsed < budget + 2.0
+    assert budget <= elapsed < budget + 10.0  # loose: a loaded machine (seen 6.3 s at load 15)
     assert warnings == [
         f"model 'openai/scripted': connection refused by {refused_base}; retrying for up to "
         "2 s (connect_budget_s)"
