@@ -41,13 +41,17 @@ from dbpa.stats._prompt_sets import (
     _relabel,
     _Relabelled,
     _set_level,
+    _set_p_value,
     _SetLevel,
+    _spread_set,
+    _sum_z_tippett,
 )
 
 ALPHA = 0.05
 SEED = 20261127
-PAIRS = (("sum_z", "fisher"), ("fisher", "tippett"), ("sum_z", "tippett"))
-"""Two combinations referred jointly to their permutation law (Tippett's NPC of the two)."""
+PAIRS = (("sum_z", "fisher"), ("fisher", "tippett"))
+"""Two combinations referred jointly to their permutation law (Tippett's NPC of the two);
+``sum_z+tippett`` is one of ``COMBINATIONS``."""
 DATA = Path(__file__).parent / "data" / "prompt_sets_smollm2.npz"
 
 
@@ -56,6 +60,26 @@ def _npc(levels: dict[str, _SetLevel], names: tuple[str, str]) -> float:
     values = np.column_stack([levels[name].null for name in names])
     scales = [max(1.0, float(np.abs(col).max())) for col in values.T]
     return combine(values, scales, TIE_RTOL).p_value
+
+
+def _spread_p_values(relabelled: _Relabelled) -> dict[str, float]:
+    """The spread's own set-level p-value, and that of the alternative to the default's way
+    of adding it: the spread as a third component beside each component's
+    ``sum_z+tippett`` (the default joins it to the first component's, jsd's)."""
+    assert relabelled.spread is not None
+    assert relabelled.spread_varies is not None
+    spread = _spread_set(relabelled.spread, relabelled.spread_varies)
+    values, counts, varies = relabelled.values, relabelled.counts, relabelled.varies
+    columns = [
+        _sum_z_tippett(values[:, :, c], counts[:, :, c], varies[:, c])
+        for c in range(values.shape[2])
+    ]
+    table = np.column_stack([*columns, spread])
+    scales = [max(1.0, float(np.abs(col).max())) for col in table.T]
+    return {
+        "spread alone": _set_p_value(spread),
+        "spread apart": combine(table, scales, TIE_RTOL).p_value,
+    }
 
 
 def _holm(p_values: np.ndarray) -> bool:
@@ -67,6 +91,8 @@ def _design_rejections(relabelled: _Relabelled) -> dict[str, bool]:
     out = {name: level.p_value <= ALPHA for name, level in levels.items()}
     for pair in PAIRS:
         out["+".join(pair)] = _npc(levels, pair) <= ALPHA
+    for name, p_value in _spread_p_values(relabelled).items():
+        out[name] = p_value <= ALPHA
     out["per-prompt Holm"] = _holm(relabelled.prompt_p)
     return out
 
@@ -75,7 +101,8 @@ def _relabel_arms(originals, perturbed, omega: str, b: int, seed: int) -> _Relab
     arms_a = [np.asarray(x, dtype=np.float64) for x in originals]
     arms_b = [np.asarray(x, dtype=np.float64) for x in perturbed]
     spec = OMEGAS[omega]
-    return _relabel(arms_a, arms_b, spec, {}, "cosine", b, np.random.default_rng(seed))
+    gen = np.random.default_rng(seed)
+    return _relabel(arms_a, arms_b, spec, {}, "cosine", b, gen, spread=True)
 
 
 def design(quick: bool = False) -> None:
@@ -85,7 +112,13 @@ def design(quick: bool = False) -> None:
     cells: list[tuple[str, float, float]] = [("none", 0.0, 0.0)]
     for shape, size in (("new answer type", 0.3), ("drift", 0.25)):
         cells += [(shape, size, share) for share in (0.1, 0.3, 1.0)]
-    names = [*COMBINATIONS, *("+".join(pair) for pair in PAIRS), "per-prompt Holm"]
+    names = [
+        *COMBINATIONS,
+        *("+".join(pair) for pair in PAIRS),
+        "spread apart",
+        "spread alone",
+        "per-prompt Holm",
+    ]
     print(
         f"\n[prompt_sets design] {n_prompts} prompts, k={k} per arm, omega=auto, B={b}, "
         f"{n} audits per cell, alpha={ALPHA}"
@@ -194,9 +227,12 @@ def _unicode(texts: np.ndarray, length: int) -> np.ndarray:
 Draw = Callable[[np.random.Generator], tuple[list[np.ndarray], list[np.ndarray]]]
 
 
-def real(quick: bool = False, k: int = 10, subtle_only: bool = False) -> None:
+def real(
+    quick: bool = False, k: int = 10, subtle_only: bool = False, audits: int | None = None
+) -> None:
     """Power of the pooled test, per-prompt Holm and MET on the same real outputs, k per arm
-    and prompt (``subtle_only``: the type-I cell and the three subtle changes)."""
+    and prompt (``subtle_only``: the type-I cell and the three subtle changes), ``audits``
+    per cell (default 100; 20 when ``quick``)."""
     import warnings
 
     os.environ.setdefault("TQDM_DISABLE", "1")
@@ -210,7 +246,7 @@ def real(quick: bool = False, k: int = 10, subtle_only: bool = False) -> None:
     width = int(max(len(str(t)) for t in texts.ravel()))
     chars = _unicode(texts.ravel(), width).reshape(n_arms, n_prompts, outputs, width)
     b, b_met = 999, 199
-    n = 20 if quick else 100
+    n = audits or (20 if quick else 100)
     print(
         f"\n[prompt_sets real] {n_prompts} prompts x {outputs} outputs per arm of the embedded "
         f"model; {n} audits per cell drawing k={k} per arm and prompt without replacement; "
@@ -247,8 +283,15 @@ def real(quick: bool = False, k: int = 10, subtle_only: bool = False) -> None:
         cells.append(
             (f"system_friendly on {share:.0%}", draw_cell(system, round(share * n_prompts)))
         )
-    pooled = ["sum_z", "fisher", "sum_z+tippett"]
-    methods = [*(f"pooled {c}" for c in pooled), "per-prompt Holm", "MET tokens", "MET unicode"]
+    pooled = ["sum_z", "fisher", "sum_z+tippett", "sum_z+tippett+spread"]
+    methods = [
+        *(f"pooled {c}" for c in pooled),
+        "spread apart",
+        "spread alone",
+        "per-prompt Holm",
+        "MET tokens",
+        "MET unicode",
+    ]
 
     def arrays(picks: Any, source: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
         x = [source[0, p, rows_a] for p, ((_, rows_a), _) in enumerate(picks)]
@@ -257,7 +300,7 @@ def real(quick: bool = False, k: int = 10, subtle_only: bool = False) -> None:
 
     check_rng = np.random.default_rng(SEED)
     agree = []
-    for c in range(3):
+    for c in range(0 if audits else 3):  # the package takes minutes: not on shortened runs
         x, y = arrays(draw_cell(system, None)(check_rng), tokens)
         agree.append((_met_package_p_value(x, y, b_met, c), _met_p_value(x, y, b_met, c)))
     print(f"MET p-values, its package against the benchmark's indexing of its kernel: {agree}")
@@ -270,10 +313,11 @@ def real(quick: bool = False, k: int = 10, subtle_only: bool = False) -> None:
             picks = draw(rng)
             seed = int(rng.integers(2**32))
             relabelled = _relabel_arms(*arrays(picks, emb), "auto", b, seed)
-            levels = {name: _set_level(relabelled, name) for name in ("sum_z", "fisher", "tippett")}
-            counts["pooled sum_z"] += levels["sum_z"].p_value <= ALPHA
-            counts["pooled fisher"] += levels["fisher"].p_value <= ALPHA
-            counts["pooled sum_z+tippett"] += _npc(levels, ("sum_z", "tippett")) <= ALPHA
+            levels = {name: _set_level(relabelled, name) for name in pooled}
+            for name in pooled:
+                counts[f"pooled {name}"] += levels[name].p_value <= ALPHA
+            for name, p_value in _spread_p_values(relabelled).items():
+                counts[name] += p_value <= ALPHA
             counts["per-prompt Holm"] += _holm(relabelled.prompt_p)
             for name, seqs in (("MET tokens", tokens), ("MET unicode", chars)):
                 counts[name] += _met_p_value(*arrays(picks, seqs), b_met, seed % 2**31) <= ALPHA
@@ -328,11 +372,12 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_prompt_sets")
     parser.add_argument("parts", nargs="*", choices=["design", "real", "real20", "timing"])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--audits", type=int, help="audits per real-output cell (default 100)")
     args = parser.parse_args()
     parts = {
         "design": design,
-        "real": real,
-        "real20": lambda quick: real(quick, k=20, subtle_only=True),
+        "real": lambda quick: real(quick, audits=args.audits),
+        "real20": lambda quick: real(quick, k=20, subtle_only=True, audits=args.audits),
         "timing": timing,
     }
     for part in args.parts or list(parts):

@@ -236,7 +236,7 @@ def prompt_sets(quick: bool) -> None:
         hits = _count(pooled_null_rejections(n_prompts, seed, **shape), sims // scale)
         rows.append([f"{n_prompts} prompts {shape}", *_rate(hits, sims // scale)])
         print(*rows[-1], sep=" | ", flush=True)
-    for combination in ("sum_z", "fisher", "tippett", "sum"):
+    for combination in ("sum_z+tippett", "sum_z", "fisher", "tippett", "sum"):
         audits = pooled_null_rejections(
             5, 31, combination=combination, unequal=True, same_text_prompts=1
         )

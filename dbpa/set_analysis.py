@@ -27,7 +27,7 @@ from dbpa.stats import (
     set_equivalence,
 )
 
-SET_COMBINATION = "sum_z+tippett"
+SET_COMBINATION = "sum_z+tippett+spread"
 """How a pooled test combines its prompts (measured in benchmarks/README.md)."""
 WITHIN = "holm"
 """The correction of a selected perturbation's prompts (at ``R alpha / m``)."""

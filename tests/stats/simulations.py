@@ -251,7 +251,7 @@ def pooled_null_rejections(
     n_prompts: int,
     seed: int,
     *,
-    combination: str = "sum_z+tippett",
+    combination: str = "sum_z+tippett+spread",
     unequal: bool = False,
     same_text_prompts: int = 0,
 ) -> Iterator[bool]:

@@ -208,7 +208,11 @@ ARMS = [GOOD, GOOD + 1.0]
         ({"omega": "jensen"}, r"^omega: unknown 'jensen'; choose one of jsd"),
         (
             {"combination": "mean"},
-            r"^combination: unknown 'mean'; choose one of sum_z\+tippett, sum_z, fisher",
+            r"^combination: unknown 'mean'; choose one of sum_z\+tippett\+spread, sum_z\+tippett",
+        ),
+        (  # the spread is a cosine distance, whatever the omega
+            {"omega": "energy_l2", "originals": [GOOD, np.vstack([GOOD[:2], np.zeros((1, 3))])]},
+            r"^originals\[1\]: row 2 is a zero vector",
         ),
         ({"similarity": "dot"}, r"^similarity: unknown 'dot'"),
         (
