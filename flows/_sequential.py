@@ -5,6 +5,9 @@ Prefect-free: the look itself (sampling, embedding and testing at one k) is the 
 flow's, passed in. Every look is a function of the stored outputs and tests alone (output i
 of an arm depends on its seed and i; a look's test is seeded by its content id), so a killed
 run resumes with the same looks and stops and asks only for outputs it never received.
+Over a set of prompts each test is a pooled test: a look fills every prompt's arms and runs
+the pooled test at its k, and the paths are stratified by prompt
+(``dbpa.stats.set_sequential_paths``).
 """
 
 from __future__ import annotations
