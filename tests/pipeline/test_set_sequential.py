@@ -31,12 +31,14 @@ def _config(provider: ScriptedServer, **overrides):
 
 
 def test_a_set_stops_each_pooled_test_at_its_look_and_saves_calls(
-    one_answer_provider: ScriptedServer, tmp_path
+    one_answer_provider: ScriptedServer, tmp_path, capsys, monkeypatch
 ):
     """One answer per arm: the comedian's pooled test crosses at the first look (changed at
     8), the doctor's (its answers the original's on every prompt: no prompt varies over its
     relabellings, look p-value 1) stops there as futile; so every arm of the 5 prompts is
-    sampled to 8, half the fixed design's calls."""
+    sampled to 8, half the fixed design's calls. ``dbpa results`` says so."""
+    from dbpa.cli._record import print_results
+
     provider = one_answer_provider
     db = tmp_path / "s.duckdb"
     outcome = audit(config=_config(provider), db=str(db))
@@ -66,6 +68,14 @@ def test_a_set_stops_each_pooled_test_at_its_look_and_saves_calls(
     assert (moved.set_test_id == comedian.test_id).all()
     assert (moved.adjusted_p >= moved.p_value / 0.3 - 1e-12).all()
     assert not prompts[prompts.perturbation_id == "persona-doctor"].moved.any()
+    monkeypatch.setenv("COLUMNS", "160")  # one line per perturbation
+    capsys.readouterr()
+    print_results(db, outcome.run_id)
+    shown = capsys.readouterr().out
+    assert "stopped" in shown
+    assert "8 changed" in next(x for x in shown.splitlines() if "persona-comedian" in x)
+    assert "8 futile" in next(x for x in shown.splitlines() if "persona-doctor" in x)
+    assert f"sequential: 120 outputs sampled against 240 at a fixed k={K_MAX}: 50% fewer" in shown
 
 
 def test_an_open_pooled_test_samples_every_prompt_at_the_next_look(
@@ -93,20 +103,3 @@ def test_an_open_pooled_test_samples_every_prompt_at_the_next_look(
         pd.testing.assert_frame_equal(
             store.results(outcome.run_id)[columns], store.results(again.run_id)[columns]
         )
-
-
-def test_the_results_table_says_where_each_pooled_test_stopped(
-    one_answer_provider: ScriptedServer, tmp_path, capsys, monkeypatch
-):
-    from dbpa.cli._record import print_results
-
-    monkeypatch.setenv("COLUMNS", "160")  # one line per perturbation
-    db = tmp_path / "s.duckdb"
-    outcome = audit(config=_config(one_answer_provider), db=str(db))
-    capsys.readouterr()
-    print_results(db, outcome.run_id)
-    shown = capsys.readouterr().out
-    assert "stopped" in shown
-    assert "8 changed" in next(x for x in shown.splitlines() if "persona-comedian" in x)
-    assert "8 futile" in next(x for x in shown.splitlines() if "persona-doctor" in x)
-    assert f"sequential: 120 outputs sampled against 240 at a fixed k={K_MAX}: 50% fewer" in shown
