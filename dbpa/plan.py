@@ -221,25 +221,39 @@ def look_plan(
     """One look of a sequential audit: the arms of ``tests`` (and their families' replicate
     arms) filled to ``k`` outputs, and each of ``tests`` as a test at ``k`` under
     ``analysis`` (its own content id: the look is a permutation test of the first k
-    outputs of both arms, stored and resumed like any other)."""
-    keep = {a for t in tests for a in (t.original.arm_id, t.perturbed.arm_id)}
+    outputs of both arms, stored and resumed like any other). Over a set of prompts each of
+    ``tests`` is a pooled test: every prompt's arms are filled, its per-prompt tests re-keyed
+    at ``k`` and the pooled test keyed by them (the pooled test of the first k outputs of
+    every prompt)."""
+
+    def at_k(t: PlannedTest) -> PlannedTest:
+        tid = derive_test_id(
+            t.original.arm_id, t.perturbed.arm_id, plan.embedder, analysis, plan.seed, k
+        )
+        return replace(t, test_id=tid)
+
+    looked: list[PlannedTest] = []
+    members: dict[str, tuple[PlannedTest, ...]] = {}
+    for t in tests:
+        if t.test_id in plan.set_members:
+            of_prompts = tuple(at_k(m) for m in plan.set_members[t.test_id])
+            pooled = replace(t, test_id=set_test_id(of_prompts))
+            members[pooled.test_id] = of_prompts
+            looked.append(pooled)
+        else:
+            looked.append(at_k(t))
+    paired = [*tests, *(m for of_prompts in members.values() for m in of_prompts)]
+    keep = {a for t in paired for a in (t.original.arm_id, t.perturbed.arm_id)}
     families = {t.family for t in tests}
     replicates = {f: arms for f, arms in plan.replicates.items() if f in families}
     keep |= {a.arm_id for arms in replicates.values() for a in arms}
     return AuditPlan(
         arms=tuple(a for a in plan.arms if a.arm_id in keep),
-        tests=tuple(
-            replace(
-                t,
-                test_id=derive_test_id(
-                    t.original.arm_id, t.perturbed.arm_id, plan.embedder, analysis, plan.seed, k
-                ),
-            )
-            for t in tests
-        ),
+        tests=tuple(looked),
         families=tuple(f for f in plan.families if f in families),
         k=k,
         seed=plan.seed,
         embedder=plan.embedder,
         replicates=replicates,
+        set_members=members,
     )

@@ -24,7 +24,7 @@ from dbpa.config import AuditConfig
 from dbpa.plan import AuditPlan, PlannedTest
 from dbpa.set_analysis import family_drilldown, set_equivalence_p
 from dbpa.stats import sequential_p_value
-from flows._sequential import SequentialOutcome, Stop, family_outputs, look_rows
+from flows._sequential import LookResult, SequentialOutcome, Stop, family_outputs, look_rows
 
 CorrectFamily = Callable[
     [str, dict[str, float | None], AnalysisSpec, dict[str, float] | None, float | None],
@@ -138,7 +138,7 @@ def correct_families(
             run_id, family, analysis.correction, analysis.alpha, decisions, margin, where
         )
         if plan.set_members:
-            rows = _drilldown_rows(store, plan, members, p_values, analysis)
+            rows = _drilldown_rows(store, plan, members, p_values, analysis, sequential)
             store.add_prompt_decisions(run_id, family, rows)
     if sequential is not None:
         store.set_run_outputs(run_id, sequential.outputs, sequential.fixed_outputs)
@@ -150,19 +150,31 @@ def _drilldown_rows(
     members: Sequence[PlannedTest],
     p_values: Mapping[str, float | None],
     analysis: AnalysisSpec,
+    sequential: SequentialOutcome | None = None,
 ) -> list[dict[str, object]]:
     """A family's drill-down over its prompts: per perturbation whose pooled test is stored,
-    each prompt's adjusted p-value and whether it moved."""
+    each prompt's adjusted p-value and whether it moved. In a sequential audit a prompt's
+    p-value is ``min_j p_j / w_j`` over the looks its pooled test took (valid however the
+    test stopped), and the rows name the pooled test of its last look."""
     set_ids = {t.perturbation.id: t.test_id for t in members}
-    prompt_p = store.set_prompt_p_values(list(set_ids.values()))
-    by_perturbation = {pid: prompt_p[tid] for pid, tid in set_ids.items() if tid in prompt_p}
+    of_prompts = {t.perturbation.id: plan.set_members[t.test_id] for t in members}
+    if sequential is None:
+        prompt_p = store.set_prompt_p_values(list(set_ids.values()))
+        by_perturbation = {pid: prompt_p[tid] for pid, tid in set_ids.items() if tid in prompt_p}
+    else:
+        stops = {
+            t.perturbation.id: sequential.stops[(t.family, t.perturbation.id)] for t in members
+        }
+        looks = {pid: stop.looks for pid, stop in stops.items()}
+        by_perturbation = _sequential_prompt_p(store, looks, sequential.design.weights)
+        set_ids |= {pid: taken[-1].test_id for pid, taken in looks.items() if taken}
     found = family_drilldown(by_perturbation, p_values, analysis)
     if found is None:
         return []
     tested, drill = found
     rows: list[dict[str, object]] = []
     for j, pid in enumerate(tested):
-        for i, prompt in enumerate(plan.set_members[set_ids[pid]]):
+        for i, prompt in enumerate(of_prompts[pid]):
             adjusted = float(drill.prompt_adjusted[j][i])
             rows.append(
                 {
@@ -177,6 +189,27 @@ def _drilldown_rows(
                 }
             )
     return rows
+
+
+def _sequential_prompt_p(
+    store: storage.Store,
+    looks: Mapping[str, Sequence[LookResult]],
+    weights: Sequence[float],
+) -> dict[str, list[float]]:
+    """perturbation id -> each prompt's ``min_j p_j / w_j`` over the looks its pooled test
+    took (the prompt's p-values from the looks' pooled tests), for those stored at every
+    look."""
+    stored = store.set_prompt_p_values([r.test_id for taken in looks.values() for r in taken])
+    found = {}
+    for pid, taken in looks.items():
+        if not taken or any(r.test_id not in stored for r in taken):
+            continue
+        per_look = np.array([stored[r.test_id] for r in taken])  # (looks, prompts)
+        found[pid] = [
+            sequential_p_value(per_look[:, i], weights[: len(taken)])
+            for i in range(per_look.shape[1])
+        ]
+    return found
 
 
 def _sequential_equivalence(

@@ -5,6 +5,9 @@ Prefect-free: the look itself (sampling, embedding and testing at one k) is the 
 flow's, passed in. Every look is a function of the stored outputs and tests alone (output i
 of an arm depends on its seed and i; a look's test is seeded by its content id), so a killed
 run resumes with the same looks and stops and asks only for outputs it never received.
+Over a set of prompts each test is a pooled test: a look fills every prompt's arms and runs
+the pooled test at its k, and the paths are stratified by prompt
+(``dbpa.stats.set_sequential_paths``).
 """
 
 from __future__ import annotations
@@ -20,15 +23,18 @@ from dbpa.analysis import AnalysisSpec
 from dbpa.config import AuditConfig
 from dbpa.plan import AuditPlan, PlannedTest, look_plan
 from dbpa.progress import Counter
+from dbpa.set_analysis import SET_COMBINATION
 from dbpa.stats import (
+    OMEGAS,
     GroupSequentialPaths,
     PathPlan,
     SequentialDesign,
     group_sequential_paths,
     group_sequential_stop,
     lone_threshold,
-    path_plan,
     sequential_unreachable_looks,
+    set_path_plan,
+    set_sequential_paths,
 )
 
 
@@ -124,13 +130,16 @@ def run_looks(
     analysis = config.analysis
     a, m = analysis.alpha, analysis.correction
     thresholds = {f: lone_threshold(size, a, m) for f, size in sizes.items()}
-    paths_of = {f: path_plan(design, size, a, m) for f, size in sizes.items()}
+    prompts = len(next(iter(plan.set_members.values()))) if plan.set_members else 1
+    paths_of = {f: set_path_plan(design, size, a, m, prompts) for f, size in sizes.items()}
     log(
         f"sequential: looks at k={', '.join(map(str, design.looks))} outputs per arm; "
         f"boundaries on {max(p.n_paths for p in paths_of.values())} permutation paths per test"
     )
     for family, size in sizes.items():
-        if unreachable := sequential_unreachable_looks(design, size, a, m):
+        # a pooled test over several prompts has no such floor: 1/C(2k, k) per prompt
+        unreachable = sequential_unreachable_looks(design, size, a, m) if prompts == 1 else ()
+        if unreachable:
             then = "for futility only" if design.futility is not None else "no test"
             log(
                 f"sequential: {family}: no test of {size} can stop as changed at "
@@ -186,13 +195,31 @@ def _paths(
 ) -> GroupSequentialPaths:
     """A test's permutation paths at the looks taken, from its arms' stored vectors (arm_id
     -> the first k of the last look): seeded by the audit seed and the test (its content id
-    at k max), never by the look, so a look recomputed after a resume sees the same paths."""
+    at k max), never by the look, so a look recomputed after a resume sees the same paths.
+    A pooled test over a set of prompts takes stratified paths over every prompt's arms,
+    with its combination (``dbpa.stats.set_sequential_paths``)."""
+    seed = (plan.seed, int(test.test_id[:15], 16))
+    if test.test_id in plan.set_members:
+        members = plan.set_members[test.test_id]
+        level = OMEGAS[analysis.omega].level
+        return set_sequential_paths(
+            [vectors[t.original.arm_id] for t in members],
+            [vectors[t.perturbed.arm_id] for t in members],
+            looks,
+            n_paths=paths.n_paths,
+            seed=seed,
+            first_block=paths.first_block,
+            omega=analysis.omega,
+            similarity=analysis.similarity if level != "embedding" else "cosine",
+            combination=SET_COMBINATION,
+            **analysis.omega_options,
+        )
     return group_sequential_paths(
         vectors[test.original.arm_id],
         vectors[test.perturbed.arm_id],
         looks,
         n_paths=paths.n_paths,
-        seed=(plan.seed, int(test.test_id[:15], 16)),
+        seed=seed,
         first_block=paths.first_block,
         omega=analysis.omega,
         similarity=analysis.similarity,
@@ -260,8 +287,9 @@ def _targets(
     for t in plan.tests:
         key = (t.family, t.perturbation.id)  # every test is open or has stopped
         n = k if key in open_keys else max((r.k for r in stops[key].looks), default=0)
-        for arm_id in (t.original.arm_id, t.perturbed.arm_id):
-            reach[arm_id] = max(reach.get(arm_id, 0), n)
+        for u in plan.set_members.get(t.test_id, (t,)):  # over a set: every prompt's arms
+            for arm_id in (u.original.arm_id, u.perturbed.arm_id):
+                reach[arm_id] = max(reach.get(arm_id, 0), n)
     for family, copies in plan.replicates.items():
         for copy in copies:
             reach[copy.arm_id] = reach.get(originals.get(family, ""), k)

@@ -81,6 +81,7 @@ from ._sequential import (
     unreachable_looks as sequential_unreachable_looks,
 )
 from ._set_equivalence import SetEquivalence, set_equivalence
+from ._set_sequential import set_path_plan, set_sequential_family, set_sequential_paths
 from ._settle import Settling, corrected_level, settling_k
 from ._similarity import SIMILARITIES, SimilaritySplit, pooled_similarity, split_similarities
 from ._witness import WitnessScores, witness_scores
@@ -163,6 +164,9 @@ __all__ = [
     "sequential_p_value",
     "sequential_unreachable_looks",
     "set_equivalence",
+    "set_path_plan",
+    "set_sequential_family",
+    "set_sequential_paths",
     "settling_k",
     "simulate_power",
     "split_similarities",

@@ -120,6 +120,7 @@ __all__ = [
     "group_sequential_crossings",
     "group_sequential_paths",
     "group_sequential_stop",
+    "path_labels",
     "path_plan",
     "sequential_family",
     "stagewise_p_value",
@@ -231,6 +232,26 @@ def block_splits(
     return labels
 
 
+def path_labels(
+    looks: Sequence[int], n_paths: int, seed: int | Sequence[int], *, first_block: FirstBlock
+) -> NDArray[np.bool_]:
+    """(n_paths, 2 k_max) labels of every path over the rows ``a[:k_max]`` then
+    ``b[:k_max]``, True for "labelled original": row 0 the observed labels, rows 1..R each
+    block split by ``block_splits``."""
+    values = _looks_iv(looks)
+    k_max = values[-1]
+    labels = np.zeros((n_paths, 2 * k_max), dtype=bool)
+    labels[0, :k_max] = True
+    start = 0
+    for j, block in enumerate(values):
+        n = block - start
+        split = block_splits(values, j, n_paths, seed, first_block=first_block)
+        labels[1:, start:block] = split[:, :n]
+        labels[1:, k_max + start : k_max + block] = split[:, n:]
+        start = block
+    return labels
+
+
 def group_sequential_paths(
     a: ArrayLike,
     b: ArrayLike,
@@ -254,16 +275,7 @@ def group_sequential_paths(
         if arm.ndim != 2 or arm.shape[0] < k_max:
             raise ValueError(f"{name}: needs {k_max} rows of embeddings, got shape {arm.shape}")
     size = as_positive_int(n_paths, "n_paths", minimum=2)
-    # True: labelled original, on the rows a[:k_max] then b[:k_max]; row 0 is observed
-    labels = np.zeros((size, 2 * k_max), dtype=bool)
-    labels[0, :k_max] = True
-    start = 0
-    for j, block in enumerate(values):
-        n = block - start
-        split = block_splits(values, j, size, seed, first_block=first_block)
-        labels[1:, start:block] = split[:, :n]
-        labels[1:, k_max + start : k_max + block] = split[:, n:]
-        start = block
+    labels = path_labels(values, size, seed, first_block=first_block)
     statistics = np.empty((size, len(values)))
     tolerances = np.empty((size, len(values)))
     for j, k in enumerate(values):

@@ -13,7 +13,7 @@ import yaml
 
 from dbpa.arms import Arm
 from dbpa.config import ConfigError, load_config, parse_config
-from dbpa.plan import plan_audit
+from dbpa.plan import look_plan, plan_audit
 from tests.config.conftest import BASE, Validate, flat
 
 QUESTIONS = [
@@ -238,7 +238,10 @@ def test_an_unreadable_dataset_exits_2_naming_the_file(
         ({"prompts": ["a?", {"id": "p1", "prompt": "b?"}]}, "id 'p1' is also the id of item [0]"),
         ({"prompts": ["a?", ""]}, "prompts[1]: empty prompt"),
         ({"prompts": [{"id": "", "prompt": "b?"}]}, "prompts[0].id"),
-        ({"sequential": True}, "sequential: not available for a set of prompts"),
+        (
+            {"sequential": True, "equivalence": {"margin": 0.1}},
+            "sequential: with an equivalence margin not available for a set of prompts",
+        ),
         ({"equivalence": True}, "equivalence.margin: a set of prompts needs a number"),
         (
             {
@@ -268,6 +271,31 @@ def test_what_a_prompt_set_refuses_exits_2(
     result = validate(path)
     assert result.exit_code == 2, result.output
     assert expected in flat(result), result.output
+
+
+def test_a_sequential_set_looks_at_every_prompt_with_its_tests_rekeyed_at_each_k():
+    """``sequential: true`` over a set: a look fills every prompt's arms of its open pooled
+    tests to the look's k and keys each pooled test by its per-prompt tests at that k."""
+    config = parse_config(
+        {**SET_BASE, "prompts": ["What is 2+2?", "Name a colour."], "sequential": True}
+    )
+    assert config.sequential is not None
+    plan = plan_audit(config)
+    pooled = plan.tests[0]
+    look = look_plan(plan, config.analysis, 8, [pooled])
+    assert len(look.tests) == 1
+    at_8 = look.tests[0]
+    assert at_8.test_id not in plan.set_members  # a test of its own, not the k max one
+    members = look.set_members[at_8.test_id]
+    assert [m.prompt_id for m in members] == ["p1", "p2"]
+    full = plan.set_members[pooled.test_id]
+    assert {m.test_id for m in members}.isdisjoint(m.test_id for m in full)
+    assert [(m.original, m.perturbed) for m in members] == [(m.original, m.perturbed) for m in full]
+    expected = {a.arm_id for m in full for a in (m.original, m.perturbed)}
+    assert {a.arm_id for a in look.arms} == expected
+    assert look.k == 8
+    # the same look planned again (after a resume) has the same ids
+    assert look_plan(plan, config.analysis, 8, [pooled]).tests == look.tests
 
 
 def test_a_perturbation_that_does_not_apply_to_one_prompt_names_it():

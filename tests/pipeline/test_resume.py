@@ -140,3 +140,74 @@ def test_a_sequential_audit_killed_in_its_second_look_resumes_to_the_same_stops(
         return df[columns].reset_index(drop=True)
 
     pd.testing.assert_frame_equal(results(db), results(tmp_path / "uninterrupted.duckdb"))
+
+
+def test_a_sequential_set_audit_killed_in_its_second_look_resumes_to_the_same_stops(
+    tmp_path, write_config
+):
+    """A set of 3 prompts, looks at 8 and 16 without futility: the control's pooled test
+    stays open after the first look, so the second look samples every prompt's original and
+    control arms; killed there, the re-run asks only for outputs it never received and stops
+    every pooled test where an uninterrupted run does, with the same drill-down."""
+    columns = [*COLUMNS, "stopped_at", "stop_reason", "test_id", "prompts_moved"]
+    sequential = {"first": 8, "looks": 2, "futility": False}
+    personas = {
+        "kind": "personas",
+        "values": [
+            {"value": "doctor", "label": "control"},
+            {"value": "comedian", "label": "target"},
+        ],
+    }
+    prompts = ["My flu has lasted two days.", "I have a cough.", "My child has a fever."]
+    with ScriptedServer(rules=RULES, latency=0.25, embedding_dimension=24) as server:
+        settings = make_config(
+            server,
+            k=16,
+            n_permutations=999,
+            sequential=sequential,
+            prompts=prompts,
+            perturbations=[personas],
+        )
+        del settings["prompt"]
+        settings["models"][0]["max_concurrency"] = 2
+        config = write_config(settings)
+        db = tmp_path / "killed.duckdb"
+
+        first = _run(config, db)
+        deadline = time.monotonic() + 120
+        while server.counts.by_endpoint["/v1/chat/completions"] < 9 * 8 + 6:  # in look 2
+            assert first.poll() is None, first.communicate()[0]
+            assert time.monotonic() < deadline, "the run never reached its second look"
+            time.sleep(0.05)
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait(timeout=30)
+        stored = _samples(db)
+        assert (stored.idx >= 8).any()  # the second look had begun
+        before = len(server.counts.requests)
+
+        second = _run(config, db)
+        output = second.communicate(timeout=300)[0]
+        assert second.returncode == 0, output
+        asked = [r["seed"] for r in server.counts.requests[before:] if "messages" in r]
+        assert not set(stored.seed) & set(asked)  # nothing stored was requested again
+
+        reference = _run(config, tmp_path / "uninterrupted.duckdb")
+        assert reference.wait(timeout=300) == 0
+        wanted = _samples(tmp_path / "uninterrupted.duckdb")
+    assert len(asked) == len(wanted) - len(stored)  # exactly the outputs it never received
+    resumed = _samples(db)
+    key = ["arm_id", "idx"]
+    assert sorted(map(tuple, resumed[key].to_numpy())) == sorted(map(tuple, wanted[key].to_numpy()))
+
+    def record(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+        with Store(path, read_only=True) as store:
+            run_id = store.run("latest")["run_id"]
+            prompt_rows = store.prompt_results(run_id)
+            results = store.results(run_id)
+        moved = ["perturbation_id", "prompt_id", "p_value", "adjusted_p", "moved"]
+        return results[columns].reset_index(drop=True), prompt_rows[moved]
+
+    killed, uninterrupted = record(db), record(tmp_path / "uninterrupted.duckdb")
+    assert (killed[0].stopped_at == 16).any()  # the control ran to its second look
+    pd.testing.assert_frame_equal(killed[0], uninterrupted[0])
+    pd.testing.assert_frame_equal(killed[1], uninterrupted[1])

@@ -31,6 +31,7 @@ from dbpa.stats import (
     sequential_family,
     sequential_p_value,
     set_equivalence,
+    set_sequential_family,
 )
 from tests.stats.conftest import clustered
 from tests.stats.synthetic_effects import SCENARIOS, scenario, true_effect
@@ -320,3 +321,39 @@ def set_equivalences(shape: str, n_prompts: int, k: int, seed: int) -> Iterator[
             for i in range(n_prompts)
         ]
         yield bool(set_equivalence(intervals, margin).equivalent)
+
+
+def moved_prompt_set(
+    rng: np.random.Generator, n_prompts: int, k: int, perturbations: int, moved: int
+) -> tuple[list[np.ndarray], list[list[np.ndarray]]]:
+    """A set's original arms and ``perturbations`` perturbed arms of every prompt, ``k``
+    outputs each. Every prompt has its own answer distribution (answer-type weights, centres
+    and spread, as ``null_prompt_set``), shared by its original and the perturbed arms that
+    changed nothing; the first ``moved`` perturbations shift every answer type of every
+    prompt (by 3, each along an axis of its own)."""
+    shapes = [
+        (rng.dirichlet(np.ones(3)), rng.normal(size=(3, 16)) * 2.0 + 1.0, rng.uniform(0.2, 1.0))
+        for _ in range(n_prompts)
+    ]
+    originals = [clustered(rng, k, 16, w, float(s), c) for w, c, s in shapes]
+    arms = [
+        [
+            clustered(rng, k, 16, w, float(s), c + np.eye(3, 16, 8) * 3.0 if p < moved else c)
+            for w, c, s in shapes
+        ]
+        for p in range(perturbations)
+    ]
+    return originals, arms
+
+
+def set_sequential_rejections(
+    n_prompts: int, seed: int, design: SequentialDesign, *, n_paths: int = 400
+) -> Iterator[bool]:
+    """Whether each null sequential pooled test over a set of ``n_prompts`` (``moved_prompt_set``
+    with nothing moved, ``design.k_max`` outputs per arm; threshold alpha, auto,
+    sum_z+tippett, R + 1 = ``n_paths`` random paths) rejects."""
+    rng = np.random.default_rng(seed)
+    while True:
+        originals, arms = moved_prompt_set(rng, n_prompts, design.k_max, 1, 0)
+        family = set_sequential_family(originals, arms, design, n_paths=n_paths, rng=rng)
+        yield bool(family.reject[0])
