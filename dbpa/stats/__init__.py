@@ -2,7 +2,8 @@
 
 Pure numpy/scipy: similarities, discrepancies (omega) and their combination
 (``auto``), the permutation engine of Algorithm 1, multiplicity corrections, sample
-size, power and the planners of k (one pair; a whole family under its correction), ROC
+size, power and the planners of k (one pair; a whole family under its correction; the pooled
+test over a set of prompts: k per prompt and the number of prompts), ROC
 for labelled families, effect intervals and equivalence decisions (changed / equivalent /
 inconclusive) with a calibrated margin, and the anytime-valid drift monitor of scheduled
 audits (``DriftMonitor``, ``family_alarms``). Nothing here imports Prefect, DuckDB or litellm.
@@ -81,6 +82,7 @@ from ._sequential import (
     unreachable_looks as sequential_unreachable_looks,
 )
 from ._set_equivalence import SetEquivalence, set_equivalence
+from ._set_power import SetPower, SetPowerPoint, SetSizePlan, plan_set_power, simulate_set_power
 from ._settle import Settling, corrected_level, settling_k
 from ._similarity import SIMILARITIES, SimilaritySplit, pooled_similarity, split_similarities
 from ._witness import WitnessScores, witness_scores
@@ -125,6 +127,9 @@ __all__ = [
     "SequentialFamily",
     "SequentialTest",
     "SetEquivalence",
+    "SetPower",
+    "SetPowerPoint",
+    "SetSizePlan",
     "Settling",
     "SimilaritySplit",
     "TiltedSteps",
@@ -151,6 +156,7 @@ __all__ = [
     "permutation_test_matrix",
     "plan_family",
     "plan_k",
+    "plan_set_power",
     "pooled_similarity",
     "prompt_drilldown",
     "prompt_set_test",
@@ -165,6 +171,7 @@ __all__ = [
     "set_equivalence",
     "settling_k",
     "simulate_power",
+    "simulate_set_power",
     "split_similarities",
     "tpr_at_fpr",
     "witness_scores",
