@@ -153,7 +153,13 @@ def estimate_sizes(
             "depends on B, so the simulated tests use at least the audit's"
         )
     row = reader.run(pilot_run)
-    pilot_k = int(_as_mapping(row["config"])["k"])
+    pilot_config = _as_mapping(row["config"])
+    if pilot_config.get("prompts"):
+        raise ValueError(
+            f"--from: run {row['run_id']} is over a set of prompts; an audit of one prompt is "
+            "planned from a pilot run of one prompt"
+        )
+    pilot_k = int(pilot_config["k"])
     results = reader.results(row["run_id"])
     arm_ids = sorted(set(results.original_arm) | set(results.perturbed_arm))
     vectors: dict[str, NDArray[np.float32]] = {}
