@@ -15,6 +15,7 @@ Reads the record through ``SetPilotReader``; never calls a model.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from numpy.typing import NDArray
 from dbpa.config import AuditConfig
 from dbpa.plan import AuditPlan, plan_audit
 from dbpa.set_analysis import SET_COMBINATION
-from dbpa.sizing import _as_mapping, _per_output
+from dbpa.sizing import mean_usage
 from dbpa.stats import OMEGAS, SetSizePlan, fine_permutations, lone_threshold, plan_set_power
 
 __all__ = [
@@ -153,7 +154,8 @@ def estimate_set_sizes(
     m = len(plan.tests) // len(plan.families)
     row = reader.run(pilot_run)
     run_id = str(row["run_id"])
-    pilot_config = _as_mapping(row["config"])
+    pilot_config = row["config"]
+    pilot_config = dict(json.loads(pilot_config) if isinstance(pilot_config, str) else pilot_config)
     if not pilot_config.get("prompts"):
         raise ValueError(
             f"--from: run {run_id} is an audit of one prompt; a set of prompts is planned from "
@@ -213,7 +215,7 @@ def estimate_set_sizes(
                 plan=estimate,
             )
         )
-    per_output = _per_output(reader.usage(arm_ids))
+    per_output = mean_usage(reader.usage(arm_ids))
     arms_of = _arms_of(plan, [pid for pid, _ in config.prompt_set])
     ks = [s.k for s in sizes if s.k is not None]
     prompts = [s.prompts for s in sizes if s.prompts is not None]

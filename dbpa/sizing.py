@@ -34,7 +34,14 @@ from dbpa.stats import (
     plan_family,
 )
 
-__all__ = ["Budget", "PerturbationSize", "PilotReader", "SizePlan", "estimate_sizes"]
+__all__ = [
+    "Budget",
+    "PerturbationSize",
+    "PilotReader",
+    "SizePlan",
+    "estimate_sizes",
+    "mean_usage",
+]
 
 
 class PilotReader(Protocol):
@@ -201,7 +208,7 @@ def estimate_sizes(
                     plan=estimates.get(i),
                 )
             )
-    per_output = _per_output(reader.usage(arm_ids))
+    per_output = mean_usage(reader.usage(arm_ids))
     ks = [s.k for s in sizes if s.k is not None]
     arms = len(plan.arms)
     level = lone_threshold(m, analysis.alpha, analysis.correction)
@@ -224,7 +231,7 @@ def estimate_sizes(
     )
 
 
-def _per_output(usage: pd.DataFrame) -> tuple[float | None, float | None]:
+def mean_usage(usage: pd.DataFrame) -> tuple[float | None, float | None]:
     """Mean tokens and mean dollars per output of the pilot (None where unknown)."""
     outputs = float(usage.outputs.sum()) if len(usage) else 0.0
     if outputs == 0:
