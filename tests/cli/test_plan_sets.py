@@ -45,8 +45,6 @@ def pilot(
         patch.setenv(KEY_ENV, "sk-pipeline-test")
         patch.chdir(folder)
         audit(config=parse_config(raw), db=str(folder / "pilot.duckdb"))
-        one = make_config(server, perturbations=[PERSONAS], k=4, name="one-prompt")
-        audit(config=parse_config(one), db=str(folder / "pilot.duckdb"))
     config = folder / "set.yaml"
     config.write_text(yaml.safe_dump(raw))
     return folder / "pilot.duckdb", config
@@ -71,8 +69,7 @@ def _set_run(db: Path) -> str:
     from storage import Store
 
     with Store(db, read_only=True) as store:
-        runs = store.runs()
-    return str(runs[runs.audit == "persona-test"].run_id.iloc[0])
+        return str(store.runs().run_id.iloc[0])
 
 
 def _by_id(data: dict) -> dict[str, dict]:
@@ -170,16 +167,15 @@ def test_the_same_seed_gives_the_same_plan(pilot, planned):
     assert _plan(*pilot, "--seed", "0") == planned
 
 
-def test_a_pilot_of_one_prompt_is_refused_naming_from(pilot):
-    db, config = pilot
-    from storage import Store
-
-    with Store(db, read_only=True) as store:
-        runs = store.runs()
-    one = str(runs[runs.audit == "one-prompt"].run_id.iloc[0])
-    result = invoke("plan", str(config), "--db", str(db), "--from", one)
+def test_a_pilot_of_one_prompt_is_refused_naming_from(pilot, labelled_run):
+    _, config = pilot
+    result = invoke("plan", str(config), "--db", str(labelled_run.db), "--from", "latest")
     assert result.exit_code == 2, result.output
-    assert f"--from: run {one} is an audit of one prompt" in text(result)
+    assert "--from: run " in text(result)
+    assert (
+        "is an audit of one prompt; a set of prompts is planned from a pilot run over a set"
+        in text(result)
+    )
 
 
 def test_a_set_pilot_for_one_prompt_is_refused_naming_from(pilot, tmp_path):
