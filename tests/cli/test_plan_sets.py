@@ -196,3 +196,39 @@ def test_too_few_simulations_name_the_option(pilot):
     result = invoke("plan", str(config), "--db", str(db), "--simulations", "5")
     assert result.exit_code == 2
     assert "--simulations" in text(result)
+
+
+def _damaged_copy(db: Path, folder: Path, statement: str) -> Path:
+    """A copy of the pilot record with ``statement`` run on it."""
+    import shutil
+
+    import duckdb
+
+    copy = folder / "damaged.duckdb"
+    shutil.copy(db, copy)
+    with duckdb.connect(str(copy)) as con:
+        con.execute(statement)
+    return copy
+
+
+@pytest.mark.usefixtures("wide_console")
+def test_a_pilot_without_vectors_says_not_embedded(pilot, tmp_path):
+    db, config = pilot
+    copy = _damaged_copy(db, tmp_path, "DELETE FROM embeddings")
+    data = _plan(copy, config)
+    assert [p["k_status"] for p in data["perturbations"]] == ["not_embedded"] * 2
+    assert [p["pilot_prompts"] for p in data["perturbations"]] == [0, 0]
+    assert data["recommended"] is None
+    assert data["fewest_prompts"] is None
+    result = invoke("plan", str(config), "--db", str(copy), "--simulations", "20")
+    assert result.exit_code == 0, result.output
+    assert "'not embedded': no prompt of the pilot has both arms embedded." in text(result)
+
+
+def test_a_pilot_without_pooled_tests_is_refused_naming_from(pilot, tmp_path):
+    db, config = pilot
+    copy = _damaged_copy(db, tmp_path, "DELETE FROM set_prompts")
+    result = invoke("plan", str(config), "--db", str(copy), "--from", "latest")
+    assert result.exit_code == 2, result.output
+    assert "stored no pooled tests over its prompts" in text(result)
+    assert "--from" in text(result)
