@@ -18,8 +18,11 @@ audit; B = 199, ``auto``, alpha 0.05), 600 audits of 20 prompts drawn with repla
 copy's rows drawn anew: the rejection rate was 0.33 at k = 8 (every copy its whole pilot)
 and 0.12 at k = 4. Without replacement every simulated set is a subset of the pilot's
 prompts, each arm a subsample of its i.i.d. pilot (so an i.i.d. sample of its population),
-and each simulated rejection has the right probability; n is therefore at most the pilot's prompts and k at most its
-smallest arm. What lies beyond the pilot is not extrapolated: a larger pilot answers it.
+and each simulated rejection has the right probability; n is therefore at most the pilot's
+prompts and k at most its smallest arm. What lies beyond the pilot is not extrapolated: a
+larger pilot answers it. At the pilot's own size every simulated audit is the whole pilot,
+so the power there is the pilot's own outcome (0 or 1 up to the permutations' noise), not
+an estimate.
 
 Every simulated audit keeps its order of the pilot's prompts, of each arm's rows and its test
 seed at every (n, k) (its set at (n, k) is the first n prompts of its order, each arm the
