@@ -34,7 +34,14 @@ from dbpa.stats import (
     plan_family,
 )
 
-__all__ = ["Budget", "PerturbationSize", "PilotReader", "SizePlan", "estimate_sizes"]
+__all__ = [
+    "Budget",
+    "PerturbationSize",
+    "PilotReader",
+    "SizePlan",
+    "estimate_sizes",
+    "mean_usage",
+]
 
 
 class PilotReader(Protocol):
@@ -153,7 +160,13 @@ def estimate_sizes(
             "depends on B, so the simulated tests use at least the audit's"
         )
     row = reader.run(pilot_run)
-    pilot_k = int(_as_mapping(row["config"])["k"])
+    pilot_config = _as_mapping(row["config"])
+    if pilot_config.get("prompts"):
+        raise ValueError(
+            f"--from: run {row['run_id']} is over a set of prompts; an audit of one prompt is "
+            "planned from a pilot run of one prompt"
+        )
+    pilot_k = int(pilot_config["k"])
     results = reader.results(row["run_id"])
     arm_ids = sorted(set(results.original_arm) | set(results.perturbed_arm))
     vectors: dict[str, NDArray[np.float32]] = {}
@@ -195,7 +208,7 @@ def estimate_sizes(
                     plan=estimates.get(i),
                 )
             )
-    per_output = _per_output(reader.usage(arm_ids))
+    per_output = mean_usage(reader.usage(arm_ids))
     ks = [s.k for s in sizes if s.k is not None]
     arms = len(plan.arms)
     level = lone_threshold(m, analysis.alpha, analysis.correction)
@@ -218,7 +231,7 @@ def estimate_sizes(
     )
 
 
-def _per_output(usage: pd.DataFrame) -> tuple[float | None, float | None]:
+def mean_usage(usage: pd.DataFrame) -> tuple[float | None, float | None]:
     """Mean tokens and mean dollars per output of the pilot (None where unknown)."""
     outputs = float(usage.outputs.sum()) if len(usage) else 0.0
     if outputs == 0:

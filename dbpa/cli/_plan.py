@@ -21,6 +21,7 @@ from ._common import (
 )
 
 if TYPE_CHECKING:
+    from dbpa.set_sizing import SetBudget, SetSizes
     from dbpa.sizing import Budget, SizePlan
 
 
@@ -32,8 +33,12 @@ def plan(
     db: DbOption = DEFAULT_DB,
     power: Annotated[float, typer.Option(help="Target power per perturbation.")] = 0.8,
     simulations: Annotated[
-        int, typer.Option(help="Simulated audits per candidate k (more: tighter, slower).")
-    ] = 100,
+        int | None,
+        typer.Option(
+            help="Simulated audits per candidate k (more: tighter, slower); default 100, "
+            "50 over a set of prompts (a pooled test costs a set's worth of tests)."
+        ),
+    ] = None,
     seed: Annotated[int, typer.Option(help="Seed of the simulations.")] = 0,
     format_: Annotated[
         Literal["table", "json"], typer.Option("--format", help="table or json.")
@@ -41,24 +46,38 @@ def plan(
     set_: SetOption = None,
 ) -> None:
     """Estimate the k that reaches the target power for every perturbation of a pilot run,
-    what the config's k can detect, and the model calls, tokens and dollars of the family."""
+    what the config's k can detect, and the model calls, tokens and dollars of the family;
+    over a set of prompts, the k per prompt at the config's prompts and the prompts at its k."""
+    from dbpa.set_sizing import SET_SIMULATIONS, estimate_set_sizes
     from dbpa.sizing import estimate_sizes
 
     if not 0 < power < 1:
         raise ValueError(f"--power: {power} is not a probability in (0, 1)")
-    if simulations < 10:
+    if simulations is not None and simulations < 10:
         raise ValueError(f"--simulations: {simulations} is too few (at least 10)")
     from dbpa.launch import load_audit
 
     cfg, _ = load_audit(config, parse_overrides(set_), db)  # paraphrases: the pilot's
-    if cfg.prompts is not None:
-        raise ValueError(
-            f"{config}: prompts: dbpa plan sizes an audit of one prompt; a set of prompts "
-            "is not planned yet (pilot one of its prompts with prompt:)"
-        )
     with open_record(db) as store:
-        sizes = estimate_sizes(store, from_, cfg, power=power, n_simulations=simulations, rng=seed)
-    if format_ == "json":
+        if cfg.prompts is not None:
+            set_sizes = estimate_set_sizes(
+                store,
+                from_,
+                cfg,
+                power=power,
+                n_simulations=simulations or SET_SIMULATIONS,
+                rng=seed,
+            )
+        else:
+            sizes = estimate_sizes(
+                store, from_, cfg, power=power, n_simulations=simulations or 100, rng=seed
+            )
+    if cfg.prompts is not None:
+        if format_ == "json":
+            out.print_json(json.dumps(_set_json(set_sizes)))
+        else:
+            _print_set(set_sizes)
+    elif format_ == "json":
         out.print_json(json.dumps(_as_json(sizes)))
     else:
         _print(sizes)
@@ -169,3 +188,119 @@ def _budget(b: Budget) -> str:
     tokens = "unknown tokens" if b.tokens is None else f"{b.tokens:,} tokens"
     cost = "unknown cost" if b.cost_usd is None else f"${b.cost_usd:,.2f}"
     return f"k={b.k}: {b.calls:,} model calls ({b.arms} arms), {tokens}, {cost}"
+
+
+def _set_json(sizes: SetSizes) -> dict[str, object]:
+    data = asdict(sizes)
+    for row, size in zip(data["perturbations"], sizes.perturbations, strict=True):
+        row.pop("plan")
+        plan = size.plan
+        row["k"] = size.k
+        row["prompts"] = size.prompts
+        row["k_status"] = "not_embedded" if plan is None else plan.k_status
+        row["prompts_status"] = "not_embedded" if plan is None else plan.prompts_status
+        row["k_curve"] = (
+            []
+            if plan is None
+            else [
+                {"k": p.k, "power": p.power, "ci": [p.ci_low, p.ci_high], "fitted": f}
+                for p, f in zip(plan.k_curve, plan.k_fitted, strict=True)
+            ]
+        )
+        row["prompt_curve"] = (
+            []
+            if plan is None
+            else [
+                {"prompts": p.n_prompts, "power": p.power, "ci": [p.ci_low, p.ci_high], "fitted": f}
+                for p, f in zip(plan.prompt_curve, plan.prompt_fitted, strict=True)
+            ]
+        )
+    return data
+
+
+def _print_set(sizes: SetSizes) -> None:
+    out.print(
+        f"pilot run {sizes.pilot_run}: a set of {sizes.n_prompts} prompts at k={sizes.audit_k}, "
+        f"omega={sizes.omega} pooled by {sizes.combination}, {sizes.correction} over "
+        f"m={sizes.m} perturbations per model at alpha={sizes.alpha} (a lone change passes "
+        f"p <= {sizes.level:.3g}), target power {sizes.power:.2f} ({sizes.n_simulations} "
+        f"simulated audits per point, the audit's B={sizes.n_permutations})",
+        highlight=False,
+    )
+    if sizes.resolution_permutations is not None:
+        out.print(
+            f"note: at B={sizes.n_permutations} p-values move in steps of 1/(B+1) = "
+            f"{1 / (sizes.n_permutations + 1):.2g}, coarse against {sizes.level:.3g}; "
+            f"B >= {sizes.resolution_permutations:,} resolves it (steps of at most a tenth).",
+            highlight=False,
+        )
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1))
+    table.add_column("perturbation", overflow="fold")
+    table.add_column("label")
+    table.add_column("pilot", justify="right")
+    table.add_column(f"k at {sizes.n_prompts} prompts", justify="right")
+    table.add_column(f"prompts at k={sizes.audit_k}", justify="right")
+    table.add_column("calls", justify="right")
+    marks: set[str] = set()
+    arms = sizes.configured.arms
+    for s in sizes.perturbations:
+        pilot = f"{s.pilot_prompts} x {s.pilot_k}"
+        if s.plan is None:
+            marks.add("not_embedded")
+            table.add_row(s.perturbation_id, s.label or "", pilot, "not embedded", "", "")
+            continue
+        plan = s.plan
+        k = _size_cell(plan.k, plan.k_status, plan.simulation.pilot_k, marks)
+        n = _size_cell(plan.prompts, plan.prompts_status, plan.simulation.pilot_prompts, marks)
+        calls = "" if plan.k is None else f"{arms * plan.k:,}"
+        table.add_row(s.perturbation_id, s.label or "", pilot, k, n, calls)
+    out.print(table)
+    for line in _set_footnotes(sizes, marks):
+        out.print(line, highlight=False)
+    out.print(f"at the config's prompts and k: {_set_budget(sizes.configured)}", highlight=False)
+    if sizes.recommended is not None:
+        out.print(f"at the largest k needed: {_set_budget(sizes.recommended)}", highlight=False)
+    if sizes.fewest_prompts is not None:
+        out.print(
+            f"at the config's k, the most prompts needed: {_set_budget(sizes.fewest_prompts)}",
+            highlight=False,
+        )
+    if sizes.recommended is None and sizes.fewest_prompts is None:
+        out.print("no perturbation reaches the target power within the pilot")
+
+
+def _size_cell(value: int | None, status: str, limit: int, marks: set[str]) -> str:
+    marks.add(status)
+    if value is not None:
+        return str(value)
+    return f"> {limit}" if status == "not_reached" else "-"
+
+
+def _set_footnotes(sizes: SetSizes, marks: set[str]) -> list[str]:
+    """What the columns say, and what each mark shown in the table means."""
+    n, k = sizes.n_prompts, sizes.audit_k
+    lines = [
+        f"pilot: the pilot's prompts with both arms embedded x its outputs per arm; prompts and "
+        f"outputs are resampled without replacement, so no more than the pilot's are simulated. "
+        f"k at {n} prompts: the smallest k per arm of every prompt at which the pooled test "
+        f"over {n} prompts rejects in {sizes.power:.0%} of simulated audits; prompts at k={k}: "
+        f"the fewest prompts at which it does at k={k}; calls: the audit's model calls at "
+        f"{n} prompts and that k ({sizes.configured.arms} arms x k).",
+    ]
+    if "not_reached" in marks:
+        lines.append("'> N': not reached within the pilot's N outputs per arm, or N prompts.")
+    if "beyond_pilot" in marks:
+        lines.append(
+            f"'-': the size it is read at is beyond the pilot ({n} prompts, or k={k} outputs "
+            "per arm, more than the pilot has); a larger pilot tells."
+        )
+    if "not_embedded" in marks:
+        lines.append("'not embedded': no prompt of the pilot has both arms embedded.")
+    return lines
+
+
+def _set_budget(b: SetBudget) -> str:
+    tokens = "unknown tokens" if b.tokens is None else f"{b.tokens:,} tokens"
+    cost = "unknown cost" if b.cost_usd is None else f"${b.cost_usd:,.2f}"
+    prompts = f"{b.prompts} prompt{'' if b.prompts == 1 else 's'}"
+    return f"{prompts} x k={b.k}: {b.calls:,} model calls ({b.arms} arms), {tokens}, {cost}"

@@ -2,7 +2,8 @@
 
 Pure numpy/scipy: similarities, discrepancies (omega) and their combination
 (``auto``), the permutation engine of Algorithm 1, multiplicity corrections, sample
-size, power and the planners of k (one pair; a whole family under its correction), ROC
+size, power and the planners of k (one pair; a whole family under its correction; the pooled
+test over a set of prompts: k per prompt and the number of prompts), ROC
 for labelled families, effect intervals and equivalence decisions (changed / equivalent /
 inconclusive) with a calibrated margin, and the anytime-valid drift monitor of scheduled
 audits (``DriftMonitor``, ``family_alarms``). Nothing here imports Prefect, DuckDB or litellm.
@@ -82,6 +83,7 @@ from ._sequential import (
 )
 from ._set_equivalence import SetEquivalence, set_equivalence
 from ._set_sequential import set_path_plan, set_sequential_family, set_sequential_paths
+from ._set_power import SetPower, SetPowerPoint, SetSizePlan, plan_set_power, simulate_set_power
 from ._settle import Settling, corrected_level, settling_k
 from ._similarity import SIMILARITIES, SimilaritySplit, pooled_similarity, split_similarities
 from ._witness import WitnessScores, witness_scores
@@ -126,6 +128,9 @@ __all__ = [
     "SequentialFamily",
     "SequentialTest",
     "SetEquivalence",
+    "SetPower",
+    "SetPowerPoint",
+    "SetSizePlan",
     "Settling",
     "SimilaritySplit",
     "TiltedSteps",
@@ -152,6 +157,7 @@ __all__ = [
     "permutation_test_matrix",
     "plan_family",
     "plan_k",
+    "plan_set_power",
     "pooled_similarity",
     "prompt_drilldown",
     "prompt_set_test",
@@ -169,6 +175,7 @@ __all__ = [
     "set_sequential_paths",
     "settling_k",
     "simulate_power",
+    "simulate_set_power",
     "split_similarities",
     "tpr_at_fpr",
     "witness_scores",

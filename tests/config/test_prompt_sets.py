@@ -308,19 +308,6 @@ def test_a_perturbation_that_does_not_apply_to_one_prompt_names_it():
         parse_config(raw)
 
 
-def test_dbpa_plan_refuses_a_prompt_set_naming_why(tmp_path: Path):
-    from typer.testing import CliRunner
-
-    from dbpa import cli
-
-    path = _config_file(tmp_path, ["What is 2+2?", "Name a colour."])
-    result = CliRunner().invoke(
-        cli.app, ["plan", str(path), "--db", str(tmp_path / "none.duckdb"), "--from", "latest"]
-    )
-    assert result.exit_code == 2, result.output
-    assert "a set of prompts is not planned yet" in flat(result)
-
-
 def test_a_b_too_small_for_the_drilldown_is_a_note_naming_the_b_needed():
     """3 perturbations x 20 prompts at alpha 0.05: a lone prompt of a lone perturbation is
     called moved at 0.05 / 60, which needs B >= 1199."""
