@@ -91,7 +91,9 @@ def test_the_filter_uses_cosine_similarity_to_the_original():
     def embed(texts: Sequence[str]) -> np.ndarray:
         return np.array([vectors[t] for t in texts])
 
-    bound = bind_generated(config(min_similarity=0.8), {(1, None): ["near?", "far?", "mid?"]}, embed)
+    bound = bind_generated(
+        config(min_similarity=0.8), {(1, None): ["near?", "far?", "mid?"]}, embed
+    )
     assert [p.id for p in bound.family][1:] == ["paraphrase-1"]
     similarities = [p.similarity for p in bound.perturbations[1].generated]
     assert similarities == pytest.approx([3 / 10**0.5, 0.0, 2**-0.5])

@@ -61,7 +61,11 @@ def test_missing_outputs_are_per_prompt():
         def sample_indices(self, arm_ids: Sequence[str]) -> dict[str, set[int]]:
             return {a: ({0, 1, 2} if a == jobs[1].arm.arm_id else {2}) for a in arm_ids}
 
-    assert missing_outputs(jobs, Stored()) == {(1, "sky"): [0, 1], (1, "sea"): [], (1, "p3"): [0, 1]}
+    assert missing_outputs(jobs, Stored()) == {
+        (1, "sky"): [0, 1],
+        (1, "sea"): [],
+        (1, "p3"): [0, 1],
+    }
 
 
 def test_the_set_keeps_as_many_as_the_prompt_keeping_fewest_the_jth_of_each():
