@@ -122,7 +122,7 @@ def test_the_similarity_filter_drops_and_records_what_it_dropped(generator, tmp_
         stored = parse_config(_config_of(store, outcome.run_id))
     assert list(family.description) == [f"user prompt paraphrased by generator: {high!r}"]
     dropped: dict[str, set[str]] = {}
-    for _, p in dropped_paraphrases(stored):
+    for _, _, p in dropped_paraphrases(stored):
         dropped.setdefault(p.text, set()).add(str(p.dropped))
     assert f"similarity {cosine(low):.3f} below {threshold}" in dropped[low]
     assert dropped[PROMPT] == {"same as the original"}
@@ -247,6 +247,10 @@ def test_every_prompt_of_a_set_is_paraphrased_once_and_tested_pooled(tmp_path, m
         markdown = Path(first.reports["md"]).read_text()
         assert "| spec | prompt | paraphrase | why | text |" in markdown
         assert "| `flu` |" in markdown
+        html = Path(first.reports["html"]).read_text()
+        dropped_section = html[html.index('id="dropped-paraphrases"') :]
+        assert "<th>prompt</th>" in dropped_section
+        assert "<td><code>flu</code></td>" in dropped_section
 
         calls = server.counts.total
         second = audit(config=config, db=str(db))
