@@ -61,7 +61,6 @@ MAX_ERRORS_SHOWN = 20
 SET_KINDS_REFUSED = {
     "record": "renders its own prompt from a record",
     "cardiovascular": "renders its own prompt from a patient record",
-    "paraphrase": "generates paraphrases of one prompt (not yet of every prompt of a set)",
 }
 """The perturbation kinds a set of prompts refuses, and why."""
 
@@ -225,10 +224,12 @@ class AuditConfig(Spec):
             raise ValueError("prompt: needs at least one message")
         pending = self.ungenerated
         for i, spec in pending:
-            try:
-                spec.generation_messages(self.messages)
-            except ValueError as exc:
-                raise ValueError(f"perturbations[{i}] (paraphrase): {exc}") from None
+            for pid, messages in self.prompt_set:
+                try:
+                    spec.generation_messages(messages)
+                except ValueError as exc:
+                    of = "" if self.prompts is None else f" prompt {pid!r}:"
+                    raise ValueError(f"perturbations[{i}] (paraphrase):{of} {exc}") from None
         labels = self._labels()
         calibrated_on_controls = self.equivalence and self.equivalence.margin == "controls"
         if calibrated_on_controls and "control" not in labels:
@@ -271,7 +272,8 @@ class AuditConfig(Spec):
         pending = self.ungenerated
         if not pending:
             return [p.label for p in self.family]
-        ready = expand(self.messages, self.perturbations, skip_ungenerated=True)
+        first = None if self.prompts is None else self.prompt_set[0][0]
+        ready = expand(self.messages, self.perturbations, skip_ungenerated=True, prompt=first)
         return [p.label for p in ready] + [spec.label for _, spec in pending for _ in range(spec.n)]
 
     @cached_property

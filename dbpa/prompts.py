@@ -212,11 +212,13 @@ def expand_set(
 ) -> SetFamily:
     """Every spec expanded for every prompt. A perturbation is identified by its position:
     each prompt must expand into the same number of perturbations per spec; its id is the
-    one every prompt gives it, else ``<prefix or kind>-<n>``. ValueError naming the prompt."""
+    one every prompt gives it, else ``<kind>-<n>``. A paraphrase spec expands each prompt's
+    own generated texts (the j-th kept paraphrase of each prompt is ``<prefix>-<j>``).
+    ValueError naming the prompt."""
     expanded: list[list[Perturbation]] = []
     for pid, messages in prompts:
         try:
-            expanded.append(expand(messages, specs))
+            expanded.append(expand(messages, specs, prompt=pid))
         except ValueError as exc:
             raise ValueError(f"prompt {pid!r}: {exc}") from None
     first = expanded[0]

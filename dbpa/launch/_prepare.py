@@ -80,7 +80,7 @@ def bind_stored(cfg: AuditConfig, db: Path | None) -> AuditConfig:
     jobs = generator_jobs(cfg)
     with storage.Store(db, read_only=True) as store:
         outputs = stored_outputs(jobs, store)
-    if any(len(outputs[j.position]) != j.spec.n for j in jobs):
+    if any(len(outputs[j.key]) != j.spec.n for j in jobs):
         return cfg
     embedder = embed_with(cfg)
     return bind_generated(cfg, outputs, embedder)

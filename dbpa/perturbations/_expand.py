@@ -64,7 +64,7 @@ def ungenerated(specs: Sequence[PerturbationSpec]) -> list[tuple[int, Paraphrase
     return [
         (i, spec)
         for i, spec in enumerate(specs)
-        if isinstance(spec, ParaphraseSpec) and spec.generated is None
+        if isinstance(spec, ParaphraseSpec) and not spec.is_generated
     ]
 
 
@@ -73,8 +73,10 @@ def expand(
     specs: Sequence[PerturbationSpec],
     *,
     skip_ungenerated: bool = False,
+    prompt: str | None = None,
 ) -> list[Perturbation]:
-    """The concrete perturbations of ``original``, spec by spec in order.
+    """The concrete perturbations of ``original``, spec by spec in order; ``prompt``: the id
+    of ``original`` in a set of prompts (a paraphrase spec expands that prompt's texts).
 
     ValueError, naming the spec (``perturbations[i] (kind)``) or the ids, when a spec does
     not apply to ``original``, a perturbation changes nothing, or two share an id; and for a
@@ -88,7 +90,10 @@ def expand(
         if i in pending:
             continue
         try:
-            perturbations = spec.expand(original)
+            if prompt is not None and isinstance(spec, ParaphraseSpec):
+                perturbations = spec.expand_prompt(original, prompt)
+            else:
+                perturbations = spec.expand(original)
         except ValueError as error:
             raise ValueError(f"perturbations[{i}] ({spec.kind}): {error}") from None
         for p in perturbations:

@@ -2,8 +2,11 @@
 
 The spec says how to generate them (model, instruction, n, seed, similarity filter); the run
 generates them once, as an ordinary arm of the generator model, and *binds* the outputs into
-the spec (``generated``), after which it expands like explicit prompt variants. This module
-only cleans, screens and binds texts: it never calls a model or an embedder.
+the spec (``generated``), after which it expands like explicit prompt variants. Over a set of
+prompts each prompt has its own generator arm and its own outputs (``generated_per_prompt``);
+the spec then gives as many perturbations as the prompt with the fewest kept paraphrases, the
+j-th (``<prefix>-<j>``) each prompt's j-th kept one (:meth:`ParaphraseSpec.bind_set`). This
+module only cleans, screens and binds texts: it never calls a model or an embedder.
 """
 
 from __future__ import annotations
@@ -12,7 +15,13 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import (
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from dbpa.specs import Message, ModelSpec
 
@@ -54,14 +63,15 @@ class GeneratedParaphrase(SpecBase):
     """One output of the generator as the run bound it: its text and, if dropped, why."""
 
     index: int = Field(ge=0)
-    """The output's index in the generator arm (the perturbation is ``<prefix>-<index+1>``)."""
+    """The output's index in the generator arm (the perturbation is ``<prefix>-<index+1>``;
+    over a set of prompts ``<prefix>-<j>``, j its rank among the prompt's kept ones)."""
     text: str
     """The cleaned text (``clean_paraphrase``)."""
     similarity: float | None = None
     """Cosine similarity of its embedding to the original prompt's (with ``min_similarity``)."""
     dropped: str | None = None
     """Why it is not in the family (empty, same as the original or another paraphrase, too
-    dissimilar); None: it is."""
+    dissimilar, beyond the number every prompt of a set keeps); None: it is."""
 
 
 def screen_paraphrases(prompt: str, outputs: Sequence[str]) -> tuple[GeneratedParaphrase, ...]:
@@ -110,6 +120,23 @@ class ParaphraseSpec(FamilySpec):
     generated: tuple[GeneratedParaphrase, ...] | None = None
     """Filled by the run from the generator's stored outputs (and stored in the run's
     config); not written by hand."""
+    generated_per_prompt: dict[str, tuple[GeneratedParaphrase, ...]] | None = None
+    """Over a set of prompts, ``generated`` of each prompt (by prompt id, in the set's
+    order) instead; filled by the run (:meth:`bind_set`), not written by hand."""
+
+    @model_serializer(mode="wrap")
+    def _dump_as_before(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Without ``generated_per_prompt`` when it is None: a config of one prompt dumps,
+        and hashes, as it did before sets could be paraphrased."""
+        data: dict[str, Any] = handler(self)
+        if data.get("generated_per_prompt", ...) is None:
+            del data["generated_per_prompt"]
+        return data
+
+    @property
+    def is_generated(self) -> bool:
+        """Whether its texts are bound (for one prompt or for every prompt of a set)."""
+        return self.generated is not None or self.generated_per_prompt is not None
 
     @field_validator("model", mode="before")
     @classmethod
@@ -153,21 +180,71 @@ class ParaphraseSpec(FamilySpec):
             bound.append(p)
         return self.model_copy(update={"generated": tuple(bound)})
 
+    def bind_set(self, per_prompt: Mapping[str, Sequence[GeneratedParaphrase]]) -> ParaphraseSpec:
+        """This spec bound over a set of prompts: ``per_prompt`` (prompt id -> its bound
+        paraphrases, from :meth:`bind`), each prompt keeping its first N kept paraphrases,
+        N the fewest any prompt keeps (the later ones marked dropped), so that the j-th
+        perturbation of the set is each prompt's j-th kept paraphrase. ValueError naming
+        the prompts that keep none."""
+        if not per_prompt:
+            raise ValueError("per_prompt: no prompts")
+        kept = {pid: [p for p in found if p.dropped is None] for pid, found in per_prompt.items()}
+        empty = [pid for pid, found in kept.items() if not found]
+        if empty:
+            raise ValueError(f"no paraphrase kept for prompt(s) {', '.join(map(repr, empty))}")
+        common = min(len(found) for found in kept.values())
+        beyond = f"beyond the {common} kept of every prompt of the set"
+        bound = {}
+        for pid, found in per_prompt.items():
+            first = {p.index for p in kept[pid][:common]}
+            bound[pid] = tuple(
+                p
+                if p.dropped is not None or p.index in first
+                else p.model_copy(update={"dropped": beyond})
+                for p in found
+            )
+        return self.model_copy(update={"generated": None, "generated_per_prompt": bound})
+
     def expand(self, original: tuple[Message, ...]) -> list[Perturbation]:
+        if self.generated_per_prompt is not None:
+            raise ValueError(
+                "its paraphrases are bound per prompt of a set of prompts (`prompts:`), "
+                "not for one prompt"
+            )
         if self.generated is None:
             raise ValueError(
                 f"its {self.n} paraphrases are not generated yet (`dbpa run` generates them)"
             )
+        kept = [p for p in self.generated if p.dropped is None]
+        return self._perturbations(original, [(f"{p.index + 1}", p) for p in kept])
+
+    def expand_prompt(self, original: tuple[Message, ...], prompt: str) -> list[Perturbation]:
+        """The perturbations of ``original``, the prompt ``prompt`` of a set: its kept
+        paraphrases, the j-th ``<prefix>-<j>``. ValueError when the spec is not bound per
+        prompt or has no paraphrases for ``prompt``."""
+        if self.generated_per_prompt is None:
+            if self.generated is None:
+                return self.expand(original)  # raises: not generated yet
+            raise ValueError("its paraphrases are bound for one prompt, not per prompt of the set")
+        found = self.generated_per_prompt.get(prompt)
+        if found is None:
+            raise ValueError(f"no paraphrases generated for prompt {prompt!r}")
+        kept = [p for p in found if p.dropped is None]
+        return self._perturbations(original, [(f"{j + 1}", p) for j, p in enumerate(kept)])
+
+    def _perturbations(
+        self, original: tuple[Message, ...], numbered: Sequence[tuple[str, GeneratedParaphrase]]
+    ) -> list[Perturbation]:
+        """A perturbation ``<prefix>-<number>`` per (number, kept paraphrase)."""
         index = user_prompt_index(original)
         prefix = self.prefix or "paraphrase"
         return [
             Perturbation(
-                id=f"{prefix}-{p.index + 1}",
+                id=f"{prefix}-{number}",
                 kind=self.kind,
                 label=self.label,
                 description=f"user prompt paraphrased by {self.model.label}: {shorten(p.text)!r}",
                 messages=with_content(original, index, p.text),
             )
-            for p in self.generated
-            if p.dropped is None
+            for number, p in numbered
         ]

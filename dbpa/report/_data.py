@@ -516,10 +516,14 @@ class DroppedParaphrase:
     spec: int
     """Position of its ``paraphrase`` spec in the config's perturbations."""
     number: int
-    """Its number among the spec's outputs (1..n; a kept one is ``<prefix>-<number>``)."""
+    """Its number among the outputs of its generator (1..n; in an audit of one prompt a
+    kept one is ``<prefix>-<number>``)."""
     text: str
     reason: str
-    """Empty, same as the original or another paraphrase, or below ``min_similarity``."""
+    """Empty, same as the original or another paraphrase, below ``min_similarity``, or
+    beyond the number every prompt of a set keeps."""
+    prompt: str | None = None
+    """The id of the prompt it paraphrases in a set of prompts; None: the audit's one prompt."""
 
 
 @dataclass(frozen=True)

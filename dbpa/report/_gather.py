@@ -165,16 +165,26 @@ def _stop(r: Any) -> StopView | None:
 
 
 def _dropped_paraphrases(config: Mapping[str, Any]) -> tuple[DroppedParaphrase, ...]:
-    """The generated paraphrases the run's config marks dropped, in spec and output order."""
-    return tuple(
-        DroppedParaphrase(
-            spec=i, number=int(p["index"]) + 1, text=str(p["text"]), reason=str(p["dropped"])
-        )
-        for i, spec in enumerate(config.get("perturbations") or ())
-        if isinstance(spec, Mapping) and spec.get("kind") == "paraphrase"
-        for p in spec.get("generated") or ()
-        if p.get("dropped") is not None
-    )
+    """The generated paraphrases the run's config marks dropped, in spec, prompt (of a set)
+    and output order."""
+    found = []
+    for i, spec in enumerate(config.get("perturbations") or ()):
+        if not (isinstance(spec, Mapping) and spec.get("kind") == "paraphrase"):
+            continue
+        per_prompt = spec.get("generated_per_prompt") or {None: spec.get("generated") or ()}
+        found += [
+            DroppedParaphrase(
+                spec=i,
+                number=int(p["index"]) + 1,
+                text=str(p["text"]),
+                reason=str(p["dropped"]),
+                prompt=None if pid is None else str(pid),
+            )
+            for pid, paraphrases in per_prompt.items()
+            for p in paraphrases
+            if p.get("dropped") is not None
+        ]
+    return tuple(found)
 
 
 def _texts(store: ReportReader, rows: Sequence[TestRow], tests: pd.DataFrame) -> Texts:

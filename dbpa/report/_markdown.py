@@ -463,17 +463,19 @@ def _dropped(data: ReportData) -> list[str]:
     """The generated paraphrases left out of the family, and why."""
     if not data.dropped_paraphrases:
         return []
+    of_set = any(d.prompt is not None for d in data.dropped_paraphrases)
     rows = [
-        (f"perturbations[{d.spec}]", str(d.number), _md(d.reason), _md(d.text))
+        (
+            f"perturbations[{d.spec}]",
+            *((_code(d.prompt),) if of_set else ()),
+            str(d.number),
+            _md(d.reason),
+            _md(d.text),
+        )
         for d in data.dropped_paraphrases
     ]
-    return [
-        "",
-        "## Dropped paraphrases",
-        "",
-        _table(("spec", "paraphrase", "why", "text"), rows),
-        "",
-    ]
+    header = ("spec", *(("prompt",) if of_set else ()), "paraphrase", "why", "text")
+    return ["", "## Dropped paraphrases", "", _table(header, rows), ""]
 
 
 def _decision_cell(r: TestRow) -> str:

@@ -42,6 +42,9 @@ def test_a_generator_arm_is_the_same_in_every_epoch_and_seeded_by_the_spec():
     assert PROMPT in job.arm.messages[0].content
     (later,) = generator_jobs(config(epoch="tick-2"))
     assert (later.arm, later.seed) == (job.arm, job.seed)
+    # Pinned: the arm (and its outputs in existing records) of an audit of one prompt.
+    assert job.arm.arm_id == "631daa97f53ea3bfd0e87d3eb9c6d619"
+    assert job.seed == 166324276140878
     (reseeded,) = generator_jobs(config(seed=1))
     assert reseeded.arm.arm_id != job.arm.arm_id  # another seed generates anew
     assert reseeded.seed != job.seed
@@ -57,13 +60,13 @@ class Stored:
 
 def test_missing_outputs_are_those_not_stored():
     (job,) = generator_jobs(config())
-    assert missing_outputs([job], Stored({})) == {1: [0, 1, 2]}
-    assert missing_outputs([job], Stored({job.arm.arm_id: {0, 2, 7}})) == {1: [1]}
+    assert missing_outputs([job], Stored({})) == {(1, None): [0, 1, 2]}
+    assert missing_outputs([job], Stored({job.arm.arm_id: {0, 2, 7}})) == {(1, None): [1]}
 
 
 def test_binding_makes_the_family_and_keeps_the_rest_of_the_config():
     cfg = config()
-    bound = bind_generated(cfg, {1: ["Is the heaven blue?", PROMPT, "1. Sky: blue?"]})
+    bound = bind_generated(cfg, {(1, None): ["Is the heaven blue?", PROMPT, "1. Sky: blue?"]})
     assert not bound.ungenerated
     assert [p.id for p in bound.family] == [
         "prompt-is-the-sky-really-blue",
@@ -71,12 +74,15 @@ def test_binding_makes_the_family_and_keeps_the_rest_of_the_config():
         "paraphrase-3",
     ]
     assert bound.model_dump()["perturbations"][0] == cfg.model_dump()["perturbations"][0]
-    assert [(i, p.dropped) for i, p in dropped_paraphrases(bound)] == [(1, "same as the original")]
+    assert [(i, pid, p.dropped) for i, pid, p in dropped_paraphrases(bound)] == [
+        (1, None, "same as the original")
+    ]
+    assert "generated_per_prompt" not in bound.model_dump()["perturbations"][1]
 
 
 def test_binding_needs_every_output():
     with pytest.raises(ValueError, match=r"perturbations\[1\] \(paraphrase\): 2 of its 3"):
-        bind_generated(config(), {1: ["a?", "b?"]})
+        bind_generated(config(), {(1, None): ["a?", "b?"]})
 
 
 def test_the_filter_uses_cosine_similarity_to_the_original():
@@ -85,14 +91,16 @@ def test_the_filter_uses_cosine_similarity_to_the_original():
     def embed(texts: Sequence[str]) -> np.ndarray:
         return np.array([vectors[t] for t in texts])
 
-    bound = bind_generated(config(min_similarity=0.8), {1: ["near?", "far?", "mid?"]}, embed)
+    bound = bind_generated(
+        config(min_similarity=0.8), {(1, None): ["near?", "far?", "mid?"]}, embed
+    )
     assert [p.id for p in bound.family][1:] == ["paraphrase-1"]
     similarities = [p.similarity for p in bound.perturbations[1].generated]
     assert similarities == pytest.approx([3 / 10**0.5, 0.0, 2**-0.5])
     with pytest.raises(ValueError, match="min_similarity needs the embedder"):
-        bind_generated(config(min_similarity=0.8), {1: ["near?", "far?", "mid?"]})
+        bind_generated(config(min_similarity=0.8), {(1, None): ["near?", "far?", "mid?"]})
 
 
 def test_a_spec_with_every_paraphrase_dropped_is_an_error():
     with pytest.raises(ValueError, match="every one of its 3 paraphrases was dropped"):
-        bind_generated(config(), {1: ["", PROMPT, " "]})
+        bind_generated(config(), {(1, None): ["", PROMPT, " "]})

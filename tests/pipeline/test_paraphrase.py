@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from dbpa.config import parse_config
 from dbpa.generation import GENERATION_EPOCH, dropped_paraphrases, generator_jobs
@@ -121,7 +122,7 @@ def test_the_similarity_filter_drops_and_records_what_it_dropped(generator, tmp_
         stored = parse_config(_config_of(store, outcome.run_id))
     assert list(family.description) == [f"user prompt paraphrased by generator: {high!r}"]
     dropped: dict[str, set[str]] = {}
-    for _, p in dropped_paraphrases(stored):
+    for _, _, p in dropped_paraphrases(stored):
         dropped.setdefault(p.text, set()).add(str(p.dropped))
     assert f"similarity {cosine(low):.3f} below {threshold}" in dropped[low]
     assert dropped[PROMPT] == {"same as the original"}
@@ -167,3 +168,98 @@ def test_arms_that_need_no_paraphrase_sample_while_the_paraphrases_are_generated
     stored_at = samples.groupby("arm_id").created_at
     # The original arm's outputs were stored before the last paraphrase was.
     assert stored_at.min()[original.arm_id] < stored_at.max()[job.arm.arm_id]
+
+
+SET_PROMPTS = [
+    {"id": "flu", "prompt": PROMPT},
+    {"id": "cough", "prompt": "I have had a cough for a week. What should I do?"},
+    {"id": "fever", "prompt": "My child has a fever. What should I do?"},
+]
+FLU = ("Two days of flu: do I need a doctor?", "Flu for two days now; see a doctor?")
+COUGH = ("A week of coughing: what now?", "What to do about a week-long cough?")
+FEVER = "My kid is feverish; what do I do?"
+SET_GENERATED = (
+    # Flu: two paraphrases; cough: two and the original; fever: one, every time.
+    Rule(f"Paraphrase this question: {PROMPT}", [(FLU[0], 1), (FLU[1], 1)]),
+    Rule(
+        "Paraphrase this question: I have had a cough",
+        [(COUGH[0], 1), (COUGH[1], 1), (str(SET_PROMPTS[1]["prompt"]), 1)],
+    ),
+    Rule("Paraphrase this question: My child has a fever", [(FEVER, 1)]),
+)
+
+
+def _validate(raw: dict, db: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """``dbpa validate CONFIG --db DB`` on a wide console: its exit code checked, its output
+    on one line."""
+    from typer.testing import CliRunner
+
+    from dbpa import cli
+
+    monkeypatch.setattr(cli.out, "width", 300)
+    path = db.parent / "audit.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    result = CliRunner().invoke(cli.app, ["validate", str(path), "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    return " ".join(result.output.split())
+
+
+def test_every_prompt_of_a_set_is_paraphrased_once_and_tested_pooled(tmp_path, monkeypatch):
+    """20 outputs per prompt: flu and cough keep 2 paraphrases (but for a chance of
+    2 x 2**-19 each), fever 1, so the set keeps 1 of each prompt, its first kept."""
+    with ScriptedServer(rules=(*SET_GENERATED, *RULES), embedding_dimension=24) as server:
+        raw = _config(server, n=20)
+        del raw["prompt"]
+        raw["prompts"] = SET_PROMPTS
+        raw["perturbations"].insert(0, {"kind": "personas", "values": ["comedian"]})
+        config = parse_config(raw)
+        db = tmp_path / "s.duckdb"
+        first = audit(config=config, db=str(db))
+        assert first.status == "completed"
+        asked = {p: n for p, n in server.counts.by_prompt.items() if p.startswith("Paraphrase")}
+        # One generator arm per prompt, each asked its n outputs (max_n 1: one per request).
+        assert sorted(asked.values()) == [20, 20, 20]
+        assert {p.removeprefix("Paraphrase this question: ") for p in asked} == {
+            p["prompt"] for p in SET_PROMPTS
+        }
+        with Store(db, read_only=True) as store:
+            results = store.results(first.run_id).set_index("perturbation_id")
+            prompts = store.prompt_results(first.run_id)
+            stored = parse_config(_config_of(store, first.run_id))
+            generators = store.arms()
+        assert list(results.index) == ["persona-comedian", "paraphrase-1"]
+        assert (results.n_prompts == 3).all()
+        assert len(prompts[prompts.perturbation_id == "paraphrase-1"]) == 3
+        assert (generators.epoch == GENERATION_EPOCH).sum() == 3
+        # Each prompt's perturbed arm asks its own paraphrase.
+        position = [p.id for p in stored.family].index("paraphrase-1")
+        asked_texts = [f[position].messages[-1].content for f in stored.set_family.per_prompt]
+        assert asked_texts[0] in FLU
+        assert asked_texts[1] in COUGH
+        assert asked_texts[2] == FEVER
+        (other,) = set(FLU) - {asked_texts[0]}
+        dropped = [
+            p for _, pid, p in dropped_paraphrases(stored) if (pid, p.text) == ("flu", other)
+        ]
+        # Its first output is kept by the flu alone, the later ones repeat it.
+        assert dropped[0].dropped == "beyond the 1 kept of every prompt of the set"
+        assert {p.dropped for p in dropped[1:]} <= {f"same as paraphrase {dropped[0].index + 1}"}
+        markdown = Path(first.reports["md"]).read_text()
+        assert "| spec | prompt | paraphrase | why | text |" in markdown
+        assert "| `flu` |" in markdown
+        html = Path(first.reports["html"]).read_text()
+        dropped_section = html[html.index('id="dropped-paraphrases"') :]
+        assert "<th>prompt</th>" in dropped_section
+        assert "<td><code>flu</code></td>" in dropped_section
+
+        calls = server.counts.total
+        second = audit(config=config, db=str(db))
+        assert server.counts.total == calls  # neither the generator nor the model again
+        with Store(db, read_only=True) as store:
+            again = store.results(second.run_id).set_index("perturbation_id")
+        assert list(again.perturbed_arm) == list(results.perturbed_arm)
+
+    shown = _validate(raw, db, monkeypatch)
+    assert "generated paraphrase(s) dropped" in shown
+    assert "┃ spec ┃ prompt ┃ paraphrase ┃" in shown
+    assert f"│ flu │ {dropped[0].index + 1} │ beyond the 1 kept" in shown
