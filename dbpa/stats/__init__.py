@@ -82,8 +82,8 @@ from ._sequential import (
     unreachable_looks as sequential_unreachable_looks,
 )
 from ._set_equivalence import SetEquivalence, set_equivalence
-from ._set_sequential import set_path_plan, set_sequential_family, set_sequential_paths
 from ._set_power import SetPower, SetPowerPoint, SetSizePlan, plan_set_power, simulate_set_power
+from ._set_sequential import set_path_plan, set_sequential_family, set_sequential_paths
 from ._settle import Settling, corrected_level, settling_k
 from ._similarity import SIMILARITIES, SimilaritySplit, pooled_similarity, split_similarities
 from ._witness import WitnessScores, witness_scores
