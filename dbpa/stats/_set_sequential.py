@@ -66,7 +66,17 @@ from ._group_sequential import (
 )
 from ._multiplicity import CORRECTIONS, lone_threshold
 from ._permutation import TIE_RTOL
-from ._prompt_sets import COMBINATIONS, _component_counts, _evaluate, _prompt, _prompt_set_test_iv
+from ._prompt_sets import (
+    COMBINATIONS,
+    _component_counts,
+    _evaluate,
+    _prompt,
+    _prompt_set_test_iv,
+    _spread_set,
+    _sum_z_tippett,
+    _varies,
+    _with_spread,
+)
 from ._sequential import SequentialDesign, SequentialFamily
 from ._threads import blas_for
 from ._validation import RngLike, as_positive_int, as_probability, as_rng, choose
@@ -109,6 +119,7 @@ def set_sequential_paths(
         path_labels(values, size, (*key, i), first_block=first_block if i == 0 else "random")
         for i in range(len(a_arms))
     ]
+    spread = _with_spread(combination)
     statistics = np.empty((size, len(values)))
     tolerances = np.empty((size, len(values)))
     with blas_for(2 * k_max):
@@ -116,7 +127,7 @@ def set_sequential_paths(
             columns = np.r_[0:k, k_max : k_max + k]
             per_prompt, scales = [], []
             for x, y, lab in zip(a_arms, b_arms, labels, strict=True):
-                prompt = _prompt(x[:k], y[:k], spec, options, similarity)
+                prompt = _prompt(x[:k], y[:k], spec, options, similarity, spread)
                 per_prompt.append(_evaluate(prompt, lab[:, columns]))
                 scales.append([kernel.scale for kernel in prompt.kernels])
             found = pooled_statistics(np.stack(per_prompt, axis=1), np.array(scales), combination)
@@ -131,12 +142,21 @@ def pooled_statistics(
     components) per-prompt statistics and their (prompts, components) kernel scales: each
     component combined across prompts by ``combination`` (as ``prompt_set_test``); one
     component is the statistic itself (the engine's tie tolerance), several are ranked by
-    their non-parametric combination among the paths (larger more extreme, tolerance 0)."""
+    their non-parametric combination among the paths (larger more extreme, tolerance 0). With
+    the spread (``sum_z+tippett+spread``), the last component is each prompt's spread
+    difference, joined to the first component's combination as ``prompt_set_test`` does."""
     combine_prompts = COMBINATIONS[combination]
+    spread = None
+    if _with_spread(combination):  # the last component is each prompt's spread difference
+        spread = _spread_set(values[:, :, -1], _varies(values[:, :, -1], scales[:, -1]))
+        values, scales = values[:, :, :-1], scales[:, :-1]
     parts = []
     for c in range(values.shape[2]):
         counts, varies = _component_counts(values[:, :, c], scales[:, c])
-        parts.append(combine_prompts(values[:, :, c], counts, varies))
+        if c == 0 and spread is not None:
+            parts.append(_sum_z_tippett(values[:, :, 0], counts, varies, spread))
+        else:
+            parts.append(combine_prompts(values[:, :, c], counts, varies))
     set_values = np.column_stack(parts)
     bounds = [max(1.0, float(np.max(np.abs(col)))) for col in set_values.T]
     if set_values.shape[1] == 1:
