@@ -101,7 +101,7 @@ def test_a_change_needs_few_outputs_and_prompts_and_no_change_never_reaches_powe
     assert data["n_prompts"] == 5
     assert data["audit_k"] == PILOT_K
     assert data["n_permutations"] == 199
-    assert data["combination"] == "sum_z+tippett"
+    assert data["combination"] == "sum_z+tippett+spread"  # the pooled test's default
 
 
 def test_the_cost_counts_prompts_arms_and_k(planned):

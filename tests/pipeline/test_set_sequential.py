@@ -68,7 +68,9 @@ def test_a_set_stops_each_pooled_test_at_its_look_and_saves_calls(
     assert (moved.set_test_id == comedian.test_id).all()
     assert (moved.adjusted_p >= moved.p_value / 0.3 - 1e-12).all()
     assert not prompts[prompts.perturbation_id == "persona-doctor"].moved.any()
-    monkeypatch.setenv("COLUMNS", "160")  # one line per perturbation
+    from dbpa.cli._common import out
+
+    monkeypatch.setattr(out, "width", 160)  # one line per perturbation (set at import)
     capsys.readouterr()
     print_results(db, outcome.run_id)
     shown = capsys.readouterr().out
