@@ -40,6 +40,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     shutil.rmtree(_HOME, ignore_errors=True)
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """One worker more than the logical cores (``-n logical``, the default): a fifth of the
+    suite's worker time waits (on subprocesses, servers, connect budgets), and a third worker
+    fills it."""
+    return (os.cpu_count() or 1) + 1
+
+
 pytest_plugins = ["tests.support.providers", "tests.support.cli_process"]
 
 
