@@ -19,7 +19,7 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
@@ -28,7 +28,7 @@ from numpy.typing import NDArray
 from dbpa.config import AuditConfig
 from dbpa.plan import AuditPlan, plan_audit
 from dbpa.set_analysis import SET_COMBINATION
-from dbpa.sizing import mean_usage
+from dbpa.sizing import PilotReader, mean_usage
 from dbpa.stats import OMEGAS, SetSizePlan, fine_permutations, lone_threshold, plan_set_power
 
 __all__ = [
@@ -45,20 +45,11 @@ SET_SIMULATIONS = 50
 single-prompt tests (module ``dbpa.stats._set_power``: the time)."""
 
 
-class SetPilotReader(Protocol):
-    """What the set planner reads from the record (``storage.Store`` is one)."""
-
-    def run(self, run_id: str) -> dict[str, Any]: ...
-
-    def results(self, run_id: str) -> pd.DataFrame: ...
+class SetPilotReader(PilotReader, Protocol):
+    """What the set planner reads from the record (``storage.Store`` is one): the one-prompt
+    planner's reads and the prompts' results."""
 
     def prompt_results(self, run_id: str) -> pd.DataFrame: ...
-
-    def arms_vectors(
-        self, arm_ids: Sequence[str], embedder: str, k: int
-    ) -> dict[str, NDArray[np.float32]]: ...
-
-    def usage(self, arm_ids: Sequence[str]) -> pd.DataFrame: ...
 
 
 @dataclass(frozen=True)
