@@ -255,22 +255,25 @@ class _Prompt:
     n: int
 
 
-def _arms_iv(originals: Any, perturbed: Any) -> tuple[list[Matrix], list[Matrix]]:
-    """Two equally long, non-empty sequences of (k, d) arms, one d throughout."""
+def _arms_iv(
+    originals: Any, perturbed: Any, unit: str = "prompt"
+) -> tuple[list[Matrix], list[Matrix]]:
+    """Two equally long, non-empty sequences of (k, d) arms, one d throughout; ``unit`` names
+    what each item is in the errors (a prompt, a pilot prompt)."""
     arms: dict[str, list[Matrix]] = {}
     for name, value in (("originals", originals), ("perturbed", perturbed)):
         if isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, np.ndarray)):
             raise ValueError(
-                f"{name}: expected a sequence of (k, d) arrays, one per prompt, "
+                f"{name}: expected a sequence of (k, d) arrays, one per {unit}, "
                 f"got {type(value).__name__}"
             )
         if len(value) == 0:
-            raise ValueError(f"{name}: needs at least one prompt")
+            raise ValueError(f"{name}: needs at least one {unit}")
         arms[name] = [as_embeddings(x, f"{name}[{i}]") for i, x in enumerate(value)]
     if len(arms["perturbed"]) != len(arms["originals"]):
         raise ValueError(
             f"perturbed: {len(arms['perturbed'])} arms for {len(arms['originals'])} originals; "
-            f"one per prompt"
+            f"one per {unit}"
         )
     d = arms["originals"][0].shape[1]
     for name, items in arms.items():

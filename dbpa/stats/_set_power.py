@@ -47,11 +47,10 @@ from numpy.typing import ArrayLike, NDArray
 from ._family_plan import _crossing, _isotonic, fine_permutations
 from ._multiplicity import CORRECTIONS, lone_threshold, min_permutations
 from ._omega import OMEGAS
-from ._prompt_sets import COMBINATIONS, prompt_set_test
+from ._prompt_sets import COMBINATIONS, _arms_iv, prompt_set_test
 from ._similarity import SIMILARITIES, _unit_rows
 from ._validation import (
     RngLike,
-    as_embeddings,
     as_positive_int,
     as_probability,
     as_rng,
@@ -188,30 +187,7 @@ def _simulate_set_power_iv(
 
 def _pilot_iv(originals: Any, perturbed: Any) -> tuple[list[Matrix], list[Matrix]]:
     """The pilot set: two equally long, non-empty sequences of (k, d) arms, one d throughout."""
-    arms: dict[str, list[Matrix]] = {}
-    for name, value in (("originals", originals), ("perturbed", perturbed)):
-        if isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, np.ndarray)):
-            raise ValueError(
-                f"{name}: expected a sequence of (k, d) arrays, one per pilot prompt, "
-                f"got {type(value).__name__}"
-            )
-        if len(value) == 0:
-            raise ValueError(f"{name}: needs at least one pilot prompt")
-        arms[name] = [as_embeddings(x, f"{name}[{i}]") for i, x in enumerate(value)]
-    if len(arms["perturbed"]) != len(arms["originals"]):
-        raise ValueError(
-            f"perturbed: {len(arms['perturbed'])} arms for {len(arms['originals'])} originals; "
-            "one per pilot prompt"
-        )
-    d = arms["originals"][0].shape[1]
-    for name, items in arms.items():
-        for i, x in enumerate(items):
-            if x.shape[1] != d:
-                raise ValueError(
-                    f"{name}[{i}]: embedding dimension {x.shape[1]} does not match "
-                    f"originals[0]'s {d}"
-                )
-    return arms["originals"], arms["perturbed"]
+    return _arms_iv(originals, perturbed, "pilot prompt")
 
 
 def _points_iv(points: Any, pilot_prompts: int, pilot_k: int) -> list[tuple[int, int]]:
