@@ -17,6 +17,9 @@ Three parts (``python -m benchmarks prompt_sets``; ``--quick`` for a smoke run):
   the original against itself (type-I), and mixtures where the system-prompt change moves
   10%, 30% or 100% of the prompts (drawn at random per audit; the others' "perturbed"
   outputs are other original ones).
+* **curve**: the product's pooled test (``prompt_set_test``, its defaults) against
+  per-prompt Holm on its per-prompt p-values, where 30% of the prompts move, over the size
+  of each synthetic shape: where twice Holm's power can be reached (Holm below one half).
 * **timing**: B = 2000 relabellings over 500 prompts x k = 10.
 """
 
@@ -141,6 +144,44 @@ def design(quick: bool = False) -> None:
         rows.append([label, f"{share:.0%}", *(f"{counts[m] / n:.3f}" for m in names)])
     print_table("rejection rate per combination", ["cell", "moved", *names], rows)
     print(f"design: {time.perf_counter() - start:.0f} s")
+
+
+CURVE_SIZES = {"new answer type": (0.15, 0.2, 0.3, 0.4), "drift": (0.1, 0.15, 0.2, 0.25, 0.3)}
+"""Effect sizes of the ``curve`` part, per synthetic shape (the design's sizes among them)."""
+
+
+def curve(quick: bool = False) -> None:
+    """Power of the default pooled test and of per-prompt Holm (its per-prompt p-values, the
+    same relabellings) where 6 of 20 prompts move, over each shape's size; their ratio."""
+    from dbpa.stats import prompt_set_test
+
+    n_prompts, k, b, moved = 20, 10, 999, 6
+    n = 40 if quick else 200
+    print(
+        f"\n[prompt_sets curve] {n_prompts} prompts, {moved} moved, k={k} per arm, defaults "
+        f"(auto, sum_z+tippett+spread), B={b}, {n} audits per cell, alpha={ALPHA}"
+    )
+    start = time.perf_counter()
+    rows = []
+    for c, (shape, size) in enumerate((s, z) for s, sizes in CURVE_SIZES.items() for z in sizes):
+        rng = np.random.default_rng(SEED + 100 + c)
+        pooled = holm = 0
+        for _ in range(n):
+            models = prompt_models(rng, n_prompts)
+            originals, perturbed = prompt_set(rng, models, k, moved=moved, shape=shape, size=size)
+            result = prompt_set_test(
+                originals, perturbed, n_permutations=b, rng=int(rng.integers(2**32))
+            )
+            pooled += result.p_value <= ALPHA
+            holm += _holm(result.prompt_p_values)
+        ratio = f"{pooled / holm:.1f}" if holm else "inf"
+        rows.append([shape, f"{size:g}", f"{pooled / n:.3f}", f"{holm / n:.3f}", ratio])
+    print_table(
+        "rejection rate where 30% of the prompts move",
+        ["shape", "size", "pooled (default)", "per-prompt Holm", "ratio"],
+        rows,
+    )
+    print(f"curve: {time.perf_counter() - start:.0f} s")
 
 
 # --------------------------------------------------------------------------- real outputs
@@ -361,6 +402,7 @@ def timing(quick: bool = False) -> None:
 
 def main(quick: bool = False) -> None:
     design(quick)
+    curve(quick)
     real(quick)
     real(quick, k=20, subtle_only=True)
     timing(quick)
@@ -370,12 +412,13 @@ if __name__ == "__main__":
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_prompt_sets")
-    parser.add_argument("parts", nargs="*", choices=["design", "real", "real20", "timing"])
+    parser.add_argument("parts", nargs="*", choices=["design", "curve", "real", "real20", "timing"])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--audits", type=int, help="audits per real-output cell (default 100)")
     args = parser.parse_args()
     parts = {
         "design": design,
+        "curve": curve,
         "real": lambda quick: real(quick, audits=args.audits),
         "real20": lambda quick: real(quick, k=20, subtle_only=True, audits=args.audits),
         "timing": timing,
