@@ -35,7 +35,7 @@ A margin calibrated from the model's own noise (``calibrate_set_margin``) is on 
 each calibration pair j (two samples of one prompt's unperturbed model, or its original and a
 control) is taken on every prompt, and the set-level distance of pair j is the mean over the
 prompts of their plug-in distances; the margin is a quantile of these means, not a mean of
-the prompts' own quantiles (larger: the mean of P noises varies less than each).
+the prompts' own quantiles (typically larger: the mean of P noises varies less than each).
 """
 
 from __future__ import annotations

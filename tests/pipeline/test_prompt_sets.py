@@ -333,3 +333,34 @@ def test_outputs_that_never_vary_calibrate_a_set_margin_of_0(
     assert results.loc["persona-doctor", "decision"] == "inconclusive"
     assert "nothing can be shown equivalent" in Path(outcome.reports["md"]).read_text()
     assert "nothing can be shown equivalent" in _shown(db, outcome.run_id)
+
+
+def test_a_replicate_missing_on_one_prompt_leaves_its_pairs_out_on_every_prompt(
+    provider: ScriptedServer,
+):
+    """Replicate 2 of the second prompt has no outputs (its model failed): the pairs with
+    replicate 2 are left out of the set-level distances (every prompt's), the one of the
+    original and replicate 1 remains, its mean over the three prompts the margin."""
+    from flows import _record as record
+
+    config = _three_prompts(provider, perturbations=[PERSONAS], equivalence={"replicates": 2})
+    plan = plan_audit(config)
+    originals = [t.original for t in plan.prompt_tests if t.perturbation.id == "persona-doctor"]
+    rng = np.random.default_rng(3)
+    vectors = {a.arm_id: rng.normal(size=(plan.k, 4)).astype(np.float32) for a in plan.arms}
+    del vectors[plan.replicates_of(originals[1])[1].arm_id]
+
+    class Stored:
+        def arms_vectors(self, arm_ids, embedder, k):
+            assert (embedder, k) == (plan.embedder, plan.k)
+            return {a: vectors[a] for a in arm_ids if a in vectors}
+
+    assert config.equivalence is not None
+    margin = record._margin(
+        plan, Stored(), config.equivalence, plan.families[0], list(plan.tests), print, plan.k
+    )
+    first = [vectors[plan.replicates_of(o)[0].arm_id] for o in originals]
+    want = np.mean([_plug_in(vectors[o.arm_id], r) for o, r in zip(originals, first, strict=True)])
+    assert margin.pairs == 1
+    assert margin.value == pytest.approx(want, rel=1e-6)
+    assert margin.source == "replicates"
