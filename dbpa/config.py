@@ -254,11 +254,6 @@ class AuditConfig(Spec):
                     f"perturbations[{i}] ({spec.kind}): {SET_KINDS_REFUSED[spec.kind]}; "
                     "it does not apply to a set of prompts"
                 )
-        if self.equivalence is not None and not isinstance(self.equivalence.margin, float):
-            raise ValueError(
-                "equivalence.margin: a set of prompts needs a number (calibrating on "
-                f"{self.equivalence.margin} is not available for prompt sets yet)"
-            )
         if self.sequential is not None and self.equivalence is not None:
             raise ValueError(
                 "sequential: with an equivalence margin not available for a set of prompts "

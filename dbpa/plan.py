@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 from dbpa.analysis import AnalysisSpec, derive_test_id
@@ -17,7 +18,7 @@ from dbpa.config import AuditConfig
 from dbpa.embedding import embedder_key
 from dbpa.perturbations import Perturbation
 from dbpa.set_analysis import SET_COMBINATION
-from dbpa.specs import ModelSpec, content_hash
+from dbpa.specs import Message, ModelSpec, content_hash
 
 
 @dataclass(frozen=True)
@@ -76,8 +77,9 @@ class AuditPlan:
     embedder: str
     """Key of the embedder's vectors (``dbpa.embedding.embedder_key``)."""
     replicates: dict[str, tuple[Arm, ...]] = field(default_factory=dict)
-    """Family -> its original's replicate arms (an equivalence margin calibrated on them);
-    they are sampled and embedded, never tested."""
+    """Family -> its original's replicate arms (an equivalence margin calibrated on them;
+    over a set of prompts every prompt's original's, prompt by prompt); they are sampled and
+    embedded, never tested."""
     set_members: dict[str, tuple[PlannedTest, ...]] = field(default_factory=dict)
     """Over a set of prompts: the id of each pooled test (in ``tests``) -> its per-prompt
     tests, in prompt order; empty for an audit of one prompt."""
@@ -98,6 +100,20 @@ class AuditPlan:
         """Every test stored for the plan: the pooled ones and the per-prompt ones."""
         return self.tests + self.prompt_tests
 
+    @cached_property
+    def _replicates_by_original(self) -> dict[str, tuple[Arm, ...]]:
+        found: dict[str, list[Arm]] = {}
+        for copies in self.replicates.values():
+            for arm in copies:
+                original = Arm.of(arm.model, arm.messages, arm.epoch, seed=arm.seed)
+                found.setdefault(original.arm_id, []).append(arm)
+        return {a: tuple(arms) for a, arms in found.items()}
+
+    def replicates_of(self, original: Arm) -> tuple[Arm, ...]:
+        """The replicate arms of ``original`` (its model and messages sampled again), in
+        order; empty without a margin calibrated on replicates."""
+        return self._replicates_by_original.get(original.arm_id, ())
+
     def arm_seed(self, arm: Arm) -> int:
         """Base seed of an arm's sampling requests: fixed by the audit seed and the arm."""
         return int(content_hash("sampling-seed", self.seed, arm.arm_id)[:12], 16)
@@ -116,10 +132,7 @@ def plan_audit(config: AuditConfig) -> AuditPlan:
     for model in config.models:
         original = Arm.of(model, config.messages, config.epoch, seed=config.seed)
         arms.setdefault(original.arm_id, original)
-        replicates[model.label] = tuple(
-            Arm.of(model, config.messages, config.epoch, replicate=r, seed=config.seed)
-            for r in range(1, copies + 1)
-        )
+        replicates[model.label] = _replicate_arms(config, model, config.messages, copies)
     for model in config.models:
         original = Arm.of(model, config.messages, config.epoch, seed=config.seed)
         for position, p in enumerate(config.family):
@@ -137,6 +150,16 @@ def plan_audit(config: AuditConfig) -> AuditPlan:
         seed=config.seed,
         embedder=embedder,
         replicates=replicates if copies else {},
+    )
+
+
+def _replicate_arms(
+    config: AuditConfig, model: ModelSpec, messages: Sequence[Message], copies: int
+) -> tuple[Arm, ...]:
+    """The ``copies`` replicate arms of the original of ``model`` and ``messages``."""
+    return tuple(
+        Arm.of(model, messages, config.epoch, replicate=r, seed=config.seed)
+        for r in range(1, copies + 1)
     )
 
 
@@ -179,7 +202,8 @@ def plan_set(config: AuditConfig) -> AuditPlan:
     """A set of prompts: per model, prompt and perturbation an original and a perturbed arm
     and their test (the arms of one prompt are those of an audit of that prompt alone), and
     per model and perturbation one pooled test over the prompts (in ``tests``, its arms the
-    first prompt's: what a view of one prompt shows)."""
+    first prompt's: what a view of one prompt shows); with a margin calibrated on replicates,
+    each prompt's replicate arms (those of an audit of that prompt alone)."""
     embedder = embedder_key(config.embedder)
     arms: dict[str, Arm] = {}
     tests: list[PlannedTest] = []
@@ -204,6 +228,15 @@ def plan_set(config: AuditConfig) -> AuditPlan:
             pooled = replace(pooled, prompt_id=None)
             tests.append(pooled)
             members[pooled.test_id] = tuple(of_prompts)
+    copies = config.equivalence.replicate_arms if config.equivalence else 0
+    replicates: dict[str, tuple[Arm, ...]] = {}
+    for model in config.models:
+        of_model = {
+            a.arm_id: a for _, m in prompts for a in _replicate_arms(config, model, m, copies)
+        }
+        replicates[model.label] = tuple(of_model.values())
+        for arm in of_model.values():
+            arms.setdefault(arm.arm_id, arm)
     return AuditPlan(
         arms=tuple(arms.values()),
         tests=tuple(tests),
@@ -211,6 +244,7 @@ def plan_set(config: AuditConfig) -> AuditPlan:
         k=config.k,
         seed=config.seed,
         embedder=embedder,
+        replicates=replicates if copies else {},
         set_members=members,
     )
 

@@ -6,22 +6,32 @@ family's correction selects the perturbations whose pooled test rejected, and in
 the prompts that moved are those the drill-down (``dbpa.stats.prompt_drilldown``,
 Benjamini and Bogomolov's selective procedure) rejects. With a margin, a perturbation is
 equivalent when its mean effect over the prompts is shown below it
-(``dbpa.stats.set_equivalence``).
+(``dbpa.stats.set_equivalence``); a calibrated margin is on the scale of that mean
+(``family_set_margin``: ``dbpa.stats.calibrate_set_margin``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from dbpa.analysis import AnalysisSpec, PerturbationTestRecord
+from dbpa.analysis import (
+    INTERVAL_OMEGA,
+    AnalysisSpec,
+    EquivalenceSpec,
+    Margin,
+    PerturbationTestRecord,
+    family_margin,
+)
 from dbpa.stats import (
     OMEGAS,
     EffectInterval,
     PromptDrilldown,
+    calibrate_set_margin,
     prompt_drilldown,
     prompt_set_test,
     set_equivalence,
@@ -154,8 +164,29 @@ def set_equivalence_p(
     intervals: Sequence[EffectInterval | None], margin: float | None, alpha: float
 ) -> float:
     """p-value of "the mean effect over the prompts is at least ``margin``"; 1 when a prompt
-    has no interval (too few outputs) or there is no margin."""
-    if margin is None or not intervals or any(iv is None for iv in intervals):
+    has no interval (too few outputs), without a margin, and with a margin of 0 (calibrated
+    on outputs that never vary: no mean effect is shown below 0)."""
+    if not margin or not intervals or any(iv is None for iv in intervals):
         return 1.0
     kept = [iv for iv in intervals if iv is not None]
     return set_equivalence(kept, margin, alpha=alpha).p_value
+
+
+def family_set_margin(
+    spec: EquivalenceSpec, prompts: Sequence[Sequence[tuple[NDArray[Any], NDArray[Any]]]]
+) -> Margin:
+    """The margin of one family over a set of prompts: ``spec.margin`` if a number, else
+    calibrated on ``prompts`` (per prompt, the same pairs of arms: two samples of its
+    unperturbed model, or its original and a control): the ``quantile`` of each pair's mean
+    distance over the prompts, times ``multiple``; None when there is no pair."""
+    if not isinstance(spec.margin, str) or not prompts or not prompts[0]:
+        return family_margin(spec, [])
+    calibration = calibrate_set_margin(prompts, omega=INTERVAL_OMEGA, quantile=spec.quantile)
+    return Margin(
+        value=spec.multiple * calibration.margin,
+        source=spec.margin,
+        quantile=spec.quantile,
+        multiple=spec.multiple,
+        distances=tuple(float(d) for d in calibration.distances),
+        k=min(calibration.k),
+    )

@@ -22,7 +22,7 @@ from dbpa.analysis import (
 )
 from dbpa.config import AuditConfig
 from dbpa.plan import AuditPlan, PlannedTest
-from dbpa.set_analysis import family_drilldown, set_equivalence_p
+from dbpa.set_analysis import family_drilldown, family_set_margin, set_equivalence_p
 from dbpa.stats import sequential_p_value
 from flows._sequential import LookResult, SequentialOutcome, Stop, family_outputs, look_rows
 
@@ -244,21 +244,19 @@ def _margin(
 ) -> Margin:
     """The family's margin: the config's number, or calibrated on its stored replicate
     arms (every two of them and the original) or on its controls (each against the
-    original), at ``k`` outputs per arm. Arms without k embedded outputs (a model failed)
-    are left out."""
-    pairs: list[tuple[str, str]] = []
-    if spec.margin == "replicates":
-        arms = [members[0].original.arm_id, *(a.arm_id for a in plan.replicates[family])]
-        pairs = list(itertools.combinations(arms, 2))
-    elif spec.margin == "controls":
-        pairs = [
-            (t.original.arm_id, t.perturbed.arm_id)
-            for t in members
-            if t.perturbation.label == "control"
-        ]
-    vectors = store.arms_vectors(sorted({a for pair in pairs for a in pair}), plan.embedder, k)
-    complete = [(vectors[a], vectors[b]) for a, b in pairs if a in vectors and b in vectors]
-    margin = family_margin(spec, complete)
+    original), at ``k`` outputs per arm; over a set of prompts on the same pairs of every
+    prompt, each pair's distance the mean over the prompts. Arms without k embedded outputs
+    (a model failed) are left out: over a set, a pair missing on any prompt."""
+    prompts = _calibration_pairs(plan, spec, members)
+    ids = sorted({a for pairs in prompts for pair in pairs for a in pair})
+    vectors = store.arms_vectors(ids, plan.embedder, k)
+    complete = [
+        j
+        for j in range(len(prompts[0]))
+        if all(a in vectors and b in vectors for a, b in (pairs[j] for pairs in prompts))
+    ]
+    found = [[(vectors[pairs[j][0]], vectors[pairs[j][1]]) for j in complete] for pairs in prompts]
+    margin = family_set_margin(spec, found) if plan.set_members else family_margin(spec, found[0])
     if margin.value is None:
         warn(
             f"{family}: no equivalence margin (the {spec.margin} arms are not all sampled): "
@@ -271,3 +269,29 @@ def _margin(
             "each is changed or inconclusive; set a fixed equivalence.margin to test one"
         )
     return margin
+
+
+def _calibration_pairs(
+    plan: AuditPlan, spec: EquivalenceSpec, members: Sequence[PlannedTest]
+) -> list[list[tuple[str, str]]]:
+    """Per prompt (one for an audit of one prompt), the pairs of arm ids a calibrated margin
+    rests on, in the same order on every prompt: every two of the original and its
+    replicates, or the original and each control; no pair for a fixed margin."""
+    of_prompts = [plan.set_members.get(t.test_id, (t,)) for t in members]
+    prompts: list[list[tuple[str, str]]] = []
+    for tests in zip(*of_prompts, strict=True):  # one prompt's test of every perturbation
+        original = tests[0].original
+        if spec.margin == "replicates":
+            arms = [original.arm_id, *(a.arm_id for a in plan.replicates_of(original))]
+            prompts.append(list(itertools.combinations(arms, 2)))
+        elif spec.margin == "controls":
+            prompts.append(
+                [
+                    (t.original.arm_id, t.perturbed.arm_id)
+                    for t, pooled in zip(tests, members, strict=True)
+                    if pooled.perturbation.label == "control"
+                ]
+            )
+        else:
+            prompts.append([])
+    return prompts or [[]]

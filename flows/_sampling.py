@@ -209,12 +209,15 @@ def _stored_counts(plan: AuditPlan, store: storage.Store) -> dict[str, int]:
 
 def arm_labels(plan: AuditPlan) -> dict[str, str]:
     """A readable label of every arm: its perturbation (``original``, ``replicate r of the
-    original``) and family."""
+    original``), over a set of prompts its prompt (``on q7``), and family."""
     labels: dict[str, str] = {}
     for t in plan.unit_tests:
         on = "" if t.prompt_id is None else f" on {t.prompt_id}"
         labels.setdefault(t.original.arm_id, f"original{on} ({t.family})")
         labels.setdefault(t.perturbed.arm_id, f"{t.perturbation.id}{on} ({t.family})")
+        for arm in plan.replicates_of(t.original):
+            what = f"replicate {arm.replicate} of the original{on}"
+            labels.setdefault(arm.arm_id, f"{what} ({t.family})")
     for arm in plan.arms:  # replicates, and an original whose family has no test (yet)
         what = f"replicate {arm.replicate} of the original" if arm.replicate else "original"
         labels.setdefault(arm.arm_id, f"{what} ({arm.model.label})")

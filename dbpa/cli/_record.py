@@ -203,6 +203,9 @@ def _margin_lines(df: pd.DataFrame) -> list[str]:
                 if source == "replicates"
                 else f"the original and {pairs} control(s)"
             )
+            if "n_prompts" in group and group.n_prompts.notna().any():
+                prompts = int(group.n_prompts.dropna().iloc[0])
+                what += f", each the mean over the {prompts} prompts"
             basis = f"the {100 * quantile:g}th percentile of the distances between {what}"
             multiple = group.margin_multiple.dropna()
             if not multiple.empty and multiple.iloc[0] != 1.0:

@@ -58,7 +58,8 @@ def validate(
         f"B={analysis.n_permutations}, {analysis.correction} at alpha={analysis.alpha}"
     )
     if cfg.equivalence is not None:
-        out.print(_equivalence_line(cfg.equivalence), highlight=False)
+        n_prompts = None if cfg.prompts is None else len(cfg.prompts)
+        out.print(_equivalence_line(cfg.equivalence, n_prompts), highlight=False)
     _print_notes(cfg)
     _print_family(cfg.family, all_)
     _print_dropped(cfg)
@@ -70,8 +71,8 @@ def _print_notes(cfg: AuditConfig) -> None:
         out.print(f"[yellow]note[/]: {escape(note)}", highlight=False)
 
 
-def _equivalence_line(spec: EquivalenceSpec) -> str:
-    """What the equivalence margin will be."""
+def _equivalence_line(spec: EquivalenceSpec, prompts: int | None = None) -> str:
+    """What the equivalence margin will be (over a set of ``prompts``: of their mean)."""
     decisions = "each perturbation changed, equivalent or inconclusive"
     if not isinstance(spec.margin, str):
         return f"equivalence margin {spec.margin:g} (distance scale): {decisions}"
@@ -81,6 +82,8 @@ def _equivalence_line(spec: EquivalenceSpec) -> str:
         if spec.margin == "replicates"
         else "the original and each control"
     )
+    if prompts is not None:
+        between += f", each distance the mean over the {prompts} prompts"
     share = f"the {100 * spec.quantile:g}th percentile"
     if spec.multiple != 1.0:
         share = f"{spec.multiple:g} x {share}"

@@ -111,6 +111,8 @@ class EquivalenceView:
     before the option)."""
     alpha: float | None = None
     """The family's level."""
+    prompts: int | None = None
+    """Over a set of prompts, how many: each calibration distance is the mean over them."""
 
     @property
     def level(self) -> float | None:
@@ -132,6 +134,8 @@ class EquivalenceView:
             if self.source == "replicates"
             else "the original and a control perturbation"
         )
+        if self.prompts is not None:
+            what += f", each the mean over the {self.prompts} prompts"
         share = f"{100 * (self.quantile or 0):g}th percentile"
         basis = f"the {share} of the energy distances between {what}, over {self.pairs} pairs"
         if self.multiple not in (None, 1.0):

@@ -417,4 +417,5 @@ def _equivalence(r: Any) -> EquivalenceView | None:
         pairs=as_int(r.margin_pairs),
         multiple=as_float(r.margin_multiple),
         alpha=as_float(r.alpha),
+        prompts=as_int(getattr(r, "n_prompts", None)),
     )

@@ -81,7 +81,12 @@ from ._sequential import (
 from ._sequential import (
     unreachable_looks as sequential_unreachable_looks,
 )
-from ._set_equivalence import SetEquivalence, set_equivalence
+from ._set_equivalence import (
+    SetEquivalence,
+    SetMarginCalibration,
+    calibrate_set_margin,
+    set_equivalence,
+)
 from ._set_power import SetPower, SetPowerPoint, SetSizePlan, plan_set_power, simulate_set_power
 from ._set_sequential import set_path_plan, set_sequential_family, set_sequential_paths
 from ._settle import Settling, corrected_level, settling_k
@@ -128,6 +133,7 @@ __all__ = [
     "SequentialFamily",
     "SequentialTest",
     "SetEquivalence",
+    "SetMarginCalibration",
     "SetPower",
     "SetPowerPoint",
     "SetSizePlan",
@@ -137,6 +143,7 @@ __all__ = [
     "WitnessScores",
     "best_model",
     "calibrate_margin",
+    "calibrate_set_margin",
     "correct",
     "corrected_level",
     "decide",

@@ -30,6 +30,12 @@ effect in one prompt and in half of them. Not covered by the candidates: a delta
 several prompts whose noises vary alike is as likely to look small as one along a single
 direction, and the sum of their noises can have the longer tail; the simulations above are
 that case and stay within alpha.
+
+A margin calibrated from the model's own noise (``calibrate_set_margin``) is on the same scale:
+each calibration pair j (two samples of one prompt's unperturbed model, or its original and a
+control) is taken on every prompt, and the set-level distance of pair j is the mean over the
+prompts of their plug-in distances; the margin is a quantile of these means, not a mean of
+the prompts' own quantiles (typically larger: the mean of P noises varies less than each).
 """
 
 from __future__ import annotations
@@ -38,11 +44,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from ._boundary import N_DIRECTIONS, BoundaryDraws, boundary_bound, boundary_p_value
-from ._equivalence import _as_margin
-from ._interval import EffectInterval
-from ._validation import as_probability
+from ._equivalence import _as_margin, calibrate_margin
+from ._interval import INTERVAL_OMEGAS, EffectInterval
+from ._validation import as_probability, choose
 
 
 @dataclass(frozen=True)
@@ -123,4 +130,90 @@ def set_equivalence(
         alpha=level,
         omega=items[0].omega,
         n_prompts=n,
+    )
+
+
+@dataclass(frozen=True)
+class SetMarginCalibration:
+    """A set-level margin from the model's own noise: the same pairs of samples on every prompt."""
+
+    margin: float
+    """The ``quantile`` of ``distances``."""
+    quantile: float
+    omega: str
+    """The omega whose distance defines the scale (as in ``effect_interval``)."""
+    distances: NDArray[np.float64]
+    """Per pair: the mean over the prompts of its plug-in energy distance (the set's scale)."""
+    prompt_distances: NDArray[np.float64]
+    """(prompts, pairs): each prompt's plug-in distance of each pair."""
+    effects: NDArray[np.float64]
+    """Per pair: the mean over the prompts of its unbiased effect (U-statistic); about 0 when
+    the pairs are exchangeable samples."""
+    k: tuple[int, ...]
+    """Sizes of the calibration arms."""
+    n_prompts: int
+
+
+def _calibrate_set_margin_iv(
+    prompts: Sequence[Sequence[tuple[ArrayLike, ArrayLike]]], omega: str, quantile: float
+) -> tuple[list[list[tuple[ArrayLike, ArrayLike]]], str, float]:
+    if not isinstance(prompts, Sequence) or isinstance(prompts, str):
+        raise ValueError(
+            "prompts: expected a sequence with one sequence of pairs (a, b) per prompt, "
+            f"got {type(prompts).__name__}"
+        )
+    items = []
+    for i, pairs in enumerate(prompts):
+        if not isinstance(pairs, Sequence) or isinstance(pairs, str):
+            raise ValueError(
+                f"prompts: item {i} is not a sequence of pairs (got {type(pairs).__name__})"
+            )
+        items.append(list(pairs))
+    if not items:
+        raise ValueError("prompts: needs at least one prompt")
+    if not items[0]:
+        raise ValueError("prompts: item 0 has no pair; every prompt needs one per set-level pair")
+    for i, pairs in enumerate(items):
+        if len(pairs) != len(items[0]):
+            raise ValueError(
+                f"prompts: item {i} has {len(pairs)} pairs, item 0 {len(items[0])}; pair j of "
+                "every prompt makes the set's j-th distance"
+            )
+    return items, choose(omega, "omega", INTERVAL_OMEGAS), as_probability(quantile, "quantile")
+
+
+def calibrate_set_margin(
+    prompts: Sequence[Sequence[tuple[ArrayLike, ArrayLike]]],
+    *,
+    omega: str = "energy_l2",
+    quantile: float = 0.95,
+) -> SetMarginCalibration:
+    """A margin for ``set_equivalence`` from the model's own noise.
+
+    ``prompts[i][j]`` is the j-th pair of arms of prompt i (two samples of its unperturbed
+    model under other seeds, or its original and a control), the same pair j on every
+    prompt. The set-level distance of pair j is the mean over the prompts of its plug-in
+    energy distance (each prompt's as in ``calibrate_margin``); the margin is its
+    ``quantile`` over the pairs: how far two samples of the unperturbed model lie apart on
+    average over the set, the scale of the mean effect ``set_equivalence`` tests. One prompt
+    gives ``calibrate_margin``'s margin.
+    """
+    items, name, q = _calibrate_set_margin_iv(prompts, omega, quantile)
+    per_prompt = []
+    for i, pairs in enumerate(items):
+        try:
+            per_prompt.append(calibrate_margin(pairs, omega=name, quantile=q))
+        except ValueError as exc:
+            raise ValueError(f"prompts: item {i}: {exc}") from None
+    prompt_distances = np.vstack([c.distances for c in per_prompt])
+    distances = prompt_distances.mean(axis=0)
+    return SetMarginCalibration(
+        margin=float(np.quantile(distances, q)),
+        quantile=q,
+        omega=name,
+        distances=distances,
+        prompt_distances=prompt_distances,
+        effects=np.vstack([c.effects for c in per_prompt]).mean(axis=0),
+        k=tuple(sorted({size for c in per_prompt for size in c.k})),
+        n_prompts=len(items),
     )

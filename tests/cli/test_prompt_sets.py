@@ -136,3 +136,19 @@ def test_a_finished_prompt_set_is_decided_again_from_the_record(
         decided = [con.execute(query, [run]).fetchall() for run in runs]
     assert len(decided[0]) == 10
     assert decided[0] == decided[1]
+
+
+def test_validate_says_a_set_margin_is_calibrated_on_the_mean_over_its_prompts(
+    provider: ScriptedServer, write_config
+):
+    """``equivalence: true`` (3 replicate arms of each original) is planned for a set: every
+    prompt's replicate arms are sampled too."""
+    raw = make_config(provider, prompts=PROMPTS, perturbations=[PERSONAS], equivalence=True)
+    del raw["prompt"]
+    result = invoke("validate", str(write_config(raw)))
+    assert result.exit_code == 0, result.output
+    assert "30 arms x k=8 = 240 outputs" in text(result)  # 5 prompts x (3 + 3 replicates)
+    assert (
+        "every two samples of the unperturbed model (3 replicate arm(s) of each original, "
+        "sampled too), each distance the mean over the 5 prompts" in text(result)
+    )

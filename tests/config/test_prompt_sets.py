@@ -89,6 +89,34 @@ def test_every_prompt_gets_every_perturbation_and_its_arms_are_its_own_audits():
     assert sampled == {0.2}
 
 
+def test_replicate_arms_of_a_set_are_each_prompts_own_audits():
+    """``margin: replicates`` over a set plans every prompt's replicate arms, with the ids an
+    audit of that prompt alone gives them (one record serves both); the tests are as
+    without a margin, and ``controls`` plans no replicate arm."""
+    prompts = ["What is 2+2?", "Name a colour.", "Why is the sky blue?"]
+    config = parse_config({**SET_BASE, "prompts": prompts, "equivalence": {"replicates": 2}})
+    plan = plan_audit(config)
+    without = plan_audit(parse_config({**SET_BASE, "prompts": prompts}))
+    assert [t.test_id for t in plan.all_tests] == [t.test_id for t in without.all_tests]
+    (family,) = plan.families
+    assert len(plan.replicates[family]) == 3 * 2
+    planned = {a.arm_id for a in plan.arms}
+    assert planned == {a.arm_id for a in without.arms} | {a.arm_id for a in plan.replicates[family]}
+    for position, prompt in enumerate(prompts):
+        single = plan_audit(
+            parse_config({**SET_BASE, "prompt": prompt, "equivalence": {"replicates": 2}})
+        )
+        original = next(t.original for t in plan.prompt_tests if t.prompt_id == f"p{position + 1}")
+        own = plan.replicates_of(original)
+        assert [a.arm_id for a in own] == [a.arm_id for a in single.replicates[family]]
+        assert [a.replicate for a in own] == [1, 2]
+    controls = {**SET_BASE, "prompts": prompts, "equivalence": {"margin": "controls"}}
+    controls["perturbations"] = [
+        {"kind": "personas", "values": [{"value": "doctor", "label": "control"}]}
+    ]
+    assert plan_audit(parse_config(controls)).replicates == {}
+
+
 def test_a_single_prompt_config_dumps_and_plans_as_before():
     config = parse_config(BASE)
     assert "prompts" not in config.model_dump()
@@ -242,7 +270,6 @@ def test_an_unreadable_dataset_exits_2_naming_the_file(
             {"sequential": True, "equivalence": {"margin": 0.1}},
             "sequential: with an equivalence margin not available for a set of prompts",
         ),
-        ({"equivalence": True}, "equivalence.margin: a set of prompts needs a number"),
         (
             {
                 "perturbations": [

@@ -9,6 +9,7 @@ did, so its first n outcomes are theirs.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Callable, Iterator
@@ -20,6 +21,7 @@ from dbpa.analysis import MIN_BOOTSTRAP, AnalysisSpec, SequentialSpec
 from dbpa.stats import (
     EffectInterval,
     SequentialDesign,
+    calibrate_set_margin,
     correct,
     decide_family,
     effect_interval,
@@ -320,6 +322,52 @@ def set_equivalences(shape: str, n_prompts: int, k: int, seed: int) -> Iterator[
             )
             for i in range(n_prompts)
         ]
+        yield bool(set_equivalence(intervals, margin).equivalent)
+
+
+def _mean_distances(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Per set n, the mean Euclidean distance between the unit rows of ``u[n]`` and ``v[n]``."""
+    cosines = u @ v.transpose(0, 2, 1)
+    return np.sqrt(np.clip(2.0 - 2.0 * cosines, 0.0, None)).mean(axis=(1, 2))
+
+
+@functools.cache
+def set_noise_quantile(name: str, n_prompts: int, k: int, quantile: float = 0.95) -> float:
+    """What a calibrated set margin estimates, from the definition: the ``quantile`` of the
+    mean over ``n_prompts`` prompts of the plug-in energy distance (Euclidean, self-pairs
+    included) between two independent samples of ``k`` outputs of scenario ``name``'s
+    original arm, from 2000 draws of the set."""
+    rng = np.random.default_rng(0)
+    s = scenario(name)
+    plug_in = []
+    for _ in range(2000 * n_prompts // 500):
+        x, y = (sample(rng, s.space, s.original, 500 * k).reshape(500, k, -1) for _ in range(2))
+        v_stat = 2 * _mean_distances(x, y) - _mean_distances(x, x) - _mean_distances(y, y)
+        plug_in.append(np.maximum(v_stat, 0.0))
+    per_set = np.concatenate(plug_in).reshape(-1, n_prompts).mean(axis=1)
+    return float(np.quantile(per_set, quantile))
+
+
+def calibrated_set_equivalences(
+    name: str, n_prompts: int, k: int, seed: int, *, replicates: int = 3, scale: float = 1.0
+) -> Iterator[bool]:
+    """Whether each audit shows the set equivalent with its margin calibrated as the flow
+    does: every prompt's perturbed arm carries scenario ``name``'s effect, and its original
+    arm and ``replicates`` replicate arms (drawn from the original's law) give the pairs of
+    ``calibrate_set_margin`` (every two of them, the original shared with the test, at
+    quantile 0.95), times the multiple that puts what that margin estimates
+    (``set_noise_quantile``) at ``scale`` times the true effect."""
+    s = scenario(name)
+    multiple = scale * true_effect(name) / set_noise_quantile(name, n_prompts, k)
+    rng = np.random.default_rng(seed)
+    while True:
+        pairs, intervals = [], []
+        for _ in range(n_prompts):
+            a, b = s.draw(rng, k)
+            copies = [sample(rng, s.space, s.original, k) for _ in range(replicates)]
+            pairs.append(list(itertools.combinations([a, *copies], 2)))
+            intervals.append(effect_interval(a, b, n_bootstrap=500, rng=rng))
+        margin = multiple * calibrate_set_margin(pairs).margin
         yield bool(set_equivalence(intervals, margin).equivalent)
 
 
