@@ -248,10 +248,14 @@ def estimate_set_sizes(
 
 
 def _arms_of(plan: AuditPlan, prompt_ids: Sequence[str]) -> Callable[[int], int]:
-    """n -> the arms of the config's first n prompts (beyond them: the mean per prompt)."""
+    """n -> the arms of the config's first n prompts, replicate arms of a calibrated margin
+    included (beyond them: the mean per prompt)."""
     per_prompt: dict[str | None, set[str]] = {}
     for t in plan.prompt_tests:
-        per_prompt.setdefault(t.prompt_id, set()).update((t.original.arm_id, t.perturbed.arm_id))
+        replicates = (a.arm_id for a in plan.replicates_of(t.original))
+        per_prompt.setdefault(t.prompt_id, set()).update(
+            (t.original.arm_id, t.perturbed.arm_id, *replicates)
+        )
 
     def arms(n: int) -> int:
         if n > len(prompt_ids):

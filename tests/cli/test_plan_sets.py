@@ -121,6 +121,21 @@ def test_the_cost_counts_prompts_arms_and_k(planned):
     assert fewest["calls"] == 3 * comedian["prompts"] * PILOT_K
 
 
+def test_the_cost_counts_the_replicate_arms_of_a_calibrated_margin(pilot, tmp_path):
+    """With ``margin: replicates`` every prompt's original is sampled twice more: 5 prompts x
+    (the original, two personas and two replicates) = 25 arms, 5 per prompt."""
+    db, config = pilot
+    raw = yaml.safe_load(config.read_text())
+    raw["equivalence"] = {"margin": "replicates", "replicates": 2}
+    calibrated = tmp_path / "calibrated.yaml"
+    calibrated.write_text(yaml.safe_dump(raw))
+    data = _plan(db, calibrated)
+    assert data["configured"]["arms"] == 25
+    assert data["configured"]["calls"] == 25 * PILOT_K
+    comedian = _by_id(data)["persona-comedian"]
+    assert data["fewest_prompts"]["arms"] == 5 * comedian["prompts"]
+
+
 @pytest.mark.usefixtures("wide_console")
 def test_the_table_gives_k_per_prompt_prompts_and_calls(pilot, planned):
     db, config = pilot
