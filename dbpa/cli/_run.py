@@ -24,6 +24,7 @@ from rich.progress import (
 
 from dbpa import progress
 from dbpa.launch import PrefectServer, prepare, run_prepared, wait_for_warm_ups
+from dbpa.llm import stop_requests
 
 from ._common import (
     DEFAULT_DB,
@@ -86,7 +87,9 @@ def _waiting(db: str) -> Callable[[int | None], None]:
     return waiting
 
 
-@stopped_by_signals()  # the record closed, Prefect's temporary server stopped
+# the record closed, Prefect's temporary server stopped; requests in flight cancelled, so
+# sampling threads return at once instead of finishing their arms
+@stopped_by_signals(on_stop=stop_requests)
 def run(
     context: typer.Context,
     config: ConfigArgument,

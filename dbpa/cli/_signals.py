@@ -23,7 +23,7 @@ import queue
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
 
 RETRY_S = 0.05
@@ -35,15 +35,18 @@ _acted: list[int] = []
 
 
 @contextlib.contextmanager
-def stopped_by_signals() -> Iterator[None]:
+def stopped_by_signals(on_stop: Callable[[], None] | None = None) -> Iterator[None]:
     """Within it, SIGTERM ends the run with exit 128 + 15 (through every ``finally`` and exit
     hook, as Ctrl-C does) and SIGINT raises ``KeyboardInterrupt`` unless it is ignored (a
     background job); neither acts inside importlib's own code. Once one has acted, the block
-    ends by it, whatever exception it became on the way out, or none. Main thread only."""
+    ends by it, whatever exception it became on the way out, or none. ``on_stop`` runs in
+    the handler as a signal acts (it must take no lock the main thread may hold). Main
+    thread only."""
     _acted.clear()
-    signal.signal(signal.SIGTERM, _stop)
+    handler = functools.partial(_stop, on_stop=on_stop)
+    signal.signal(signal.SIGTERM, handler)
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-        signal.signal(signal.SIGINT, _stop)
+        signal.signal(signal.SIGINT, handler)
     _later()  # its thread started now, not in a handler
     try:
         yield
@@ -55,11 +58,13 @@ def stopped_by_signals() -> Iterator[None]:
         raise _stop_exception(_acted[0])
 
 
-def _stop(signum: int, frame: FrameType | None) -> None:
+def _stop(signum: int, frame: FrameType | None, on_stop: Callable[[], None] | None) -> None:
     if _in_import_machinery(frame):
         _later().put(signum)  # SimpleQueue.put is safe in a handler
         return
     _acted.append(signum)
+    if on_stop is not None:
+        on_stop()
     raise _stop_exception(signum)
 
 

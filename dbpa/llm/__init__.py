@@ -18,6 +18,9 @@
   :class:`ModelError` and never contain a key.
 * ``local/...`` models (:data:`LOCAL_MODELS`) run in-process on xllamacpp; the server starts
   on first use and stops at exit or with :func:`stop_local_server`.
+* :func:`stop_requests`: a signal ends the process; requests not yet sent are not sent
+  (the arm raises :class:`SamplingStopped` once its requests in flight have delivered), so
+  sampling threads return within one request instead of finishing their arms.
 * :func:`check_model_string`: what can be known of a model string without litellm (a
   provider prefix litellm does not know, a malformed string), against
   :data:`LITELLM_PROVIDERS` and :data:`LITELLM_ENDPOINT_HOSTS`.
@@ -36,6 +39,7 @@ from ._endpoints import endpoint_for
 from ._errors import (
     ModelError,
     PermanentModelError,
+    SamplingStopped,
     TransientModelError,
     UnreachableModelError,
 )
@@ -44,6 +48,7 @@ from ._model_strings import check_model_string
 from ._provider_names import LITELLM_ENDPOINT_HOSTS, LITELLM_PROVIDERS
 from ._providers import KEYLESS_PLACEHOLDER, api_key, choices_per_request, provider_name
 from ._retry import DEFAULT_RETRY, Retrier, RetryPolicy
+from ._runner import stop_requests
 from ._sampler import OnOutputs, Warn, block_seed, requests_needed, sample, sample_async
 
 __all__ = [
@@ -59,6 +64,7 @@ __all__ = [
     "PermanentModelError",
     "Retrier",
     "RetryPolicy",
+    "SamplingStopped",
     "TransientModelError",
     "UnreachableModelError",
     "Warn",
@@ -74,4 +80,5 @@ __all__ = [
     "sample",
     "sample_async",
     "stop_local_server",
+    "stop_requests",
 ]

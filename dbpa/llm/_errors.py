@@ -128,3 +128,8 @@ def redact(text: str, secrets: tuple[str, ...]) -> str:
         if secret:
             text = text.replace(secret, "***")
     return text
+
+
+class SamplingStopped(RuntimeError):
+    """The process is stopping (a signal, :func:`~dbpa.llm.stop_requests`): the arm's
+    requests in flight delivered, the others were not sent; a re-run asks for those."""

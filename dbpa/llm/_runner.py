@@ -23,11 +23,32 @@ _SHUTDOWN_TIMEOUT_S = 5.0
 _loop: asyncio.AbstractEventLoop | None = None
 _thread: threading.Thread | None = None
 _lock = threading.Lock()
+_stopped: list[bool] = []
+"""Non-empty once :func:`stop_requests` ran: the process is ending."""
 
 
 def submit(coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
-    """Run ``coro`` on the background loop (started on first use)."""
+    """Run ``coro`` on the background loop (started on first use); once the process is
+    stopping (:func:`stop_requests`), a future cancelled at once instead."""
+    if _stopped:
+        coro.close()
+        cancelled: concurrent.futures.Future[T] = concurrent.futures.Future()
+        cancelled.cancel()
+        return cancelled
     return asyncio.run_coroutine_threadsafe(coro, _background_loop())
+
+
+def stop_requests() -> None:
+    """The process is ending (a signal): requests not yet sent are not sent, and no new
+    work starts on the loop; requests in flight finish and deliver their outputs (they are
+    paid for, and a re-run must not ask them again). Takes no lock: a signal handler may
+    call it."""
+    _stopped.append(True)
+
+
+def stopping() -> bool:
+    """Whether :func:`stop_requests` ran in this process."""
+    return bool(_stopped)
 
 
 def _background_loop() -> asyncio.AbstractEventLoop:

@@ -20,6 +20,9 @@ Failed connections are retried until the endpoint has been unreachable for
 per outage that they are being retried. Once the endpoint rejected the key or the model
 (401, 403, 404), no arm of the process sends it another request (``_endpoints``). Any of
 these stops the arm: requests in flight are cancelled, delivered outputs stay delivered.
+Once the process is stopping (a signal: ``stop_requests``), requests still waiting for a slot
+are not sent, those in flight finish and deliver (they are paid for), and the arm then raises
+:class:`SamplingStopped`.
 
 Usage figures. With one choice per request, ``prompt_tokens``, ``completion_tokens`` and
 ``cost_usd`` are the request's. With several, each delivered output gets an equal share of the
@@ -43,11 +46,11 @@ from dbpa.specs import Generation, Message, ModelSpec, OutputStatus, content_has
 
 from ._client import litellm
 from ._endpoints import endpoint_for
-from ._errors import ModelError, PermanentModelError
+from ._errors import ModelError, PermanentModelError, SamplingStopped
 from ._limits import limit_for
 from ._providers import Route, choices_per_request, route_for
 from ._retry import DEFAULT_RETRY, Retrier, RetryPolicy
-from ._runner import submit
+from ._runner import stopping, submit
 
 OnOutputs = Callable[[list[Generation]], object]
 Warn = Callable[[str], object]
@@ -114,9 +117,14 @@ async def sample_async(
         blocks.setdefault(i // route.choices, []).append(i % route.choices)
     tasks = [asyncio.create_task(arm.request(b, offsets)) for b, offsets in blocks.items()]
     outputs: list[Generation] = []
+    unsent = 0
     try:
         for finished in asyncio.as_completed(tasks):
-            delivered = await finished
+            try:
+                delivered = await finished
+            except _ProcessStopping:  # the requests in flight still deliver
+                unsent += 1
+                continue
             if on_outputs is not None:
                 on_outputs(delivered)
             outputs.extend(delivered)
@@ -124,6 +132,10 @@ async def sample_async(
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+    if unsent:
+        raise SamplingStopped(
+            f"model {model.label!r}: the run is stopping; {unsent} request(s) of the arm not sent"
+        )
     return sorted(outputs, key=operator.attrgetter("index"))
 
 
@@ -203,6 +215,8 @@ class _Arm:
 
         async def attempt() -> tuple[Any, float]:
             async with limit.slot(model.max_concurrency):
+                if stopping():
+                    raise _ProcessStopping
                 if self.stop.is_set():
                     raise _ArmStopped
                 self.retrier.check()  # the endpoint may have rejected the key meanwhile
@@ -238,6 +252,10 @@ class _Arm:
 
 class _ArmStopped(Exception):
     """Another request of the arm failed for good: this one is not sent."""
+
+
+class _ProcessStopping(Exception):
+    """The process is stopping (:func:`~dbpa.llm._runner.stop_requests`): not sent."""
 
 
 def _status(text: str, finish_reason: str | None) -> OutputStatus:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import hashlib
 import threading
 import time
@@ -14,12 +15,15 @@ from hypothesis import strategies as st
 
 from dbpa.llm import (
     PermanentModelError,
+    SamplingStopped,
+    _runner,
     block_seed,
     choices_per_request,
     litellm,
     requests_needed,
     sample,
     sample_async,
+    stop_requests,
 )
 from dbpa.llm._providers import route_for
 from dbpa.llm._sampler import _split, _Usage
@@ -126,6 +130,41 @@ def test_an_error_in_on_outputs_stops_the_arm(make_server) -> None:
         sample(spec_for(server, max_concurrency=1), MESSAGES, range(20), seed=0, on_outputs=fail)
     time.sleep(0.2)
     assert server.counts.total < 5
+
+
+def test_a_stopping_process_sends_nothing_more_and_keeps_what_was_in_flight(
+    make_server, monkeypatch
+) -> None:
+    """``stop_requests`` (a signal) while 3 requests are in flight and 9 wait for a slot: the
+    3 deliver, the 9 are never sent, and the arm raises SamplingStopped; once stopping, a
+    new arm sends nothing."""
+    monkeypatch.setattr(_runner, "_stopped", [])  # the process's flag, for this test only
+    server = make_server(latency=0.5)
+    model = spec_for(server, max_concurrency=3)
+    delivered: list[Generation] = []
+    failure: list[BaseException] = []
+
+    def arm() -> None:
+        try:
+            sample(model, MESSAGES, range(12), seed=0, on_outputs=delivered.extend)
+        except BaseException as error:
+            failure.append(error)
+
+    thread = threading.Thread(target=arm)
+    thread.start()
+    while server.counts.by_endpoint["/v1/chat/completions"] < 3:
+        time.sleep(0.01)
+    stop_requests()
+    thread.join(timeout=10)
+    assert not thread.is_alive()
+    assert server.counts.by_endpoint["/v1/chat/completions"] == 3
+    assert len(delivered) == 3
+    assert len(failure) == 1
+    assert isinstance(failure[0], SamplingStopped)
+    assert "9 request(s) of the arm not sent" in str(failure[0])
+    with pytest.raises(concurrent.futures.CancelledError):
+        sample(model, MESSAGES, range(2), seed=1)
+    assert server.counts.by_endpoint["/v1/chat/completions"] == 3
 
 
 def test_concurrency_is_bounded(make_server) -> None:
