@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -30,32 +31,42 @@ def _results(db: Path) -> pd.DataFrame:
         return store.results(store.run("latest")["run_id"])[COLUMNS].reset_index(drop=True)
 
 
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[tuple[LocalCluster, Client]]:
+    """A cluster of two worker processes on 127.0.0.1 for the module; its workers embed
+    through the scripted provider, so the key is in their environment from their start."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(KEY_ENV, "sk-dask-test")
+        with (
+            LocalCluster(
+                host="127.0.0.1",
+                n_workers=2,
+                threads_per_worker=1,
+                dashboard_address=None,
+                processes=True,
+            ) as local,
+            Client(local) as client,
+        ):
+            yield local, client
+
+
 @pytest.mark.slow
 @pytest.mark.usefixtures("prefect_harness")
 @pytest.mark.parametrize(
     "sequential", [None, {"first": 4, "looks": 2}], ids=["fixed", "sequential"]
 )
 def test_the_compute_runs_on_the_cluster_and_gives_the_same_results(
-    tmp_path, monkeypatch, sequential
+    tmp_path, monkeypatch, sequential, cluster
 ):
     from prefect.settings import PREFECT_API_URL
 
-    monkeypatch.setenv(KEY_ENV, "sk-dask-test")  # before the workers start: they embed
-    with (
-        ScriptedServer(rules=RULES, embedding_dimension=24) as provider,
-        LocalCluster(
-            host="127.0.0.1",
-            n_workers=2,
-            threads_per_worker=1,
-            dashboard_address=None,
-            processes=True,
-        ) as cluster,
-        Client(cluster) as client,
-    ):
+    monkeypatch.setenv(KEY_ENV, "sk-dask-test")  # the audit in this process samples too
+    local, client = cluster
+    with ScriptedServer(rules=RULES, embedding_dimension=24) as provider:
         config = make_config(provider, **({"sequential": sequential} if sequential else {}))
         path = tmp_path / "flu.yaml"
         path.write_text(yaml.safe_dump(config))
-        runner = f"dask={cluster.scheduler_address}"
+        runner = f"dask={local.scheduler_address}"
         with get_task_stream(client) as stream:
             done = subprocess.run(
                 [DBPA, "run", str(path), "--db", str(tmp_path / "dask.duckdb"), "--runner", runner],
