@@ -254,11 +254,6 @@ class AuditConfig(Spec):
                     f"perturbations[{i}] ({spec.kind}): {SET_KINDS_REFUSED[spec.kind]}; "
                     "it does not apply to a set of prompts"
                 )
-        if self.sequential is not None and self.equivalence is not None:
-            raise ValueError(
-                "sequential: with an equivalence margin not available for a set of prompts "
-                "yet (a sequential set audit tests for change only)"
-            )
         object.__setattr__(self, "prompt", first)
 
     def _labels(self) -> list[str | None]:

@@ -21,10 +21,10 @@ from dbpa.analysis import (
     family_margin,
 )
 from dbpa.config import AuditConfig
-from dbpa.plan import AuditPlan, PlannedTest
+from dbpa.plan import AuditPlan, PlannedTest, look_plan
 from dbpa.set_analysis import family_drilldown, family_set_margin, set_equivalence_p
 from dbpa.stats import sequential_p_value
-from flows._sequential import LookResult, SequentialOutcome, Stop, family_outputs, look_rows
+from flows._sequential import LookResult, SequentialOutcome, family_outputs, look_rows
 
 CorrectFamily = Callable[
     [str, dict[str, float | None], AnalysisSpec, dict[str, float] | None, float | None],
@@ -112,7 +112,11 @@ def correct_families(
         if config.equivalence:
             k = plan.k if sequential is None else family_outputs(plan, sequential, family)
             margin = _margin(plan, store, config.equivalence, family, members, warn, k)
-            if plan.set_members:
+            if sequential is not None:
+                equivalence_p = _sequential_equivalence(
+                    store, plan, sequential, members, margin.value, analysis.alpha
+                )
+            elif plan.set_members:
                 equivalence_p = {
                     t.perturbation.id: set_equivalence_p(
                         [intervals.get(m.test_id) for m in plan.set_members[t.test_id]],
@@ -121,12 +125,10 @@ def correct_families(
                     )
                     for t in members
                 }
-            elif sequential is None:
+            else:
                 equivalence_p = equivalence_p_values(
                     {t.perturbation.id: intervals.get(t.test_id) for t in members}, margin.value
                 )
-            else:
-                equivalence_p = _sequential_equivalence(store, sequential, stops, margin.value)
         value = None if margin is None else margin.value
         decisions = correct(family, p_values, analysis, equivalence_p, value)
         where = None
@@ -214,23 +216,48 @@ def _sequential_prompt_p(
 
 def _sequential_equivalence(
     store: storage.Store,
+    plan: AuditPlan,
     outcome: SequentialOutcome,
-    stops: Mapping[str, Stop],
+    members: Sequence[PlannedTest],
     margin: float | None,
+    alpha: float,
 ) -> dict[str, float]:
-    """perturbation id -> the equivalence p-value over the looks a test took: ``min_j p_j /
-    w_j`` with the design's weights (valid under the stopping rule, as the test's own)."""
-    ids = [r.test_id for stop in stops.values() for r in stop.looks]
+    """perturbation id -> the equivalence p-value over the looks its test took: ``min_j p_j /
+    w_j`` with the design's weights (valid under the stopping rule, as the test's own), p_j
+    the look's equivalence p-value: its test's interval at the look's k, or over a set of
+    prompts the set-level p-value of every prompt's interval at that k (``set_equivalence_p``:
+    the mean effect over the prompts shown below the margin)."""
+    read = {  # per perturbation and look: the tests whose intervals the look's p-value reads
+        t.perturbation.id: [
+            _look_tests(plan, outcome.analysis, t, r)
+            for r in outcome.stops[(t.family, t.perturbation.id)].looks
+        ]
+        for t in members
+    }
+    ids = [i for looks in read.values() for look in looks for i in look]
     intervals = store.effect_intervals(ids) if margin is not None else {}
     found = {}
-    for pid, stop in stops.items():
-        looks = equivalence_p_values(
-            {r.test_id: intervals.get(r.test_id) for r in stop.looks}, margin
-        )
-        p = [looks[r.test_id] for r in stop.looks]
+    for pid, looks in read.items():
+        p = [
+            set_equivalence_p([intervals.get(i) for i in look], margin, alpha)
+            if plan.set_members
+            else equivalence_p_values({look[0]: intervals.get(look[0])}, margin)[look[0]]
+            for look in looks
+        ]
         weights = outcome.design.weights[: len(p)]
         found[pid] = sequential_p_value(p, weights) if p else 1.0
     return found
+
+
+def _look_tests(
+    plan: AuditPlan, analysis: AnalysisSpec, test: PlannedTest, look: LookResult
+) -> list[str]:
+    """The test of one look (its id at the look's k), or over a set of prompts the
+    per-prompt tests its pooled test was computed from, in prompt order."""
+    if not plan.set_members:
+        return [look.test_id]
+    at_k = look_plan(plan, analysis, look.k, [test])
+    return [m.test_id for m in at_k.set_members[look.test_id]]
 
 
 def _margin(

@@ -267,10 +267,6 @@ def test_an_unreadable_dataset_exits_2_naming_the_file(
         ({"prompts": ["a?", ""]}, "prompts[1]: empty prompt"),
         ({"prompts": [{"id": "", "prompt": "b?"}]}, "prompts[0].id"),
         (
-            {"sequential": True, "equivalence": {"margin": 0.1}},
-            "sequential: with an equivalence margin not available for a set of prompts",
-        ),
-        (
             {
                 "perturbations": [
                     {
@@ -301,6 +297,26 @@ def test_what_a_prompt_set_refuses_exits_2(
     result = validate(path)
     assert result.exit_code == 2, result.output
     assert expected in flat(result), result.output
+
+
+@pytest.mark.parametrize("margin", [0.1, "replicates"])
+def test_a_sequential_set_with_a_margin_validates_and_never_stops_for_futility(
+    tmp_path: Path, validate: Validate, margin: float | str
+):
+    """Refused before the set-level equivalence p-values of the looks were combined; the
+    design drops futility stops, as for one prompt."""
+    extra = {"sequential": {"futility": 0.2}, "equivalence": {"margin": margin}}
+    path = _config_file(tmp_path, ["What is 2+2?", "Name a colour."], **extra)
+    result = validate(path)
+    assert result.exit_code == 0, result.output
+    config = load_config(path)
+    assert config.sequential is not None
+    assert config.equivalence is not None
+    assert config.sequential.design(config.k, equivalence=True).futility is None
+    replicates = [a for arms in plan_audit(config).replicates.values() for a in arms]
+    copies = config.equivalence.replicate_arms
+    assert copies == (3 if margin == "replicates" else 0)
+    assert len(replicates) == 2 * copies  # each prompt's own
 
 
 def test_a_sequential_set_looks_at_every_prompt_with_its_tests_rekeyed_at_each_k():

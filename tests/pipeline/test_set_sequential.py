@@ -4,14 +4,21 @@ and the record keeps the looks, the stops and the drill-down."""
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
+
+import duckdb
+import numpy as np
 import pandas as pd
 import pytest
 
 from dbpa.config import parse_config
+from dbpa.plan import plan_audit
+from dbpa.set_analysis import set_equivalence_p
 from flows.audit import audit
 from storage import Store
 from tests.pipeline.conftest import make_config
-from tests.pipeline.test_prompt_sets import PERSONAS, PROMPTS
+from tests.pipeline.test_prompt_sets import PERSONAS, PROMPTS, THREE, _margin_by_hand, _shown
 from tests.support.scripted_server import ScriptedServer
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
@@ -22,10 +29,8 @@ SEQUENTIAL = {"first": 8, "looks": 2, "futility": 0.2}
 
 
 def _config(provider: ScriptedServer, **overrides):
-    settings = {"sequential": SEQUENTIAL} | overrides
-    raw = make_config(
-        provider, n_permutations=999, prompts=PROMPTS, perturbations=[PERSONAS], k=K_MAX, **settings
-    )
+    settings = {"sequential": SEQUENTIAL, "prompts": PROMPTS} | overrides
+    raw = make_config(provider, n_permutations=999, perturbations=[PERSONAS], k=K_MAX, **settings)
     del raw["prompt"]
     return parse_config(raw)
 
@@ -105,3 +110,118 @@ def test_an_open_pooled_test_samples_every_prompt_at_the_next_look(
         pd.testing.assert_frame_equal(
             store.results(outcome.run_id)[columns], store.results(again.run_id)[columns]
         )
+
+
+def _by_hand_equivalence_p(db, run_id: str) -> dict[str, float]:
+    """perturbation id -> min_j p_eq,j / w_j over its stored looks, p_eq,j the set-level
+    equivalence p-value of the intervals of the prompts of look j's pooled test (read from
+    ``set_prompts``) at the stored margin."""
+    with Store(db, read_only=True) as store:
+        looks = store.sequential_looks(run_id)
+        margin = store.results(run_id).set_index("perturbation_id").margin
+    with duckdb.connect(str(db), read_only=True) as con:
+        members = con.execute(
+            "SELECT set_test_id, test_id FROM set_prompts ORDER BY set_test_id, position"
+        ).fetchall()
+    prompts: dict[str, list[str]] = {}
+    for set_id, test_id in members:
+        prompts.setdefault(set_id, []).append(test_id)
+    found = {}
+    for pid, taken in looks.groupby("perturbation_id"):
+        with Store(db, read_only=True) as store:
+            intervals = store.effect_intervals([i for s in taken.test_id for i in prompts[s]])
+        p = [
+            set_equivalence_p([intervals.get(i) for i in prompts[s]], margin[pid], 0.05) / w
+            for s, w in zip(taken.test_id, taken.weight, strict=True)
+        ]
+        found[str(pid)] = min(min(p), 1.0)
+    return found
+
+
+def test_with_a_margin_no_pooled_test_stops_for_futility_and_the_looks_combine(
+    one_answer_provider: ScriptedServer, tmp_path, caplog
+):
+    """A margin of 0.5 over 5 prompts, one answer per arm: the comedian's pooled test crosses
+    at 8 (changed); the doctor's (its answers the original's on every prompt) would stop as
+    futile at 8 without a margin (the test above) but samples to 16, and its equivalence
+    p-value is min_j p_eq,j / w_j over its two looks, each the set-level test of its prompts'
+    intervals at that look's k. A re-run asks for nothing and decides the same."""
+    provider = one_answer_provider
+    db = tmp_path / "m.duckdb"
+    config = _config(provider, equivalence={"margin": 0.5})
+    with caplog.at_level("INFO"):
+        outcome = audit(config=config, db=str(db))
+    assert outcome.status == "completed"
+    assert "sequential: no futility stops with an equivalence margin" in caplog.text
+    with Store(db, read_only=True) as store:
+        results = store.results(outcome.run_id).set_index("perturbation_id")
+        looks = store.sequential_looks(outcome.run_id)
+    comedian, doctor = results.loc["persona-comedian"], results.loc["persona-doctor"]
+    assert (comedian.stop_reason, comedian.stopped_at, comedian.decision) == (
+        "changed",
+        8,
+        "changed",
+    )
+    assert (doctor.stop_reason, doctor.stopped_at) == ("k_max", K_MAX)
+    assert list(looks[looks.perturbation_id == "persona-doctor"].k) == [8, K_MAX]
+    # 5 prompts: the original and the doctor's arms to 16, the comedian's to 8
+    assert provider.counts.by_endpoint["/v1/chat/completions"] == 5 * (2 * K_MAX + 8)
+    assert (results.margin == 0.5).all()
+    by_hand = _by_hand_equivalence_p(db, outcome.run_id)
+    for pid, p in by_hand.items():
+        assert results.loc[pid, "equivalence_p"] == pytest.approx(p, rel=1e-12), pid
+    assert doctor.equivalence_p < 1  # the second look's p_eq / 0.7, not 1
+    assert doctor.adjusted_equivalence_p <= 0.05
+    assert doctor.decision == "equivalent"
+    assert not doctor.reject
+
+    calls = provider.counts.total
+    again = audit(config=config, db=str(db))
+    assert provider.counts.total == calls
+    columns = ["p_value", "stopped_at", "stop_reason", "equivalence_p", "margin", "decision"]
+    with Store(db, read_only=True) as store:
+        pd.testing.assert_frame_equal(
+            store.results(again.run_id).set_index("perturbation_id")[columns], results[columns]
+        )
+
+
+def test_a_set_margin_is_calibrated_at_the_originals_final_k(provider: ScriptedServer, tmp_path):
+    """Replicates over 3 prompts: each prompt's 2 replicate arms follow its original (the
+    same outputs), the margin is the 0.95 quantile of the pairs' mean distances over the
+    prompts at that k, and each decision follows from the combined equivalence p-value. Under
+    ``RULES`` the stops vary with the server's port, so the test reads k from the record."""
+    config = _config(provider, prompts=THREE, equivalence={"replicates": 2})
+    plan = plan_audit(config)
+    db = tmp_path / "r.duckdb"
+    outcome = audit(config=config, db=str(db))
+    with Store(db, read_only=True) as store:
+        results = store.results(outcome.run_id).set_index("perturbation_id")
+    assert set(results.stop_reason) <= {"changed", "k_max"}  # no futility stop
+    originals = [t.original for t in plan.prompt_tests if t.perturbation.id == "persona-doctor"]
+    arms = [[o.arm_id, *(a.arm_id for a in plan.replicates_of(o))] for o in originals]
+    with duckdb.connect(str(db), read_only=True) as con:
+        counts = dict(
+            con.execute("SELECT arm_id, count(*) FROM samples GROUP BY arm_id").fetchall()
+        )
+    k = counts[arms[0][0]]
+    assert k in (8, K_MAX)
+    assert k == results.stopped_at.max()  # the original samples while any test is open
+    assert [counts[a] for of_prompt in arms for a in of_prompt] == [k] * 9
+    at_k = dataclasses.replace(plan, k=k)
+    margin = _margin_by_hand(db, at_k, [list(itertools.combinations(a, 2)) for a in arms])
+    np.testing.assert_allclose(results.margin, margin, rtol=1e-6)
+    assert (results.margin_source == "replicates").all()
+    assert (results.margin_pairs == 3).all()
+    for pid, p in _by_hand_equivalence_p(db, outcome.run_id).items():
+        r = results.loc[pid]
+        assert r.equivalence_p == pytest.approx(p, rel=1e-12), pid
+        want = (
+            "equivalent"
+            if r.adjusted_equivalence_p <= 0.05
+            else "changed"
+            if r.reject
+            else "inconclusive"
+        )
+        assert r.decision == want, pid
+    basis = "the 95th percentile of the distances between 3 pairs of samples of the unperturbed"
+    assert f"{basis} model, each the mean over the 3 prompts" in _shown(db, outcome.run_id)
