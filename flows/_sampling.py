@@ -14,11 +14,13 @@ from contextlib import ExitStack, contextmanager
 from typing import Any
 
 from prefect import get_run_logger
+from prefect.exceptions import ExternalSignal
 from prefect.futures import PrefectFuture, as_completed
 from prefect.task_runners import ThreadPoolTaskRunner
 
 import storage
 from dbpa.arms import Arm
+from dbpa.llm import stop_requests
 from dbpa.plan import AuditPlan
 from dbpa.progress import Counter
 from flows._progress import ProgressArtifact
@@ -73,7 +75,7 @@ class Sampling:
         runner: ThreadPoolTaskRunner[SampleOutcome] = ThreadPoolTaskRunner(
             max_workers=self._threads
         )
-        with runner:
+        with runner, requests_stopped_on_signal():
             for arms in by_model.values():
                 for batch in batches(arms, self._task_runs):
                     arms_of[runner.submit(sample_arms, self._parameters(batch))] = {
@@ -146,7 +148,7 @@ def sampled_meanwhile(
     todo = [a for a in plan.arms if have[a.arm_id] < plan.k]
     labels = arm_labels(plan)
     runner: ThreadPoolTaskRunner[SampleOutcome] = ThreadPoolTaskRunner(max_workers=threads)
-    with runner:
+    with runner, requests_stopped_on_signal():
         futures = [
             runner.submit(sample_arms, _arm_jobs(plan, db, batch, labels))
             for batch in batches(todo, task_runs)
@@ -154,6 +156,19 @@ def sampled_meanwhile(
         yield
         for future in futures:
             future.wait()
+
+
+@contextmanager
+def requests_stopped_on_signal() -> Iterator[None]:
+    """A signal that ends the run in the block (Ctrl-C; SIGTERM, which Prefect raises as a
+    ``TerminationSignal`` during a flow) stops the model requests (``dbpa.llm.stop_requests``)
+    before what encloses the block waits for the sampling tasks: a task runner's exit joins
+    them, and each would otherwise finish its arm."""
+    try:
+        yield
+    except (KeyboardInterrupt, ExternalSignal):
+        stop_requests()
+        raise
 
 
 def _arm_jobs(

@@ -20,7 +20,8 @@
   on first use and stops at exit or with :func:`stop_local_server`.
 * :func:`stop_requests`: a signal ends the process; requests not yet sent are not sent
   (the arm raises :class:`SamplingStopped` once its requests in flight have delivered), so
-  sampling threads return within one request instead of finishing their arms.
+  sampling threads return within one request instead of finishing their arms;
+  :func:`allow_requests` undoes it for a new run in the same process.
 * :func:`check_model_string`: what can be known of a model string without litellm (a
   provider prefix litellm does not know, a malformed string), against
   :data:`LITELLM_PROVIDERS` and :data:`LITELLM_ENDPOINT_HOSTS`.
@@ -48,7 +49,7 @@ from ._model_strings import check_model_string
 from ._provider_names import LITELLM_ENDPOINT_HOSTS, LITELLM_PROVIDERS
 from ._providers import KEYLESS_PLACEHOLDER, api_key, choices_per_request, provider_name
 from ._retry import DEFAULT_RETRY, Retrier, RetryPolicy
-from ._runner import stop_requests
+from ._runner import allow_requests, stop_requests
 from ._sampler import OnOutputs, Warn, block_seed, requests_needed, sample, sample_async
 
 __all__ = [
@@ -68,6 +69,7 @@ __all__ = [
     "TransientModelError",
     "UnreachableModelError",
     "Warn",
+    "allow_requests",
     "api_key",
     "block_seed",
     "check_model_string",

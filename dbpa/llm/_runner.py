@@ -46,6 +46,12 @@ def stop_requests() -> None:
     _stopped.append(True)
 
 
+def allow_requests() -> None:
+    """Undo :func:`stop_requests`: a new run in the same process (a library caller's, after
+    a Ctrl-C ended the one before)."""
+    _stopped.clear()
+
+
 def stopping() -> bool:
     """Whether :func:`stop_requests` ran in this process."""
     return bool(_stopped)

@@ -17,6 +17,7 @@ from dbpa.llm import (
     PermanentModelError,
     SamplingStopped,
     _runner,
+    allow_requests,
     block_seed,
     choices_per_request,
     litellm,
@@ -137,7 +138,7 @@ def test_a_stopping_process_sends_nothing_more_and_keeps_what_was_in_flight(
 ) -> None:
     """``stop_requests`` (a signal) while 3 requests are in flight and 9 wait for a slot: the
     3 deliver, the 9 are never sent, and the arm raises SamplingStopped; once stopping, a
-    new arm sends nothing."""
+    new arm sends nothing, until ``allow_requests``."""
     monkeypatch.setattr(_runner, "_stopped", [])  # the process's flag, for this test only
     server = make_server(latency=0.5)
     model = spec_for(server, max_concurrency=3)
@@ -165,6 +166,9 @@ def test_a_stopping_process_sends_nothing_more_and_keeps_what_was_in_flight(
     with pytest.raises(concurrent.futures.CancelledError):
         sample(model, MESSAGES, range(2), seed=1)
     assert server.counts.by_endpoint["/v1/chat/completions"] == 3
+    allow_requests()  # a new run of the process (each audit flow starts so)
+    assert len(sample(model, MESSAGES, range(2), seed=1)) == 2
+    assert server.counts.by_endpoint["/v1/chat/completions"] == 5
 
 
 def test_concurrency_is_bounded(make_server) -> None:
