@@ -105,20 +105,34 @@ def _xlogx_table(size: int) -> Vector:
 
 
 def _jsd_from_counts(
-    h0: NDArray[np.intp], h1: NDArray[np.intp], n0: int, n1: int, xlogx: Vector
+    h0: NDArray[np.intp], h1: NDArray[np.intp], n0: Any, n1: Any, xlogx: Vector
 ) -> Vector:
-    """JS divergence in bits between rows of bin counts summing to n0 and n1.
+    """JS divergence in bits between rows of bin counts summing to n0 and n1 (ints, or an
+    int array of one per row).
 
     JSD = H(M) - H(P)/2 - H(Q)/2, and sum p log p = (sum h log h)/n0 - log n0: the integer
     parts come from a table, so only the mixture M needs logarithms.
     """
     from scipy.special import xlogy
 
-    neg_h_p = xlogx[h0].sum(axis=1) / n0 - math.log(n0)
-    neg_h_q = xlogx[h1].sum(axis=1) / n1 - math.log(n1)
-    m = 0.5 * (h0 / n0 + h1 / n1)
+    neg_h_p = xlogx[h0].sum(axis=1) / n0 - _log(n0)
+    neg_h_q = xlogx[h1].sum(axis=1) / n1 - _log(n1)
+    m = 0.5 * (h0 / _per_row(n0) + h1 / _per_row(n1))
     js: Vector = (0.5 * (neg_h_p + neg_h_q) - xlogy(m, m).sum(axis=1)) / math.log(2.0)
     return np.clip(js, 0.0, 1.0)
+
+
+def _log(n: Any) -> Any:
+    """``math.log`` of an int, or of every entry of an int array."""
+    if np.ndim(n) == 0:
+        return math.log(n)
+    table = np.array([math.log(v) if v else -math.inf for v in range(int(np.max(n)) + 1)])
+    return table[n]
+
+
+def _per_row(n: Any) -> Any:
+    """An int, or an array of one per row as a column."""
+    return n if np.ndim(n) == 0 else np.asarray(n)[:, None]
 
 
 def _group_sizes(n: int, k_a: int) -> tuple[int, int]:

@@ -198,6 +198,27 @@ def test_each_prompts_exact_p_value_is_its_own_permutation_test(omega, rng):
         assert r.prompt_p_values[i] == pytest.approx(alone.p_value, abs=1e-12)
 
 
+@pytest.mark.parametrize("omega", ["auto", "jsd", "energy_cosine", "energy_l2"])
+def test_each_prompts_random_p_value_is_its_own_permutation_test(omega, rng):
+    """Under random relabellings each prompt's p-value and statistic are the single
+    permutation test's on the relabellings the set drew for it: prompt i's follow the
+    B x n_j uniforms of the prompts before it (one stream of doubles), whatever the sizes
+    (prompts of one pooled size are evaluated together, the others alone)."""
+    sizes = [(6, 7), (5, 8), (6, 7), (5, 5), (7, 6), (6, 7)]  # more than B splits each
+    originals, perturbed = zip(
+        *[_prompt_arms(rng, k_a, k_b, shift=0.2 * i) for i, (k_a, k_b) in enumerate(sizes)],
+        strict=True,
+    )
+    b = 199
+    r = prompt_set_test(originals, perturbed, omega=omega, n_permutations=b, rng=11)
+    assert not r.exact
+    stream = np.random.default_rng(11)
+    for i, (a, x) in enumerate(zip(originals, perturbed, strict=True)):
+        alone = permutation_test(a, x, omega=omega, n_permutations=b, rng=stream)
+        assert r.prompt_p_values[i] == alone.p_value
+        assert r.prompt_statistics[i] == pytest.approx(alone.statistic, abs=1e-12)
+
+
 def test_random_relabellings_give_a_plus_one_p_value(rng):
     originals, perturbed = zip(*[_prompt_arms(rng, 8, 6, shift=0.3) for _ in range(4)], strict=True)
     b = 299
