@@ -126,8 +126,8 @@ def _log(n: Any) -> Any:
     """``math.log`` of an int, or of every entry of an int array."""
     if np.ndim(n) == 0:
         return math.log(n)
-    table = np.array([math.log(v) if v else -math.inf for v in range(int(np.max(n)) + 1)])
-    return table[n]
+    values, inverse = np.unique(n, return_inverse=True)
+    return np.array([math.log(v) for v in values.tolist()])[inverse]
 
 
 def _per_row(n: Any) -> Any:

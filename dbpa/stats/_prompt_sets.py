@@ -502,19 +502,35 @@ def _relabelled(
         values = np.stack([v[grid[:, i]] for i, v in enumerate(per_prompt)], axis=1)
         return True, values, _scales(prompts)
     masks = _stratified_masks(n, k_a, b, gen)
+    values, scales = _evaluate_prompts(a_arms, b_arms, masks, spec, options, similarity, spread)
+    return False, values, scales
+
+
+def _evaluate_prompts(
+    a_arms: list[Matrix],
+    b_arms: list[Matrix],
+    masks: list[NDArray[np.bool_]],
+    spec: Omega,
+    options: dict[str, Any],
+    similarity: str,
+    spread: bool,
+) -> tuple[Matrix, Matrix]:
+    """(values, scales): every prompt's statistics on its (rows, n_i) ``masks``, shape (rows,
+    prompts, columns), and each column's tie scale per prompt (prompts, columns); prompts of
+    one pooled size together where every component is stacked (``_stacked``)."""
     parts = spec.components or (spec.name,)
     columns = len(parts) + spread
-    values = np.empty((b + 1, len(n), columns))
-    scales = np.empty((len(n), columns))
+    values = np.empty((masks[0].shape[0], len(masks), columns))
+    scales = np.empty((len(masks), columns))
     groups: dict[int, list[int]] = {}
-    for i, size in enumerate(n):
-        groups.setdefault(size, []).append(i)
+    for i, (x, y) in enumerate(zip(a_arms, b_arms, strict=True)):
+        groups.setdefault(x.shape[0] + y.shape[0], []).append(i)
     stacked = stackable(parts, similarity)
     for members in groups.values():
         if stacked:
             z = np.stack([np.vstack([a_arms[i], b_arms[i]]) for i in members])
             jsd_options = options if spec.name == "jsd" else dict(OMEGAS["jsd"].defaults)
-            sizes_a = np.array([k_a[i] for i in members], dtype=np.int64)
+            sizes_a = np.array([a_arms[i].shape[0] for i in members], dtype=np.int64)
             kernels = StackedKernels(z, sizes_a, parts, jsd_options, spread)
             values[:, members] = _evaluate_stacked(kernels, [masks[i] for i in members])
             scales[members] = kernels.scales
@@ -523,7 +539,7 @@ def _relabelled(
             prompt = _prompt(a_arms[i], b_arms[i], spec, options, similarity, spread)
             values[:, i] = _evaluate(prompt, masks[i])
             scales[i] = _scales([prompt])[0]
-    return False, values, scales
+    return values, scales
 
 
 def _product_at_most(sizes: list[int], b: int) -> bool:
