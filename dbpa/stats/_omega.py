@@ -20,6 +20,7 @@ Two families:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -78,15 +79,45 @@ def merged_ties(matrix: Matrix) -> Matrix:
     jsd's bins, the CDFs) then read the arms' layout as a difference, and sums of distances
     that are all noise tie only within a tolerance scaled by that noise (identical outputs
     in both arms were rejected in 30 of 30 null tests by jsd, ks and auto, and by
-    energy_cosine on vectors of norm other than 1)."""
+    energy_cosine on vectors of norm other than 1). A symmetric matrix of at least
+    ``SYMMETRIC_FROM`` rows is merged on its upper triangle and mirrored (the same values,
+    3x faster at 100 rows)."""
+    n = matrix.shape[0]
+    if n >= SYMMETRIC_FROM and matrix.shape == (n, n) and np.array_equal(matrix, matrix.T):
+        first, second = _upper_triangle(n)
+        values, inverse = np.unique(matrix[first, second], return_inverse=True)
+        if values.size < 2:
+            return matrix
+        merged: Matrix = np.empty_like(matrix)
+        merged[first, second] = _run_starts(values)[inverse]
+        merged[second, first] = merged[first, second]
+        return merged
     values = np.unique(matrix)
     if values.size < 2:
         return matrix
+    out: Matrix = _run_starts(values)[np.searchsorted(values, matrix)]
+    return out
+
+
+SYMMETRIC_FROM = 40
+"""Rows from which ``merged_ties`` merges a symmetric matrix on its upper triangle."""
+
+
+@functools.lru_cache(maxsize=64)
+def _upper_triangle(n: int) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
+    """Row and column of every entry on or above the diagonal of an (n, n) matrix."""
+    first, second = np.triu_indices(n)
+    first.setflags(write=False)
+    second.setflags(write=False)
+    return first, second
+
+
+def _run_starts(values: Vector) -> Vector:
+    """Each of the sorted distinct ``values``' run's smallest (runs within ``TIE_ATOL``)."""
     scale = max(1.0, float(np.max(np.abs(values))))
     starts = np.r_[True, np.diff(values) > TIE_ATOL * scale]
-    representative = values[starts][np.cumsum(starts) - 1]
-    merged: Matrix = representative[np.searchsorted(values, matrix)]
-    return merged
+    representative: Vector = values[starts][np.cumsum(starts) - 1]
+    return representative
 
 
 def bin_index(values: NDArray[np.float64], edges: Vector) -> NDArray[np.intp]:
