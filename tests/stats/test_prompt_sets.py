@@ -488,13 +488,15 @@ def test_set_equivalence_reads_the_mean_not_every_prompt(rng):
 
 
 def test_the_boundary_only_interval_is_what_the_set_test_reads_of_the_interval(rng):
-    """The simulation's cheaper interval has the full interval's estimate and boundary draws
-    (drawn first from the same stream), so the set's test of either is the same."""
+    """The simulations' cheaper interval has the full interval's estimate, bootstrap
+    replicates and boundary draws (drawn first from the same stream), so the set's test of
+    either, and the difference of two runs' effects, are the same."""
     for k_a, k_b, shift in ((20, 20, 0.3), (12, 30, 0.0)):
         a, b = _prompt_arms(rng, k_a, k_b, d=8, shift=shift)
         full = effect_interval(a, b, n_bootstrap=500, rng=5)
         cheap = boundary_only_interval(a, b, 500, np.random.default_rng(5))
         assert cheap.estimate == full.estimate
+        np.testing.assert_array_equal(cheap.bootstrap, full.bootstrap)
         assert cheap.boundary.plug_in == full.boundary.plug_in
         np.testing.assert_array_equal(cheap.boundary.noise, full.boundary.noise)
         np.testing.assert_array_equal(cheap.boundary.directions, full.boundary.directions)
