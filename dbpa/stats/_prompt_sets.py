@@ -84,7 +84,7 @@ from ._combined import (
     driver,
 )
 from ._omega import OMEGAS, Kernel, Masks, Omega, _QuadraticSums
-from ._permutation import MEMORY_BUDGET_BYTES, TIE_RTOL, _all_splits, _sizes
+from ._permutation import MEMORY_BUDGET_BYTES, TIE_RTOL, _all_splits, _random_splits, _sizes
 from ._similarity import SIMILARITIES, _unit_rows, cosine_distance
 from ._stacked import StackedKernels, stackable
 from ._threads import blas_for
@@ -566,6 +566,12 @@ def _stratified_masks(
     masks: list[NDArray[np.bool_]] = []
     start, budget = 0, max(1, MEMORY_BUDGET_BYTES // 8)
     while start < len(n):
+        if b * n[start] > budget:  # a large prompt alone, in chunks of rows
+            chunk = max(1, budget // n[start])
+            found = _concat(_random_splits(n[start], k_a[start], b, chunk, gen))
+            masks.append(_observed_first(found, k_a[start]))
+            start += 1
+            continue
         stop, total = start + 1, b * n[start]
         while stop < len(n) and total + b * n[stop] <= budget:
             total, stop = total + b * n[stop], stop + 1
