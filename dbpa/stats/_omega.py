@@ -264,11 +264,12 @@ class _CDFKernel:
         inside: NDArray[np.signedinteger[Any]] = (xi & xj).astype(self._int)
         touching: NDArray[np.signedinteger[Any]] = (xi | xj).astype(self._int)
         steps = inside * (self._n0 + self._n1) - touching * self._n0
-        diff = np.cumsum(steps, axis=1) * (1.0 / (self._n0 * self._n1))
-        if self._statistic == "ks":
-            sup: Vector = np.abs(diff[:, self._run_ends]).max(axis=1)
+        cumulative = np.cumsum(steps, axis=1)
+        scale = 1.0 / (self._n0 * self._n1)
+        if self._statistic == "ks":  # scaled after the max: rounding is monotone, the same sup
+            sup: Vector = np.abs(cumulative[:, self._run_ends]).max(axis=1) * scale
             return sup
-        inner = diff[:, :-1]
+        inner = (cumulative * scale)[:, :-1]
         if self._statistic == "wasserstein":
             return np.abs(inner) @ self._widths
         # scipy.stats.energy_distance: sqrt(2 * integral (F - G)^2)
