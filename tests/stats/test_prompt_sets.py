@@ -374,7 +374,7 @@ def test_type_one_error_of_the_pooled_test(n_prompts, shape):
     answer is one text, checked sequentially (``tests/support/rates.py``: failed at 1.5 alpha
     with probability 0.9). The set of 500 prompts, the size the README quotes, has 2-4
     outputs per arm (4-14 in ``python -m benchmarks.bench_rates --study prompt_sets``) so
-    that a draw costs about 0.08 CPU-s: what is checked there is the combination over 500
+    that a draw costs about 0.1 CPU-s: what is checked there is the combination over 500
     prompts (their standardised sum, Tippett's minimum over 500 per-prompt p-values with
     its ties, the spread over 500 prompts, 50 of them constant), which the outputs per arm
     do not change; B = 99 as at the other sizes."""
