@@ -20,6 +20,7 @@ Two families:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -78,15 +79,45 @@ def merged_ties(matrix: Matrix) -> Matrix:
     jsd's bins, the CDFs) then read the arms' layout as a difference, and sums of distances
     that are all noise tie only within a tolerance scaled by that noise (identical outputs
     in both arms were rejected in 30 of 30 null tests by jsd, ks and auto, and by
-    energy_cosine on vectors of norm other than 1)."""
+    energy_cosine on vectors of norm other than 1). A symmetric matrix of at least
+    ``SYMMETRIC_FROM`` rows is merged on its upper triangle and mirrored (the same values,
+    3x faster at 100 rows)."""
+    n = matrix.shape[0]
+    if n >= SYMMETRIC_FROM and matrix.shape == (n, n) and np.array_equal(matrix, matrix.T):
+        first, second = _upper_triangle(n)
+        values, inverse = np.unique(matrix[first, second], return_inverse=True)
+        if values.size < 2:
+            return matrix
+        merged: Matrix = np.empty_like(matrix)
+        merged[first, second] = _run_starts(values)[inverse]
+        merged[second, first] = merged[first, second]
+        return merged
     values = np.unique(matrix)
     if values.size < 2:
         return matrix
+    out: Matrix = _run_starts(values)[np.searchsorted(values, matrix)]
+    return out
+
+
+SYMMETRIC_FROM = 40
+"""Rows from which ``merged_ties`` merges a symmetric matrix on its upper triangle."""
+
+
+@functools.lru_cache(maxsize=64)
+def _upper_triangle(n: int) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
+    """Row and column of every entry on or above the diagonal of an (n, n) matrix."""
+    first, second = np.triu_indices(n)
+    first.setflags(write=False)
+    second.setflags(write=False)
+    return first, second
+
+
+def _run_starts(values: Vector) -> Vector:
+    """Each of the sorted distinct ``values``' run's smallest (runs within ``TIE_ATOL``)."""
     scale = max(1.0, float(np.max(np.abs(values))))
     starts = np.r_[True, np.diff(values) > TIE_ATOL * scale]
-    representative = values[starts][np.cumsum(starts) - 1]
-    merged: Matrix = representative[np.searchsorted(values, matrix)]
-    return merged
+    representative: Vector = values[starts][np.cumsum(starts) - 1]
+    return representative
 
 
 def bin_index(values: NDArray[np.float64], edges: Vector) -> NDArray[np.intp]:
@@ -105,20 +136,34 @@ def _xlogx_table(size: int) -> Vector:
 
 
 def _jsd_from_counts(
-    h0: NDArray[np.intp], h1: NDArray[np.intp], n0: int, n1: int, xlogx: Vector
+    h0: NDArray[np.intp], h1: NDArray[np.intp], n0: Any, n1: Any, xlogx: Vector
 ) -> Vector:
-    """JS divergence in bits between rows of bin counts summing to n0 and n1.
+    """JS divergence in bits between rows of bin counts summing to n0 and n1 (ints, or an
+    int array of one per row).
 
     JSD = H(M) - H(P)/2 - H(Q)/2, and sum p log p = (sum h log h)/n0 - log n0: the integer
     parts come from a table, so only the mixture M needs logarithms.
     """
     from scipy.special import xlogy
 
-    neg_h_p = xlogx[h0].sum(axis=1) / n0 - math.log(n0)
-    neg_h_q = xlogx[h1].sum(axis=1) / n1 - math.log(n1)
-    m = 0.5 * (h0 / n0 + h1 / n1)
+    neg_h_p = xlogx[h0].sum(axis=1) / n0 - _log(n0)
+    neg_h_q = xlogx[h1].sum(axis=1) / n1 - _log(n1)
+    m = 0.5 * (h0 / _per_row(n0) + h1 / _per_row(n1))
     js: Vector = (0.5 * (neg_h_p + neg_h_q) - xlogy(m, m).sum(axis=1)) / math.log(2.0)
     return np.clip(js, 0.0, 1.0)
+
+
+def _log(n: Any) -> Any:
+    """``math.log`` of an int, or of every entry of an int array."""
+    if np.ndim(n) == 0:
+        return math.log(n)
+    values, inverse = np.unique(n, return_inverse=True)
+    return np.array([math.log(v) for v in values.tolist()])[inverse]
+
+
+def _per_row(n: Any) -> Any:
+    """An int, or an array of one per row as a column."""
+    return n if np.ndim(n) == 0 else np.asarray(n)[:, None]
 
 
 def _group_sizes(n: int, k_a: int) -> tuple[int, int]:
@@ -219,11 +264,12 @@ class _CDFKernel:
         inside: NDArray[np.signedinteger[Any]] = (xi & xj).astype(self._int)
         touching: NDArray[np.signedinteger[Any]] = (xi | xj).astype(self._int)
         steps = inside * (self._n0 + self._n1) - touching * self._n0
-        diff = np.cumsum(steps, axis=1) * (1.0 / (self._n0 * self._n1))
-        if self._statistic == "ks":
-            sup: Vector = np.abs(diff[:, self._run_ends]).max(axis=1)
+        cumulative = np.cumsum(steps, axis=1)
+        scale = 1.0 / (self._n0 * self._n1)
+        if self._statistic == "ks":  # scaled after the max: rounding is monotone, the same sup
+            sup: Vector = np.abs(cumulative[:, self._run_ends]).max(axis=1) * scale
             return sup
-        inner = diff[:, :-1]
+        inner = (cumulative * scale)[:, :-1]
         if self._statistic == "wasserstein":
             return np.abs(inner) @ self._widths
         # scipy.stats.energy_distance: sqrt(2 * integral (F - G)^2)

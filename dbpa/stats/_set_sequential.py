@@ -69,8 +69,7 @@ from ._permutation import TIE_RTOL
 from ._prompt_sets import (
     COMBINATIONS,
     _component_counts,
-    _evaluate,
-    _prompt,
+    _evaluate_prompts,
     _prompt_set_test_iv,
     _spread_set,
     _sum_z_tippett,
@@ -125,12 +124,16 @@ def set_sequential_paths(
     with blas_for(2 * k_max):
         for j, k in enumerate(values):
             columns = np.r_[0:k, k_max : k_max + k]
-            per_prompt, scales = [], []
-            for x, y, lab in zip(a_arms, b_arms, labels, strict=True):
-                prompt = _prompt(x[:k], y[:k], spec, options, similarity, spread)
-                per_prompt.append(_evaluate(prompt, lab[:, columns]))
-                scales.append([kernel.scale for kernel in prompt.kernels])
-            found = pooled_statistics(np.stack(per_prompt, axis=1), np.array(scales), combination)
+            per_prompt, scales = _evaluate_prompts(
+                [x[:k] for x in a_arms],
+                [y[:k] for y in b_arms],
+                [lab[:, columns] for lab in labels],
+                spec,
+                options,
+                similarity,
+                spread,
+            )
+            found = pooled_statistics(per_prompt, scales, combination)
             statistics[:, j], tolerances[:, j] = found
     return GroupSequentialPaths(looks=values, statistics=statistics, tolerances=tolerances)
 

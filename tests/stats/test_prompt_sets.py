@@ -24,6 +24,7 @@ from dbpa.stats import (
 from tests.stats import reference
 from tests.stats.conftest import clustered
 from tests.stats.simulations import (
+    boundary_only_interval,
     calibrated_set_equivalences,
     drilldown_errors,
     null_prompt_set,
@@ -202,6 +203,27 @@ def test_each_prompts_exact_p_value_is_its_own_permutation_test(omega, rng):
         assert r.prompt_p_values[i] == pytest.approx(alone.p_value, abs=1e-12)
 
 
+@pytest.mark.parametrize("omega", ["auto", "jsd", "energy_cosine", "energy_l2"])
+def test_each_prompts_random_p_value_is_its_own_permutation_test(omega, rng):
+    """Under random relabellings each prompt's p-value and statistic are the single
+    permutation test's on the relabellings the set drew for it: prompt i's follow the
+    B x n_j uniforms of the prompts before it (one stream of doubles), whatever the sizes
+    (prompts of one pooled size are evaluated together, the others alone)."""
+    sizes = [(6, 7), (5, 8), (6, 7), (5, 5), (7, 6), (6, 7)]  # more than B splits each
+    originals, perturbed = zip(
+        *[_prompt_arms(rng, k_a, k_b, shift=0.2 * i) for i, (k_a, k_b) in enumerate(sizes)],
+        strict=True,
+    )
+    b = 199
+    r = prompt_set_test(originals, perturbed, omega=omega, n_permutations=b, rng=11)
+    assert not r.exact
+    stream = np.random.default_rng(11)
+    for i, (a, x) in enumerate(zip(originals, perturbed, strict=True)):
+        alone = permutation_test(a, x, omega=omega, n_permutations=b, rng=stream)
+        assert r.prompt_p_values[i] == alone.p_value
+        assert r.prompt_statistics[i] == pytest.approx(alone.statistic, abs=1e-12)
+
+
 def test_random_relabellings_give_a_plus_one_p_value(rng):
     originals, perturbed = zip(*[_prompt_arms(rng, 8, 6, shift=0.3) for _ in range(4)], strict=True)
     b = 299
@@ -347,14 +369,19 @@ def test_a_set_of_only_degenerate_prompts_has_p_value_one():
         (5, {"same_text_prompts": 2}),
         (20, {"unequal": True, "same_text_prompts": 4}),
         (50, {"unequal": True, "same_text_prompts": 10}),
+        (500, {"unequal": True, "same_text_prompts": 50, "k_range": (2, 4)}),
     ],
 )
 def test_type_one_error_of_the_pooled_test(n_prompts, shape):
     """The defaults (auto, sum_z+tippett+spread) at B = 99: P(p <= alpha) under H0 at most
     alpha, for prompts with different answer distributions, unequal k and prompts whose every
     answer is one text, checked sequentially (``tests/support/rates.py``: failed at 1.5 alpha
-    with probability 0.9). Sets of 500 prompts, at the size the README quotes, are
-    ``python -m benchmarks.bench_rates --study prompt_sets``."""
+    with probability 0.9). The set of 500 prompts, the size the README quotes, has 2-4
+    outputs per arm (4-14 in ``python -m benchmarks.bench_rates --study prompt_sets``) so
+    that a draw costs about 0.1 CPU-s: what is checked there is the combination over 500
+    prompts (their standardised sum, Tippett's minimum over 500 per-prompt p-values with
+    its ties, the spread over 500 prompts, 50 of them constant), which the outputs per arm
+    do not change; B = 99 as at the other sizes."""
     seed = n_prompts + 7 * len(shape)
     audits = pooled_null_rejections(n_prompts, seed, **shape)
     assert_rates(audits, Rate(ALPHA, f"{n_prompts} prompts {shape}"))
@@ -462,6 +489,23 @@ def test_set_equivalence_reads_the_mean_not_every_prompt(rng):
     assert s.equivalent
     assert s.upper < margin
     assert not set_equivalence(intervals, 0.5 * s.estimate).equivalent
+
+
+def test_the_boundary_only_interval_is_what_the_set_test_reads_of_the_interval(rng):
+    """The simulations' cheaper interval has the full interval's estimate, bootstrap
+    replicates and boundary draws (drawn first from the same stream), so the set's test of
+    either, and the difference of two runs' effects, are the same."""
+    for k_a, k_b, shift in ((20, 20, 0.3), (12, 30, 0.0)):
+        a, b = _prompt_arms(rng, k_a, k_b, d=8, shift=shift)
+        full = effect_interval(a, b, n_bootstrap=500, rng=5)
+        cheap = boundary_only_interval(a, b, 500, np.random.default_rng(5))
+        assert cheap.estimate == full.estimate
+        np.testing.assert_array_equal(cheap.bootstrap, full.bootstrap)
+        assert cheap.boundary.plug_in == full.boundary.plug_in
+        np.testing.assert_array_equal(cheap.boundary.noise, full.boundary.noise)
+        np.testing.assert_array_equal(cheap.boundary.directions, full.boundary.directions)
+        for margin in (0.01, 0.05, 0.2):
+            assert set_equivalence([cheap], margin) == set_equivalence([full], margin)
 
 
 @pytest.mark.parametrize("shape", ["all", "one", "half"])
