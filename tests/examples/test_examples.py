@@ -23,8 +23,9 @@ PROMPTS = 5
 
 
 def _shrunk(raw: dict[str, Any]) -> dict[str, Any]:
-    """The example with k=6, short outputs and at most five prompts of a dataset; everything
-    else as written."""
+    """The example with k=6, short outputs, at most five prompts of a dataset and one edit of
+    each kind a generator counts (cardiovascular's controls and targets); everything else as
+    written."""
     if isinstance(raw.get("prompts"), dict):
         raw["prompts"] = {"sample": PROMPTS, "seed": 0, **raw["prompts"]}
     for model in raw["models"]:
@@ -33,6 +34,9 @@ def _shrunk(raw: dict[str, Any]) -> dict[str, Any]:
         for model in spec.get("models", []):
             if isinstance(model, dict):
                 model.setdefault("params", {})["max_tokens"] = SHORT_OUTPUTS
+        for counted in ("controls", "targets"):
+            if isinstance(spec.get(counted), dict):
+                spec[counted] = {kind: min(n, 1) for kind, n in spec[counted].items()}
     return {**raw, **SMALL}
 
 
