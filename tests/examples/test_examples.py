@@ -18,12 +18,12 @@ SMALL = {"k": 6, "n_permutations": 999}
 SHORT_OUTPUTS = 24  # max_tokens: enough words to embed, quick on two cores
 
 
-PROMPTS = 5
+PROMPTS = 3
 """Prompts of a dataset's set: a seeded sample of its rows."""
 
 
 def _shrunk(raw: dict[str, Any]) -> dict[str, Any]:
-    """The example with k=6, short outputs, at most five prompts of a dataset and one edit of
+    """The example with k=6, short outputs, at most three prompts of a dataset and one edit of
     each kind a generator counts (cardiovascular's controls and targets); everything else as
     written."""
     if isinstance(raw.get("prompts"), dict):
