@@ -11,7 +11,10 @@ from tests.cli.conftest import invoke, text
 from tests.pipeline.conftest import KEY_ENV, ONE_ANSWER_EACH, make_config
 from tests.support.scripted_server import Rule, ScriptedServer
 
-pytestmark = pytest.mark.usefixtures("wide_console")
+pytestmark = [
+    pytest.mark.usefixtures("wide_console"),
+    pytest.mark.xdist_group("compare"),  # one worker builds the two runs of the module
+]
 
 # At the second epoch the doctor persona answers like the comedian: its decision flips. Each
 # arm repeats one text, so every effect and decision is certain whatever the server's port

@@ -11,6 +11,8 @@ from typer.testing import CliRunner
 from dbpa.cli import app
 from tests.report.conftest import COST_PER_OUTPUT, BuiltRun, Case, build_run
 
+pytestmark = pytest.mark.xdist_group("plan")  # one worker builds the module's pilots
+
 CONFIG = Path(__file__).parents[2] / "examples" / "personas.yaml"
 
 

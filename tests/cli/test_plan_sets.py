@@ -17,6 +17,8 @@ from tests.pipeline.conftest import KEY_ENV, RULES, make_config
 from tests.pipeline.test_prompt_sets import PERSONAS, PROMPTS
 from tests.support.scripted_server import ScriptedServer
 
+pytestmark = pytest.mark.xdist_group("plan-sets")  # one worker builds the module's pilots
+
 PILOT_K = 8
 
 
