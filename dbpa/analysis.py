@@ -18,7 +18,9 @@ from dbpa.stats import (
     OMEGAS,
     SIMILARITIES,
     EffectInterval,
+    MarginCalibration,
     SequentialDesign,
+    SetMarginCalibration,
     calibrate_margin,
     correct,
     effect_interval,
@@ -427,10 +429,19 @@ def family_margin(
         return Margin(
             value=None, source=spec.margin, quantile=spec.quantile, multiple=spec.multiple
         )
-    calibration = calibrate_margin(pairs, omega=INTERVAL_OMEGA, quantile=spec.quantile)
+    return calibrated_margin(
+        spec, calibrate_margin(pairs, omega=INTERVAL_OMEGA, quantile=spec.quantile)
+    )
+
+
+def calibrated_margin(
+    spec: EquivalenceSpec, calibration: MarginCalibration | SetMarginCalibration
+) -> Margin:
+    """The family margin of a calibration (of one prompt's pairs, or a set's): its margin
+    times ``spec.multiple``, with the distances it was read from."""
     return Margin(
         value=spec.multiple * calibration.margin,
-        source=spec.margin,
+        source=str(spec.margin),  # replicates or controls: a number is not calibrated
         quantile=spec.quantile,
         multiple=spec.multiple,
         distances=tuple(float(d) for d in calibration.distances),

@@ -25,6 +25,7 @@ from dbpa.analysis import (
     EquivalenceSpec,
     Margin,
     PerturbationTestRecord,
+    calibrated_margin,
     family_margin,
 )
 from dbpa.stats import (
@@ -181,12 +182,6 @@ def family_set_margin(
     distance over the prompts, times ``multiple``; None when there is no pair."""
     if not isinstance(spec.margin, str) or not prompts or not prompts[0]:
         return family_margin(spec, [])
-    calibration = calibrate_set_margin(prompts, omega=INTERVAL_OMEGA, quantile=spec.quantile)
-    return Margin(
-        value=spec.multiple * calibration.margin,
-        source=spec.margin,
-        quantile=spec.quantile,
-        multiple=spec.multiple,
-        distances=tuple(float(d) for d in calibration.distances),
-        k=min(calibration.k),
+    return calibrated_margin(
+        spec, calibrate_set_margin(prompts, omega=INTERVAL_OMEGA, quantile=spec.quantile)
     )
