@@ -28,7 +28,7 @@ from numpy.typing import NDArray
 from dbpa.config import AuditConfig
 from dbpa.plan import AuditPlan, plan_audit
 from dbpa.set_analysis import SET_COMBINATION
-from dbpa.sizing import PilotReader, mean_usage
+from dbpa.sizing import Budget, PilotReader, family_budget, mean_usage
 from dbpa.stats import OMEGAS, SetSizePlan, fine_permutations, lone_threshold, plan_set_power
 
 __all__ = [
@@ -78,19 +78,11 @@ class SetPerturbationSize:
 
 
 @dataclass(frozen=True)
-class SetBudget:
-    """Model calls, tokens and dollars of the audit at n prompts and k outputs per arm."""
+class SetBudget(Budget):
+    """Model calls, tokens and dollars of the audit at n prompts and k outputs per arm
+    (``arms``: every model's arms of the n prompts, replicate arms included)."""
 
     prompts: int
-    k: int
-    arms: int
-    """Arms of the n prompts (every model's original and perturbed arms of each prompt)."""
-    calls: int
-    """arms x k."""
-    tokens: int | None
-    """From the pilot's mean tokens per output; None when the pilot stored none."""
-    cost_usd: float | None
-    """From the pilot's mean cost per output; None when a price was unknown."""
 
 
 @dataclass(frozen=True)
@@ -214,17 +206,7 @@ def estimate_set_sizes(
     b = analysis.n_permutations
 
     def budget(n: int, k: int) -> SetBudget:
-        arms = arms_of(n)
-        tokens, cost = per_output
-        calls = arms * k
-        return SetBudget(
-            prompts=n,
-            k=k,
-            arms=arms,
-            calls=calls,
-            tokens=None if tokens is None else math.ceil(tokens * calls),
-            cost_usd=None if cost is None else cost * calls,
-        )
+        return SetBudget(prompts=n, **vars(family_budget(k, arms_of(n), per_output)))
 
     return SetSizes(
         pilot_run=run_id,

@@ -226,8 +226,8 @@ def estimate_sizes(
         resolution_permutations=fine if b < (fine := fine_permutations(level)) else None,
         simulated_ks=tuple(sorted({k for f in family_plans for k in f.ks})),
         perturbations=tuple(sizes),
-        recommended=_budget(max(ks), arms, per_output) if ks else None,
-        configured=_budget(plan.k, arms, per_output),
+        recommended=family_budget(max(ks), arms, per_output) if ks else None,
+        configured=family_budget(plan.k, arms, per_output),
     )
 
 
@@ -244,7 +244,9 @@ def mean_usage(usage: pd.DataFrame) -> tuple[float | None, float | None]:
     )
 
 
-def _budget(k: int, arms: int, per_output: tuple[float | None, float | None]) -> Budget:
+def family_budget(k: int, arms: int, per_output: tuple[float | None, float | None]) -> Budget:
+    """The calls, tokens and dollars of ``arms`` arms at ``k`` outputs each, from the pilot's
+    mean ``(tokens, dollars)`` per output (``mean_usage``)."""
     tokens, cost = per_output
     calls = k * arms
     return Budget(

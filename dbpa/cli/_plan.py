@@ -300,7 +300,4 @@ def _set_footnotes(sizes: SetSizes, marks: set[str]) -> list[str]:
 
 
 def _set_budget(b: SetBudget) -> str:
-    tokens = "unknown tokens" if b.tokens is None else f"{b.tokens:,} tokens"
-    cost = "unknown cost" if b.cost_usd is None else f"${b.cost_usd:,.2f}"
-    prompts = f"{b.prompts} prompt{'' if b.prompts == 1 else 's'}"
-    return f"{prompts} x k={b.k}: {b.calls:,} model calls ({b.arms} arms), {tokens}, {cost}"
+    return f"{b.prompts} prompt{'' if b.prompts == 1 else 's'} x {_budget(b)}"
