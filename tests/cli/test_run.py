@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
@@ -268,13 +269,30 @@ def test_serve_checks_its_options_first(args, message):
     assert message in " ".join(result.output.split())
 
 
+TWO_ANSWERS = (
+    *RULES[:2],
+    Rule("", [("Rest, drink fluids and see a doctor if it gets worse.", 1), ("Rest.", 1)]),
+)
+"""``RULES`` with the original and the medical personas answering two texts at even odds: at
+k = 16 their upper effect bounds are finite (simulated: in 300 pairs of such arms none was
+infinite; ``RULES``' three texts at k = 8 gave 49 of 300, and the arms' seeds follow the
+server's random port, so the wide margin's run failed now and then)."""
+
+
+@pytest.fixture
+def two_answers() -> Iterator[ScriptedServer]:
+    with ScriptedServer(rules=TWO_ANSWERS, embedding_dimension=24) as server:
+        yield server
+
+
 @pytest.mark.usefixtures("prefect_harness")
 def test_require_equivalent_exits_4_unless_every_labelled_perturbation_is_equivalent(
-    tmp_path, provider, write_config
+    tmp_path, two_answers, write_config
 ):
     db, out = str(tmp_path / "e.duckdb"), str(tmp_path / "reports")
+    provider = two_answers
     # margin 5 is above every energy distance between unit vectors: all equivalent
-    wide = write_config(make_config(provider, equivalence={"margin": 5.0}), "wide.yaml")
+    wide = write_config(make_config(provider, k=16, equivalence={"margin": 5.0}), "wide.yaml")
     passed = invoke("run", str(wide), "--db", db, "--out", out, "--require-equivalent", "control")
     assert passed.exit_code == 0, passed.output
     assert "distance [90% CI]" in text(passed)
