@@ -20,7 +20,6 @@ from dbpa.stats import (
     EffectInterval,
     MarginCalibration,
     SequentialDesign,
-    SetMarginCalibration,
     calibrate_margin,
     correct,
     effect_interval,
@@ -434,9 +433,7 @@ def family_margin(
     )
 
 
-def calibrated_margin(
-    spec: EquivalenceSpec, calibration: MarginCalibration | SetMarginCalibration
-) -> Margin:
+def calibrated_margin(spec: EquivalenceSpec, calibration: MarginCalibration) -> Margin:
     """The family margin of a calibration (of one prompt's pairs, or a set's): its margin
     times ``spec.multiple``, with the distances it was read from."""
     return Margin(

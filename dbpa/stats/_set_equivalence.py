@@ -47,7 +47,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ._boundary import N_DIRECTIONS, BoundaryDraws, boundary_bound, boundary_p_value
-from ._equivalence import _as_margin, calibrate_margin
+from ._equivalence import MarginCalibration, _as_margin, calibrate_margin
 from ._interval import INTERVAL_OMEGAS, EffectInterval
 from ._validation import as_probability, choose
 
@@ -134,23 +134,13 @@ def set_equivalence(
 
 
 @dataclass(frozen=True)
-class SetMarginCalibration:
-    """A set-level margin from the model's own noise: the same pairs of samples on every prompt."""
+class SetMarginCalibration(MarginCalibration):
+    """A set-level margin from the model's own noise: the same pairs of samples on every
+    prompt. ``distances`` and ``effects`` are per pair the mean over the prompts (the set's
+    scale); ``k`` the sizes of the calibration arms."""
 
-    margin: float
-    """The ``quantile`` of ``distances``."""
-    quantile: float
-    omega: str
-    """The omega whose distance defines the scale (as in ``effect_interval``)."""
-    distances: NDArray[np.float64]
-    """Per pair: the mean over the prompts of its plug-in energy distance (the set's scale)."""
     prompt_distances: NDArray[np.float64]
     """(prompts, pairs): each prompt's plug-in distance of each pair."""
-    effects: NDArray[np.float64]
-    """Per pair: the mean over the prompts of its unbiased effect (U-statistic); about 0 when
-    the pairs are exchangeable samples."""
-    k: tuple[int, ...]
-    """Sizes of the calibration arms."""
     n_prompts: int
 
 
