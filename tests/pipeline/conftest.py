@@ -108,3 +108,18 @@ def write_config(tmp_path: Path) -> Callable[[dict[str, Any]], Path]:
         return path
 
     return write
+
+
+def follows_the_rule(df: Any, alpha: float) -> None:
+    """Every row of ``df`` (results indexed by perturbation id) decided by the three-way rule:
+    equivalent when the adjusted equivalence p-value passes; else changed when the change test
+    rejected; else inconclusive."""
+    for r in df.itertuples():
+        want = (
+            "equivalent"
+            if r.adjusted_equivalence_p <= alpha
+            else "changed"
+            if r.reject
+            else "inconclusive"
+        )
+        assert r.decision == want, r.Index

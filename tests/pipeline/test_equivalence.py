@@ -14,7 +14,7 @@ from dbpa.cli import app
 from dbpa.config import parse_config
 from flows.audit import audit
 from storage import Store
-from tests.pipeline.conftest import make_config
+from tests.pipeline.conftest import follows_the_rule, make_config
 from tests.support.scripted_server import ScriptedServer
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
@@ -26,20 +26,6 @@ ALPHA = 0.05
 control is now and then rejected by chance, and at k=8 (p >= 1/200, two components of auto)
 a target now and then misses Holm's level; so decisions are checked against the rule, and
 only what the distances make certain is named (a target is never within these margins)."""
-
-
-def _follows_the_rule(df: pd.DataFrame, alpha: float) -> None:
-    """Equivalent when the adjusted equivalence p-value passes; else changed when the
-    change test rejected; else inconclusive."""
-    for r in df.itertuples():
-        want = (
-            "equivalent"
-            if r.adjusted_equivalence_p <= alpha
-            else "changed"
-            if r.reject
-            else "inconclusive"
-        )
-        assert r.decision == want, r.Index
 
 
 def _results(db, run_id) -> pd.DataFrame:
@@ -78,7 +64,7 @@ def test_replicate_arms_calibrate_the_margin(provider: ScriptedServer, tmp_path)
     assert df.margin.nunique() == 1
     assert df.margin.iloc[0] > 0
     assert (df.loc[TARGETS, "decision"] != "equivalent").all()
-    _follows_the_rule(df, ALPHA)
+    follows_the_rule(df, ALPHA)
     # the replicates are sampled with seeds of their own: their texts are not the original's
     with duckdb.connect(str(tmp_path / "a.duckdb"), read_only=True) as con:
         arms = con.execute("SELECT count(DISTINCT arm_id) FROM samples").fetchone()
@@ -98,7 +84,7 @@ def test_a_multiple_scales_the_calibrated_margin_without_a_model_call(
     np.testing.assert_allclose(after.margin, 2.5 * before.margin)
     assert (after.margin_multiple == 2.5).all()
     assert (before.margin_multiple == 1.0).all()
-    _follows_the_rule(after, ALPHA)
+    follows_the_rule(after, ALPHA)
     assert "2.5 x the 95th percentile" in Path(twice.reports["md"]).read_text()
     shown = CliRunner().invoke(app, ["results", twice.run_id, "--db", str(db)]).output
     assert "2.5 x the 95th percentile" in " ".join(shown.split())
@@ -155,7 +141,7 @@ def test_a_margin_below_every_effect_makes_nothing_equivalent(provider: Scripted
     outcome = audit(config=config, db=str(tmp_path / "a.duckdb"))
     df = _results(tmp_path / "a.duckdb", outcome.run_id)
     assert (df.decision != "equivalent").all()
-    _follows_the_rule(df, ALPHA)
+    follows_the_rule(df, ALPHA)
 
 
 def test_controls_calibrate_the_margin(provider: ScriptedServer, tmp_path):
@@ -165,7 +151,7 @@ def test_controls_calibrate_the_margin(provider: ScriptedServer, tmp_path):
     assert (df.margin_source == "controls").all()
     assert (df.margin_pairs == len(CONTROLS)).all()
     assert (df.loc[TARGETS, "decision"] != "equivalent").all()
-    _follows_the_rule(df, ALPHA)
+    follows_the_rule(df, ALPHA)
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from dbpa.plan import plan_audit
 from dbpa.set_analysis import set_equivalence_p
 from flows.audit import audit
 from storage import Store
-from tests.pipeline.conftest import make_config
+from tests.pipeline.conftest import follows_the_rule, make_config
 from tests.pipeline.test_prompt_sets import PERSONAS, PROMPTS, THREE, _margin_by_hand, _shown
 from tests.support.scripted_server import ScriptedServer
 
@@ -215,13 +215,6 @@ def test_a_set_margin_is_calibrated_at_the_originals_final_k(provider: ScriptedS
     for pid, p in _by_hand_equivalence_p(db, outcome.run_id).items():
         r = results.loc[pid]
         assert r.equivalence_p == pytest.approx(p, rel=1e-12), pid
-        want = (
-            "equivalent"
-            if r.adjusted_equivalence_p <= 0.05
-            else "changed"
-            if r.reject
-            else "inconclusive"
-        )
-        assert r.decision == want, pid
+    follows_the_rule(results, 0.05)
     basis = "the 95th percentile of the distances between 3 pairs of samples of the unperturbed"
     assert f"{basis} model, each the mean over the 3 prompts" in _shown(db, outcome.run_id)
