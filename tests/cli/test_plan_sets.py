@@ -13,7 +13,7 @@ import yaml
 from dbpa.config import parse_config
 from flows.audit import audit
 from tests.cli.conftest import invoke, text
-from tests.pipeline.conftest import KEY_ENV, RULES, make_config
+from tests.pipeline.conftest import KEY_ENV, ONE_ANSWER_EACH, make_config
 from tests.pipeline.test_prompt_sets import PERSONAS, PROMPTS
 from tests.support.scripted_server import ScriptedServer
 
@@ -24,8 +24,10 @@ PILOT_K = 8
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[ScriptedServer]:
-    """The comedian answers with jokes, the doctor like the original (``RULES``)."""
-    with ScriptedServer(rules=RULES, embedding_dimension=24) as scripted:
+    """The comedian answers with a joke, the doctor as the original, one text each
+    (``ONE_ANSWER_EACH``): under ``RULES`` the arms' seeds follow the server's random port,
+    and a pilot whose doctor drew apart by chance planned a no-change power of 0.5."""
+    with ScriptedServer(rules=ONE_ANSWER_EACH, embedding_dimension=24) as scripted:
         yield scripted
 
 
