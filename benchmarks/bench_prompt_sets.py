@@ -19,7 +19,8 @@ Three parts (``python -m benchmarks prompt_sets``; ``--quick`` for a smoke run):
   outputs are other original ones).
 * **curve**: the product's pooled test (``prompt_set_test``, its defaults) against
   per-prompt Holm on its per-prompt p-values, where 30% of the prompts move, over the size
-  of each synthetic shape: where twice Holm's power can be reached (Holm below one half).
+  of each synthetic shape, and the most any combination of those per-prompt p-values can
+  reach (``_set_bound``): where twice Holm's power can be reached at all.
 * **timing**: B = 2000 relabellings over 500 prompts x k = 10.
 """
 
@@ -35,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks._prompt_set_cells import prompt_models, prompt_set
+from benchmarks._set_bound import set_bound
 from benchmarks._table import print_table
 from dbpa.stats import OMEGAS, correct
 from dbpa.stats._combined import combine
@@ -152,7 +154,8 @@ CURVE_SIZES = {"new answer type": (0.15, 0.2, 0.3, 0.4), "drift": (0.1, 0.15, 0.
 
 def curve(quick: bool = False) -> None:
     """Power of the default pooled test and of per-prompt Holm (its per-prompt p-values, the
-    same relabellings) where 6 of 20 prompts move, over each shape's size; their ratio."""
+    same relabellings) where 6 of 20 prompts move, over each shape's size; their ratio; and
+    the most any combination of those per-prompt p-values can reach (``_set_bound``)."""
     from dbpa.stats import prompt_set_test
 
     n_prompts, k, b, moved = 20, 10, 999, 6
@@ -166,6 +169,7 @@ def curve(quick: bool = False) -> None:
     for c, (shape, size) in enumerate((s, z) for s, sizes in CURVE_SIZES.items() for z in sizes):
         rng = np.random.default_rng(SEED + 100 + c)
         pooled = holm = 0
+        moved_p = []
         for _ in range(n):
             models = prompt_models(rng, n_prompts)
             originals, perturbed = prompt_set(rng, models, k, moved=moved, shape=shape, size=size)
@@ -174,11 +178,33 @@ def curve(quick: bool = False) -> None:
             )
             pooled += result.p_value <= ALPHA
             holm += _holm(result.prompt_p_values)
+            moved_p.append(result.prompt_p_values[:moved])
+        bound = set_bound(np.concatenate(moved_p), n_prompts, moved, b, ALPHA, rng)
         ratio = f"{pooled / holm:.1f}" if holm else "inf"
-        rows.append([shape, f"{size:g}", f"{pooled / n:.3f}", f"{holm / n:.3f}", ratio])
+        rows.append(
+            [
+                shape,
+                f"{size:g}",
+                f"{pooled / n:.3f}",
+                f"{holm / n:.3f}",
+                ratio,
+                f"{bound.power:.3f}",
+                f"{bound.power / (holm / n):.1f}" if holm else "inf",
+                f"{bound.holm:.3f}",
+            ]
+        )
     print_table(
         "rejection rate where 30% of the prompts move",
-        ["shape", "size", "pooled (default)", "per-prompt Holm", "ratio"],
+        [
+            "shape",
+            "size",
+            "pooled (default)",
+            "per-prompt Holm",
+            "ratio",
+            "bound",
+            "bound / Holm",
+            "Holm in the bound's model",
+        ],
         rows,
     )
     print(f"curve: {time.perf_counter() - start:.0f} s")
