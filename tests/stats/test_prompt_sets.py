@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -21,6 +22,7 @@ from dbpa.stats import (
     prompt_set_test,
     set_equivalence,
 )
+from dbpa.stats._boundary import NO_GUARD, boundary_p_value
 from tests.stats import reference
 from tests.stats.conftest import clustered
 from tests.stats.simulations import (
@@ -32,6 +34,7 @@ from tests.stats.simulations import (
     same_text,
     set_equivalences,
 )
+from tests.stats.synthetic_effects import scenario, true_effect
 from tests.stats.test_combined import _tippett_combination, _tolerances
 from tests.support.rates import Rate, assert_rates, check_rates
 
@@ -504,8 +507,25 @@ def test_the_boundary_only_interval_is_what_the_set_test_reads_of_the_interval(r
         assert cheap.boundary.plug_in == full.boundary.plug_in
         np.testing.assert_array_equal(cheap.boundary.noise, full.boundary.noise)
         np.testing.assert_array_equal(cheap.boundary.directions, full.boundary.directions)
-        for margin in (0.01, 0.05, 0.2):
-            assert set_equivalence([cheap], margin) == set_equivalence([full], margin)
+        for margin in (0.01, 0.05, 0.2):  # two prompts: a set of one adds its guard
+            assert set_equivalence([cheap] * 2, margin) == set_equivalence([full] * 2, margin)
+
+
+def test_a_set_of_one_prompt_is_decided_as_that_prompt_alone():
+    """With its tilted guard: the set's test alone showed a set of one whose perturbed arm
+    collapses onto one answer "equivalent" in 0.09 of 1000 audits at the margin (k = 10),
+    where the one-prompt test, guard included, stays within alpha (test_boundary.py)."""
+    rng = np.random.default_rng(3)
+    s, margin = scenario("collapse_hard"), true_effect("collapse_hard")
+    guarded = 0
+    for _ in range(12):
+        interval = effect_interval(*s.draw(rng, 10), confidence=0.9, n_bootstrap=500, rng=rng)
+        one = set_equivalence([interval], margin, alpha=0.05)
+        assert one.p_value == equivalence_p_value(interval, margin)
+        assert one.upper == interval.high  # its upper tail, (1 - 0.9) / 2, is alpha
+        unguarded = replace(interval.boundary, guard=NO_GUARD)
+        guarded += one.p_value > boundary_p_value(unguarded, margin)
+    assert guarded  # the guard decided some of them
 
 
 @pytest.mark.parametrize("shape", ["all", "one", "half"])
