@@ -13,6 +13,8 @@ import pytest
 from dbpa.embedding._sentence_transformers import SentenceTransformerEmbedder, resolve_model
 from dbpa.specs import EmbedderSpec
 
+pytestmark = pytest.mark.xdist_group("embedded-model")  # one worker loads torch and the models
+
 ANSWERS = [
     "Encourage him to stop smoking and offer a statin after a QRISK3 assessment.",
     "He should quit smoking; a statin such as atorvastatin 20 mg is recommended.",

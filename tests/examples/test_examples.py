@@ -13,6 +13,8 @@ from flows.audit import audit
 from storage import Store
 from tests.support.network import loopback_only
 
+pytestmark = pytest.mark.xdist_group("embedded-model")  # one worker loads torch and the models
+
 EXAMPLES = sorted((Path(__file__).parents[2] / "examples").glob("*.yaml"))
 SMALL = {"k": 6, "n_permutations": 999}
 SHORT_OUTPUTS = 24  # max_tokens: enough words to embed, quick on two cores

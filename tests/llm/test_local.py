@@ -24,6 +24,8 @@ from dbpa.llm._local import local_threads
 from dbpa.specs import EmbedderSpec, Message, ModelSpec
 from tests.support.network import loopback_only
 
+pytestmark = pytest.mark.xdist_group("embedded-model")  # one worker loads torch and the models
+
 LOCAL = "local/smollm2-135m"
 QUESTION = (
     Message(
