@@ -161,6 +161,14 @@ class Api:
         response = self._http.get(f"deployments/name/{name}")
         return dict(response.json()) if response.status_code == 200 else None
 
+    def run_deployment(self, name: str, **parameters: Any) -> str:
+        """A flow run of deployment ``name`` scheduled now with ``parameters`` (what
+        ``prefect deployment run -p ...`` creates, without a CLI process); returns its id."""
+        found = self.deployment(name)
+        assert found, f"no deployment {name}"
+        body = {"parameters": parameters}
+        return str(self._post(f"deployments/{found['id']}/create_flow_run", body)["id"])
+
     def artifacts(self, key: str) -> list[dict[str, Any]]:
         """Every version of the artifact ``key``, newest first."""
         body = {"artifacts": {"key": {"any_": [key]}}, "sort": "CREATED_DESC"}
@@ -178,6 +186,13 @@ class Api:
     def automations(self) -> dict[str, dict[str, Any]]:
         """Every automation on the server, by name."""
         return {a["name"]: a for a in self._post("automations/filter", {})}
+
+    def create_automation(self, automation: Mapping[str, Any]) -> str:
+        """Create an automation (the body ``prefect automation create`` sends); its id."""
+        return str(self._post("automations/", automation)["id"])
+
+    def delete_automation(self, automation_id: str) -> None:
+        self._http.delete(f"automations/{automation_id}").raise_for_status()
 
     def events(self, event: str, resource_id: str) -> list[dict[str, Any]]:
         """Events named ``event`` about one resource (the last hour)."""
