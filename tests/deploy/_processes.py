@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,8 @@ DBPA = str(BIN / "dbpa")
 REPO = Path(__file__).resolve().parents[2]
 
 T = TypeVar("T")
+RETRIED = {429, 502, 503}
+"""Statuses after which the API is asked again (those Prefect's client retries)."""
 
 
 def free_port() -> int:
@@ -142,13 +145,23 @@ class Api:
         except httpx.TransportError:
             return None
 
+    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """Send, again after 0.5, 1, 2 and 4 s while the server answers a status that Prefect's
+        own client retries (503: a busy SQLite database, nothing done)."""
+        for wait in (0.5, 1, 2, 4, None):
+            response = self._http.request(method, path, **kwargs)
+            if response.status_code not in RETRIED or wait is None:
+                return response
+            time.sleep(wait)
+        raise AssertionError("unreachable")
+
     def _post(self, path: str, body: Mapping[str, Any]) -> Any:
-        response = self._http.post(path, json=body)
+        response = self._request("POST", path, json=body)
         response.raise_for_status()
         return response.json()
 
     def flow_run(self, flow_run_id: str) -> dict[str, Any]:
-        response = self._http.get(f"flow_runs/{flow_run_id}")
+        response = self._request("GET", f"flow_runs/{flow_run_id}")
         response.raise_for_status()
         return dict(response.json())
 
@@ -158,8 +171,16 @@ class Api:
         return list(self._post("flow_runs/filter", body))
 
     def deployment(self, name: str) -> dict[str, Any] | None:
-        response = self._http.get(f"deployments/name/{name}")
+        response = self._request("GET", f"deployments/name/{name}")
         return dict(response.json()) if response.status_code == 200 else None
+
+    def run_deployment(self, name: str, **parameters: Any) -> str:
+        """A flow run of deployment ``name`` scheduled now with ``parameters`` (what
+        ``prefect deployment run -p ...`` creates, without a CLI process); returns its id."""
+        found = self.deployment(name)
+        assert found, f"no deployment {name}"
+        body = {"parameters": parameters, "idempotency_key": str(uuid.uuid4())}  # one if retried
+        return str(self._post(f"deployments/{found['id']}/create_flow_run", body)["id"])
 
     def artifacts(self, key: str) -> list[dict[str, Any]]:
         """Every version of the artifact ``key``, newest first."""
@@ -178,6 +199,13 @@ class Api:
     def automations(self) -> dict[str, dict[str, Any]]:
         """Every automation on the server, by name."""
         return {a["name"]: a for a in self._post("automations/filter", {})}
+
+    def create_automation(self, automation: Mapping[str, Any]) -> str:
+        """Create an automation (the body ``prefect automation create`` sends); its id."""
+        return str(self._post("automations/", automation)["id"])
+
+    def delete_automation(self, automation_id: str) -> None:
+        self._request("DELETE", f"automations/{automation_id}").raise_for_status()
 
     def events(self, event: str, resource_id: str) -> list[dict[str, Any]]:
         """Events named ``event`` about one resource (the last hour)."""

@@ -3,7 +3,6 @@ deployments/automations marks it Crashed once its heartbeats stop."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -29,14 +28,15 @@ WITHIN = HEARTBEAT + 10
 @pytest.fixture
 def shipped(deployed) -> Iterator[dict[str, Any]]:
     """The shipped automation, installed with the documented command, and a quicker copy
-    (so that the test waits WITHIN seconds instead of 90), removed afterwards."""
+    (so that the test waits WITHIN seconds instead of 90) created and removed through the
+    API (no CLI process for them)."""
     automation = yaml.safe_load(AUTOMATION.read_text())
     deployed.cli("automation", "create", "--from-file", str(AUTOMATION))
     quick = {**automation, "name": f"{automation['name']}-quick"}
     quick["trigger"] = {**automation["trigger"], "within": WITHIN}
-    deployed.cli("automation", "create", "--from-json", json.dumps(quick))
+    quick_id = deployed.api.create_automation(quick)
     yield automation
-    deployed.cli("automation", "delete", quick["name"])
+    deployed.api.delete_automation(quick_id)
 
 
 @pytest.mark.slow
@@ -51,14 +51,15 @@ def test_a_killed_run_is_marked_crashed_when_its_heartbeats_stop(deployed, shipp
         config.write_text(yaml.safe_dump(make_config(provider)))
         worker = start_worker(deployed, "crash-worker")
         try:
-            run_id = deployed.trigger(
-                "dbpa-scheduled-audit/personas", f"config_path={config}", f"db={tmp_path / 'x.db'}"
+            run_id = deployed.api.run_deployment(
+                "dbpa-scheduled-audit/personas", config_path=str(config), db=str(tmp_path / "x.db")
             )
             beat = f"prefect.flow-run.{run_id}"
             wait_for(
                 lambda: deployed.api.events("prefect.flow-run.heartbeat", beat) or None,
                 120,
                 f"a heartbeat of {run_id}\n{worker.output()[-3000:]}",
+                every=1.0,
             )
             wait_for(lambda: provider.counts.requests or None, 60, "the first model request")
             assert deployed.api.flow_run(run_id)["state"]["type"] == "RUNNING"

@@ -33,14 +33,15 @@ def _results(db: Path) -> pd.DataFrame:
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[tuple[LocalCluster, Client]]:
-    """A cluster of two worker processes on 127.0.0.1 for the module; its workers embed
-    through the scripted provider, so the key is in their environment from their start."""
+    """A cluster of one worker process on 127.0.0.1 for the module (a process apart from the
+    flow's is what the test needs; each imports dbpa and Prefect, about 7 s of CPU); it
+    embeds through the scripted provider, so the key is in its environment from its start."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(KEY_ENV, "sk-dask-test")
         with (
             LocalCluster(
                 host="127.0.0.1",
-                n_workers=2,
+                n_workers=1,
                 threads_per_worker=1,
                 dashboard_address=None,
                 processes=True,

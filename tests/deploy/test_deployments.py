@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,8 @@ import pytest
 import yaml
 
 from storage import Store
-from tests.deploy._processes import REPO, Api, free_port
+from tests.deploy._processes import REPO, Api, Started, free_port
+from tests.deploy.conftest import PrefectServer, stop
 from tests.pipeline.conftest import KEY_ENV, RULES, make_config
 from tests.support.scripted_server import Fault, ScriptedServer
 
@@ -41,33 +44,25 @@ def test_one_nightly_deployment_per_example():
     ]
 
 
-def _epoch(run: dict[str, Any]) -> str:
-    return datetime.fromisoformat(run["expected_start_time"]).isoformat(timespec="seconds")
+@dataclass(frozen=True)
+class ViewerWorker:
+    """deployments/worker.sh: a worker of the pool with ``dbpa view`` of ``db`` beside it."""
+
+    process: Started
+    db: Path
+    """The record the viewer serves."""
+    port: int
+    """The viewer's port on 127.0.0.1."""
 
 
-def _keys(api: Api, flow_run_id: str) -> dict[str, dict[str, Any]]:
-    """The artifacts of one flow run by key (the newest of each)."""
-    return {a["key"]: a for a in api.artifacts_of(flow_run_id)}
-
-
-@pytest.mark.slow
-def test_triggered_ticks_run_on_a_worker_and_publish_their_outcome_on_the_tick(
-    deployed, tmp_path: Path
-):
-    """What a user watching the UI sees, read back through the REST API: every artifact and
-    named task run on the tick's own run, the report link served by the viewer that
-    deployments/worker.sh starts, one progress key per audit with its counts, and one
-    version of each key per outcome."""
-    api: Api = deployed.api
-    assert api.deployment(PERSONAS)["parameters"] == {
-        "config_path": "examples/personas.yaml",
-        "db": "dbpa.duckdb",
-        "out": "reports",
-    }
-    db, out = tmp_path / "audit.duckdb", tmp_path / "reports"
-    config = tmp_path / "flu.yaml"
-    port = free_port()
-    worker = deployed.start(
+@pytest.fixture(scope="module")
+def viewer_worker(
+    deployed: PrefectServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ViewerWorker]:
+    """One worker.sh for the module's ticks (a worker costs seconds of CPU to start), stopped
+    with Ctrl-C at the end; it must leave no process behind."""
+    db, port = tmp_path_factory.mktemp("viewer") / "audit.duckdb", free_port()
+    process = deployed.start(
         "worker-with-viewer",
         str(REPO / "deployments" / "worker.sh"),
         "--db",
@@ -79,33 +74,58 @@ def test_triggered_ticks_run_on_a_worker_and_publish_their_outcome_on_the_tick(
         **{KEY_ENV: "sk-deploy-test"},
     )
     try:
-        with ScriptedServer(rules=RULES, embedding_dimension=24) as provider:
-            config.write_text(yaml.safe_dump(make_config(provider)))
-            params = (f"config_path={config}", f"db={db}", f"out={out}")
-            first = deployed.final(
-                deployed.trigger(PERSONAS, *params, 'overrides={"k": 6}'), worker
-            )
-            assert first["state"]["type"] == "COMPLETED", worker.output()[-4000:]
-            assert provider.counts.by_endpoint["/v1/chat/completions"] == 5 * 6
-            second = deployed.final(deployed.trigger(PERSONAS, *params), worker)
-            assert second["state"]["type"] == "COMPLETED", worker.output()[-4000:]
-            calls = provider.counts.by_endpoint["/v1/chat/completions"]
-            assert calls == 5 * 6 + 5 * 8
-            epoch = json.dumps({"epoch": _epoch(second)})
-            again = deployed.final(
-                deployed.trigger(PERSONAS, *params, f"overrides={epoch}"), worker
-            )
-            assert again["state"]["type"] == "COMPLETED", worker.output()[-4000:]
-            assert provider.counts.by_endpoint["/v1/chat/completions"] == calls
-            link = _keys(api, second["id"])["persona-test-report"]["data"]
-            url = re.search(r"\]\((http://127\.0\.0\.1:\d+/runs/[^)]+)\)", link).group(1)
-            assert url.startswith(f"http://127.0.0.1:{port}/runs/persona-test-")
-            page = httpx.get(url, timeout=30)
-            assert page.status_code == 200
-            assert "persona-comedian" in page.text
+        yield ViewerWorker(process, db, port)
     finally:
-        stopped = worker.stop()
-    assert not stopped.leftovers
+        stop(process, "deployments/worker.sh")
+
+
+def _epoch(run: dict[str, Any]) -> str:
+    return datetime.fromisoformat(run["expected_start_time"]).isoformat(timespec="seconds")
+
+
+def _keys(api: Api, flow_run_id: str) -> dict[str, dict[str, Any]]:
+    """The artifacts of one flow run by key (the newest of each)."""
+    return {a["key"]: a for a in api.artifacts_of(flow_run_id)}
+
+
+@pytest.mark.slow
+def test_triggered_ticks_run_on_a_worker_and_publish_their_outcome_on_the_tick(
+    deployed, viewer_worker: ViewerWorker, tmp_path: Path
+):
+    """What a user watching the UI sees, read back through the REST API: every artifact and
+    named task run on the tick's own run, the report link served by the viewer that
+    deployments/worker.sh starts, one progress key per audit with its counts, and one
+    version of each key per outcome."""
+    api: Api = deployed.api
+    assert api.deployment(PERSONAS)["parameters"] == {
+        "config_path": "examples/personas.yaml",
+        "db": "dbpa.duckdb",
+        "out": "reports",
+    }
+    db, port, worker = viewer_worker.db, viewer_worker.port, viewer_worker.process
+    out, config = tmp_path / "reports", tmp_path / "flu.yaml"
+    with ScriptedServer(rules=RULES, embedding_dimension=24) as provider:
+        config.write_text(yaml.safe_dump(make_config(provider)))
+        params = (f"config_path={config}", f"db={db}", f"out={out}")
+        # The documented command once (with a JSON override); the API for the other ticks.
+        first = deployed.final(deployed.trigger(PERSONAS, *params, 'overrides={"k": 6}'), worker)
+        assert first["state"]["type"] == "COMPLETED", worker.output()[-4000:]
+        assert provider.counts.by_endpoint["/v1/chat/completions"] == 5 * 6
+        same = {"config_path": str(config), "db": str(db), "out": str(out)}
+        second = deployed.final(api.run_deployment(PERSONAS, **same), worker)
+        assert second["state"]["type"] == "COMPLETED", worker.output()[-4000:]
+        calls = provider.counts.by_endpoint["/v1/chat/completions"]
+        assert calls == 5 * 6 + 5 * 8
+        epoch = {"epoch": _epoch(second)}
+        again = deployed.final(api.run_deployment(PERSONAS, **same, overrides=epoch), worker)
+        assert again["state"]["type"] == "COMPLETED", worker.output()[-4000:]
+        assert provider.counts.by_endpoint["/v1/chat/completions"] == calls
+        link = _keys(api, second["id"])["persona-test-report"]["data"]
+        url = re.search(r"\]\((http://127\.0\.0\.1:\d+/runs/[^)]+)\)", link).group(1)
+        assert url.startswith(f"http://127.0.0.1:{port}/runs/persona-test-")
+        page = httpx.get(url, timeout=30)
+        assert page.status_code == 200
+        assert "persona-comedian" in page.text
 
     # Named after what they do, tagged per deployment and audit.
     assert first["name"] == f"flu @ {_epoch(first)}"
@@ -167,7 +187,7 @@ def test_triggered_ticks_run_on_a_worker_and_publish_their_outcome_on_the_tick(
 
 @pytest.mark.slow
 def test_a_tick_with_a_rejected_key_fails_once_with_its_sampling_task_runs_failed(
-    deployed, worker, tmp_path: Path
+    deployed, viewer_worker: ViewerWorker, tmp_path: Path
 ):
     """A permanent error is never retried: one Failed flow run (no retry a minute later),
     the sampling task runs that met it Failed, a handful of requests, one message."""
@@ -175,10 +195,11 @@ def test_a_tick_with_a_rejected_key_fails_once_with_its_sampling_task_runs_faile
     config = tmp_path / "rejected.yaml"
     with ScriptedServer(rules=RULES, script=[Fault("401")] * 1000) as provider:
         config.write_text(yaml.safe_dump(make_config(provider)))
-        params = (f"config_path={config}", f"db={tmp_path / 'r.duckdb'}")
-        run = deployed.final(deployed.trigger(PERSONAS, *params), worker)
+        db = tmp_path / "r.duckdb"
+        run_id = api.run_deployment(PERSONAS, config_path=str(config), db=str(db))
+        run = deployed.final(run_id, viewer_worker.process)
         requests = provider.counts.total
-    assert run["state"]["type"] == "FAILED", worker.output()[-4000:]
+    assert run["state"]["type"] == "FAILED", viewer_worker.process.output()[-4000:]
     assert run["run_count"] == 1  # not retried
     assert (
         "could not be sampled: model 'openai/scripted': AuthenticationError"
