@@ -66,7 +66,7 @@ def test_a_rerun_decides_from_the_record_as_the_flow_did(
     }
     # the tables of both runs read the same, row for row
     table = [line for line in shown.splitlines() if line.startswith("persona-")][1:]
-    assert len(table) == 4  # one row a perturbation
+    assert len(table) >= 4  # a row a perturbation (and the advice after the table)
     assert (
         table
         == [
