@@ -29,18 +29,20 @@ def _decided(db, run_id) -> list[tuple]:
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("prefect_harness", "wide_console")
 def test_a_rerun_decides_from_the_record_as_the_flow_did(
     tmp_path, provider, write_config, prefect_home
 ):
-    """Two fresh interpreters, as a user runs them: the second makes no model call, starts
-    no Prefect server and records the decisions the flow recorded."""
+    """The re-run of a finished audit in a fresh interpreter, as a user runs it, makes no
+    model call, starts no Prefect server and records the decisions the flow recorded (the
+    first run, which only finishes the record, runs here on the harness's server)."""
     config = write_config(make_config(provider, equivalence={"replicates": 2}))
     db = tmp_path / "a.duckdb"
     args = ["run", str(config), "--db", str(db)]
-    env = {KEY_ENV: "sk-pipeline-test"}
-    first = run_dbpa(args, prefect_home, cwd=tmp_path, env=env)
-    assert first.returncode == 0, first.stdout
+    first = invoke(*args)
+    assert first.exit_code == 0, first.output
     calls = provider.counts.by_endpoint["/v1/chat/completions"]
+    env = {KEY_ENV: "sk-pipeline-test"}
     second = run_dbpa(args, prefect_home, cwd=tmp_path, env=env)
     assert second.returncode == 0, second.stdout
     assert provider.counts.by_endpoint["/v1/chat/completions"] == calls
@@ -64,11 +66,12 @@ def test_a_rerun_decides_from_the_record_as_the_flow_did(
     }
     # the tables of both runs read the same, row for row
     table = [line for line in shown.splitlines() if line.startswith("persona-")][1:]
+    assert len(table) >= 4  # a row a perturbation (and the advice after the table)
     assert (
         table
         == [
             line
-            for line in normalised(first.stdout, tmp_path).splitlines()
+            for line in normalised(first.output, tmp_path).splitlines()
             if line.startswith("persona-")
         ][1:]
     )

@@ -105,11 +105,13 @@ def test_results_of_one_prompt_keep_their_fields(tmp_path: Path):
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("prefect_harness")
 def test_a_finished_prompt_set_is_decided_again_from_the_record(
     tmp_path: Path, provider: ScriptedServer, write_config, prefect_home
 ):
-    """``dbpa run`` twice, as a user runs it: the second asks nothing, starts no Prefect
-    server and records the drill-down the flow recorded."""
+    """``dbpa run`` again, in a fresh interpreter as a user runs it: it asks nothing, starts
+    no Prefect server and records the drill-down the flow recorded (the first run, which
+    only finishes the record, runs here on the harness's server)."""
     import duckdb
 
     from tests.pipeline.conftest import KEY_ENV
@@ -119,10 +121,10 @@ def test_a_finished_prompt_set_is_decided_again_from_the_record(
     del raw["prompt"]
     db = tmp_path / "a.duckdb"
     args = ["run", str(write_config(raw)), "--db", str(db)]
-    env = {KEY_ENV: "sk-pipeline-test"}
-    first = run_dbpa(args, prefect_home, cwd=tmp_path, env=env)
-    assert first.returncode == 0, first.stdout
+    first = invoke(*args)
+    assert first.exit_code == 0, first.output
     calls = provider.counts.total
+    env = {KEY_ENV: "sk-pipeline-test"}
     second = run_dbpa(args, prefect_home, cwd=tmp_path, env=env)
     assert second.returncode == 0, second.stdout
     assert provider.counts.total == calls

@@ -16,18 +16,22 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.cli.conftest import invoke
 from tests.pipeline.conftest import KEY_ENV, RULES, make_config
-from tests.support.cli_process import ROOT, run_dbpa
+from tests.support.cli_process import ROOT
 from tests.support.scripted_server import ScriptedServer
 from tests.support.signals import alive, descendants, interruptible
 
 CHAT = "/v1/chat/completions"
 
 
+@pytest.mark.usefixtures("prefect_harness")
 @pytest.mark.parametrize(
     "asked", [1, 25], ids=["in-the-head-start", "in-the-flow"]
 )  # the head start asks about 20 of the 50 outputs (its chunks), the flow the rest
 def test_sigterm_while_sampling_exits_143_and_stops_prefects_server(tmp_path, prefect_home, asked):
+    """The stopped run is a fresh interpreter with Prefect's temporary server, as a user runs
+    it; the run that resumes it runs here, on the harness's server."""
     with ScriptedServer(rules=RULES, latency=1.0) as provider:
         config = tmp_path / "audit.yaml"
         config.write_text(yaml.safe_dump(make_config(provider, k=10)))
@@ -60,10 +64,8 @@ def test_sigterm_while_sampling_exits_143_and_stops_prefects_server(tmp_path, pr
         assert not [pid for pid in children if alive(pid)]
         asked_before = provider.counts.by_endpoint[CHAT]
 
-        again = run_dbpa(
-            ["run", str(config), "--db", str(db)], prefect_home, tmp_path, {KEY_ENV: "sk-x"}
-        )
-        assert again.returncode == 0, again.stdout
+        again = invoke("run", str(config), "--db", str(db))
+        assert again.exit_code == 0, again.output
         # The requests in flight at the signal were answered and kept before the exit, and
         # none was sent after them: at most the model's max_concurrency (8) in flight; no
         # output of the 5 arms x k=10 was asked twice. (Before the sampler stopped at the

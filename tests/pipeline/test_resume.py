@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from storage import Store
+from tests.cli.conftest import invoke
 from tests.pipeline.conftest import RULES, make_config
 from tests.support.scripted_server import ScriptedServer
 
@@ -38,6 +39,13 @@ def _run(config: Path, db: Path) -> subprocess.Popen[str]:
         text=True,
         start_new_session=True,
     )
+
+
+def _run_uninterrupted(config: Path, db: Path) -> None:
+    """The same command run to its end in this process, on the same server (the reference
+    of a resumed run: what it should have recorded)."""
+    result = invoke("run", str(config), "--db", str(db))
+    assert result.exit_code == 0, result.output
 
 
 def _results(db: Path) -> pd.DataFrame:
@@ -84,8 +92,7 @@ def test_kill_minus_9_then_rerun_requests_only_what_is_missing(tmp_path, write_c
         assert not samples.duplicated(["arm_id", "idx"]).any()
         assert sorted(runs.status) == ["completed", "crashed"]
 
-        reference = _run(config, tmp_path / "uninterrupted.duckdb")
-        assert reference.wait(timeout=300) == 0
+        _run_uninterrupted(config, tmp_path / "uninterrupted.duckdb")
     pd.testing.assert_frame_equal(_results(db), _results(tmp_path / "uninterrupted.duckdb"))
 
 
@@ -126,8 +133,7 @@ def test_a_sequential_audit_killed_in_its_second_look_resumes_to_the_same_stops(
         asked = [r["seed"] for r in server.counts.requests[before:] if "messages" in r]
         assert not set(stored.seed) & set(asked)  # nothing stored was requested again
 
-        reference = _run(config, tmp_path / "uninterrupted.duckdb")
-        assert reference.wait(timeout=300) == 0
+        _run_uninterrupted(config, tmp_path / "uninterrupted.duckdb")
         wanted = _samples(tmp_path / "uninterrupted.duckdb")
     assert len(asked) == len(wanted) - len(stored)  # exactly the outputs it never received
     resumed = _samples(db)
@@ -191,8 +197,7 @@ def test_a_sequential_set_audit_killed_in_its_second_look_resumes_to_the_same_st
         asked = [r["seed"] for r in server.counts.requests[before:] if "messages" in r]
         assert not set(stored.seed) & set(asked)  # nothing stored was requested again
 
-        reference = _run(config, tmp_path / "uninterrupted.duckdb")
-        assert reference.wait(timeout=300) == 0
+        _run_uninterrupted(config, tmp_path / "uninterrupted.duckdb")
         wanted = _samples(tmp_path / "uninterrupted.duckdb")
     assert len(asked) == len(wanted) - len(stored)  # exactly the outputs it never received
     resumed = _samples(db)

@@ -27,7 +27,8 @@ def run_dbpa(
     args: list[str], home: Path, cwd: Path, env: Mapping[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """``python -m dbpa.cli ARGS``: stdout and stderr together, as a terminal shows them
-    (1000 columns wide, so that rich wraps nothing)."""
+    (1000 columns wide, so that rich wraps nothing). ``env`` comes on top (a test whose
+    subject is not Prefect's temporary server can set ``PREFECT_API_URL`` there)."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     environment |= {
         "PREFECT_HOME": str(home),
