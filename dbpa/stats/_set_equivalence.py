@@ -37,7 +37,7 @@ collapsing onto one answer). A set of one prompt is that test, guard included. O
 more prompts the guard is not carried (it tilts one prompt's arms; the set's boundary needs a
 joint tilt), and where one prompt's collapsing arms carry the whole noise of the set, the
 other prompts' answers never varying, the set is that prompt's test without its guard:
-"equivalent" in 0.10 of 800 audits at the margin (``collapse_hard``, k = 10, one such prompt
+"equivalent" in 0.08 of 2,800 audits at the margin (``collapse_hard``, k = 10, one such prompt
 and two constant ones; 2026-11-27). With every prompt's answers varying the prompts' noises
 dilute it: 0.022 and 0.033 of 600 with two collapsing prompts at k = 10 and 20, 0.020 with
 four, 0.003 with one among three varying null prompts.
