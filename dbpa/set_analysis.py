@@ -12,6 +12,7 @@ equivalent when its mean effect over the prompts is shown below it
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,7 +36,7 @@ from dbpa.stats import (
     calibrate_set_margin,
     prompt_drilldown,
     prompt_set_test,
-    set_equivalence,
+    set_equivalence_p_value,
 )
 
 SET_COMBINATION = "sum_z+tippett+spread"
@@ -161,16 +162,30 @@ def family_drilldown(
     return tested, found
 
 
-def set_equivalence_p(
-    intervals: Sequence[EffectInterval | None], margin: float | None, alpha: float
-) -> float:
+def set_equivalence_p(intervals: Sequence[EffectInterval | None], margin: float | None) -> float:
     """p-value of "the mean effect over the prompts is at least ``margin``"; 1 when a prompt
-    has no interval (too few outputs), without a margin, and with a margin of 0 (calibrated
-    on outputs that never vary: no mean effect is shown below 0)."""
+    has no interval (too few outputs) or, over two or more prompts, no stored distances (a
+    record made before they were kept), without a margin, and with a margin of 0
+    (calibrated on outputs that never vary: no mean effect is shown below 0). The joint
+    guard's resamples are seeded by the intervals' content (``guard_seed``), so deciding
+    again from the record gives the same p-value."""
     if not margin or not intervals or any(iv is None for iv in intervals):
         return 1.0
     kept = [iv for iv in intervals if iv is not None]
-    return set_equivalence(kept, margin, alpha=alpha).p_value
+    if len(kept) > 1 and any(iv.distances is None for iv in kept):
+        return 1.0
+    return set_equivalence_p_value(kept, margin, rng=guard_seed(kept))
+
+
+def guard_seed(intervals: Sequence[EffectInterval]) -> int:
+    """A seed from what the set-level test reads of each prompt's interval (its distances
+    and observed distance): the same prompts' outputs, the same resamples."""
+    digest = hashlib.sha256()
+    for iv in intervals:
+        digest.update(np.float64(iv.boundary.plug_in).tobytes())
+        if iv.distances is not None:
+            digest.update(np.ascontiguousarray(iv.distances).tobytes())
+    return int.from_bytes(digest.digest()[:8], "big")
 
 
 def family_set_margin(

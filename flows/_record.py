@@ -121,7 +121,6 @@ def correct_families(
                     t.perturbation.id: set_equivalence_p(
                         [intervals.get(m.test_id) for m in plan.set_members[t.test_id]],
                         margin.value,
-                        analysis.alpha,
                     )
                     for t in members
                 }
@@ -239,7 +238,7 @@ def _sequential_equivalence(
     found = {}
     for pid, looks in read.items():
         p = [
-            set_equivalence_p([intervals.get(i) for i in look], margin, alpha)
+            set_equivalence_p([intervals.get(i) for i in look], margin)
             if plan.set_members
             else equivalence_p_values({look[0]: intervals.get(look[0])}, margin)[look[0]]
             for look in looks

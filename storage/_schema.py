@@ -11,6 +11,9 @@ MONITOR = 9
 PROMPT_SETS = 10
 """The migration that adds the prompt-set tables and columns (readers of older records skip
 them)."""
+SET_GUARD = 11
+"""The migration that keeps each effect interval's distances between the pooled outputs (the
+set-level equivalence test's joint guard); an interval stored before is computed again."""
 
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (
@@ -342,6 +345,12 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             )
             """,
         ],
+    ),
+    (
+        SET_GUARD,
+        "effect intervals: the distances between the pooled outputs, for the set-level "
+        "equivalence test's joint guard",
+        ["ALTER TABLE effect_intervals ADD COLUMN distances DOUBLE[]"],
     ),
 ]
 """(version, description, statements) in the order they are applied."""

@@ -17,13 +17,14 @@ from dbpa.analysis import PerturbationTestRecord
 from dbpa.stats import INTERVAL_MIN_ROWS, BoundaryDraws, EffectInterval, TiltedSteps
 
 from ._core import StoreCore
-from ._schema import PROMPT_SETS
+from ._schema import PROMPT_SETS, SET_GUARD
 
-_CURRENT_INTERVAL = {
-    False: "FALSE",
-    True: "ei.guard_p IS NOT NULL",
-}
-"""SQL for "the test's stored interval is current", by whether the record has the columns."""
+
+def _current_interval(schema_version: int) -> str:
+    """SQL for "the test's stored interval is current" in a record of this schema version."""
+    if schema_version >= SET_GUARD:
+        return "ei.guard_p IS NOT NULL AND ei.distances IS NOT NULL"
+    return "ei.guard_p IS NOT NULL" if schema_version >= 8 else "FALSE"
 
 
 class PermutationRecord(StoreCore):
@@ -36,7 +37,7 @@ class PermutationRecord(StoreCore):
         ids = sorted(set(test_ids))
         if not ids:
             return set()
-        current = _CURRENT_INTERVAL[self.schema_version >= 8]
+        current = _current_interval(self.schema_version)
         if (
             self.schema_version >= PROMPT_SETS
         ):  # a pooled test over prompts has no interval of its own
@@ -97,7 +98,7 @@ class PermutationRecord(StoreCore):
             if intervals.num_rows:  # one from before the current equivalence test is replaced
                 con.execute(
                     "DELETE FROM effect_intervals "
-                    "WHERE guard_p IS NULL AND list_contains(?, test_id)",
+                    "WHERE (guard_p IS NULL OR distances IS NULL) AND list_contains(?, test_id)",
                     [intervals.column("test_id").to_pylist()],
                 )
                 self._insert(con, "effect_intervals", intervals, "ON CONFLICT DO NOTHING")
@@ -118,18 +119,21 @@ class PermutationRecord(StoreCore):
         one (with the noise draws of its equivalence test)."""
         if not test_ids or self.schema_version < 8:
             return {}
+        distances = "ei.distances" if self.schema_version >= SET_GUARD else "NULL"
         rows = self._rows(
             "SELECT ei.test_id, ei.estimate, ei.low, ei.high, ei.confidence, ei.omega, "
             "ei.method, ei.n_bootstrap, ei.bootstrap, ei.plug_in, ei.noise, "
-            "ei.directions, ei.guard_margins, ei.guard_p, t.k_a, t.k_b "
+            f"ei.directions, ei.guard_margins, ei.guard_p, t.k_a, t.k_b, {distances} "
             "FROM effect_intervals ei JOIN tests t USING (test_id) "
-            "WHERE ei.test_id IN (SELECT unnest(?)) AND ei.guard_p IS NOT NULL",
+            "WHERE ei.test_id IN (SELECT unnest(?)) "
+            f"AND {_current_interval(self.schema_version)}",
             [list(test_ids)],
         )
         found = {}
         for row in rows:
             test_id, estimate, low, high, level, omega, method, n_boot = row[:8]
-            boot, plug_in, noise, directions, guard_margins, guard_p, k_a, k_b = row[8:]
+            boot, plug_in, noise, directions, guard_margins, guard_p, k_a, k_b = row[8:16]
+            pooled = None if row[16] is None else _read_only(row[16]).reshape(k_a + k_b, -1)
             squared = _read_only(noise)
             boundary = BoundaryDraws(
                 plug_in=float(plug_in),
@@ -149,6 +153,7 @@ class PermutationRecord(StoreCore):
                 boundary=boundary,
                 k_a=int(k_a),
                 k_b=int(k_b),
+                distances=pooled,
             )
         return found
 
@@ -195,6 +200,7 @@ def _intervals_table(records: Sequence[PerturbationTestRecord]) -> pa.Table:
             "directions": _float_lists(directions),
             "guard_margins": _double_lists([i.boundary.guard.margins for _, i in kept]),
             "guard_p": _double_lists([i.boundary.guard.p_values for _, i in kept]),
+            "distances": _double_lists([np.ravel(i.distances) for _, i in kept]),
         }
     )
 

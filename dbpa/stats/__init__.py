@@ -86,6 +86,7 @@ from ._set_equivalence import (
     SetMarginCalibration,
     calibrate_set_margin,
     set_equivalence,
+    set_equivalence_p_value,
 )
 from ._set_power import SetPower, SetPowerPoint, SetSizePlan, plan_set_power, simulate_set_power
 from ._set_sequential import set_path_plan, set_sequential_family, set_sequential_paths
@@ -177,6 +178,7 @@ __all__ = [
     "sequential_p_value",
     "sequential_unreachable_looks",
     "set_equivalence",
+    "set_equivalence_p_value",
     "set_path_plan",
     "set_sequential_family",
     "set_sequential_paths",

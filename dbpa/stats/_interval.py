@@ -147,6 +147,10 @@ class EffectInterval:
     """Outputs in the original arm."""
     k_b: int
     """Outputs in the perturbed arm."""
+    distances: Matrix | None = None
+    """(k_a + k_b, k_a + k_b): the distances between the pooled outputs, original arm first,
+    equal outputs 0 apart (read-only): the set-level guard's tilts (``set_equivalence``);
+    None in an interval read from a record made before they were kept."""
 
     def __repr__(self) -> str:
         return (
@@ -324,6 +328,7 @@ def _effect_interval(
     boundary = replace(boundary, guard=tilted_steps(distances, k_a, start, n_boot, gen))
     high = boundary_bound(boundary, tail)
     replicates.setflags(write=False)
+    distances.setflags(write=False)
     return EffectInterval(
         estimate=estimate,
         low=min(low, high),
@@ -336,4 +341,5 @@ def _effect_interval(
         boundary=boundary,
         k_a=k_a,
         k_b=z.shape[0] - k_a,
+        distances=distances,
     )

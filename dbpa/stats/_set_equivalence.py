@@ -34,13 +34,14 @@ that case and stay within alpha.
 The one-prompt test adds a tilted bootstrap guard (``_tilted``) because its noise, learnt from
 the arms' own samples, is too small where a sample under-represents its arm's variety (an arm
 collapsing onto one answer). A set of one prompt is that test, guard included. Over two or
-more prompts the guard is not carried (it tilts one prompt's arms; the set's boundary needs a
-joint tilt), and where one prompt's collapsing arms carry the whole noise of the set, the
-other prompts' answers never varying, the set is that prompt's test without its guard:
-"equivalent" in 0.08 of 2,800 audits at the margin (``collapse_hard``, k = 10, one such prompt
-and two constant ones; 2026-11-27). With every prompt's answers varying the prompts' noises
-dilute it: 0.022 and 0.033 of 600 with two collapsing prompts at k = 10 and 20, 0.020 with
-four, 0.003 with one among three varying null prompts.
+more prompts the guard is the joint one of ``_set_tilted``: every prompt's arms tilted
+together onto the set's boundary at the likeliest split of the total margin, resampled
+together; the p-value is the larger of the two tests'. Without it, where one prompt's
+collapsing arms carry the whole noise of the set and the other prompts' answers never vary,
+the pooled test alone showed "equivalent" in 0.08 of 2,800 audits at the margin
+(``collapse_hard``, k = 10, one such prompt and two constant ones); with it, see the README's
+"Set-level equivalence" for the measured level and what it costs in power (it needs each
+prompt's distances: ``EffectInterval.distances``).
 
 A margin calibrated from the model's own noise (``calibrate_set_margin``) is on the same scale:
 each calibration pair j (two samples of one prompt's unperturbed model, or its original and a
@@ -51,6 +52,7 @@ the prompts' own quantiles (typically larger: the mean of P noises varies less t
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -60,7 +62,9 @@ from numpy.typing import ArrayLike, NDArray
 from ._boundary import N_DIRECTIONS, BoundaryDraws, boundary_bound, boundary_p_value
 from ._equivalence import MarginCalibration, _as_margin, calibrate_margin
 from ._interval import INTERVAL_OMEGAS, EffectInterval
-from ._validation import as_probability, choose
+from ._set_tilted import SetArms
+from ._tilted import GRID_RATIO, GRID_SIZE, SMALLEST
+from ._validation import RngLike, as_probability, as_rng, choose
 
 
 @dataclass(frozen=True)
@@ -115,6 +119,11 @@ def _set_equivalence_iv(
                 f"intervals: item {i} measures {item.omega!r}, item 0 {items[0].omega!r}; "
                 "one distance for the set"
             )
+        if len(items) > 1 and item.distances is None:
+            raise ValueError(
+                f"intervals: item {i} has no distances (an interval read from a record made "
+                "before they were kept); compute it again with effect_interval"
+            )
         if item.boundary.noise.size != items[0].boundary.noise.size:
             raise ValueError(
                 f"intervals: item {i} has {item.boundary.noise.size} bootstrap draws, item 0 "
@@ -124,20 +133,26 @@ def _set_equivalence_iv(
 
 
 def set_equivalence(
-    intervals: Sequence[EffectInterval], margin: float, *, alpha: float = 0.05
+    intervals: Sequence[EffectInterval],
+    margin: float,
+    *,
+    alpha: float = 0.05,
+    rng: RngLike = None,
 ) -> SetEquivalence:
     """Is the mean effect over the prompts shown below ``margin``?
 
     ``intervals`` holds one ``effect_interval`` per prompt (the same omega and n_bootstrap);
     ``margin`` is on their scale (a per-prompt margin: the mean effect is compared with it).
+    ``rng`` (a seed or Generator) draws the joint guard's resamples over two or more
+    prompts.
     """
     items, delta, level = _set_equivalence_iv(intervals, margin, alpha)
+    seed = _guard_seed(items, rng)
     n = len(items)
-    draws = pooled_draws(items)
-    p_value = boundary_p_value(draws, n * delta)
+    p_value = _p_value(items, delta, seed)
     return SetEquivalence(
         estimate=float(np.mean([iv.estimate for iv in items])),
-        upper=boundary_bound(draws, level) / n,
+        upper=_upper(items, level, seed) / n,
         p_value=p_value,
         equivalent=p_value <= level,
         margin=delta,
@@ -145,6 +160,52 @@ def set_equivalence(
         omega=items[0].omega,
         n_prompts=n,
     )
+
+
+def set_equivalence_p_value(
+    intervals: Sequence[EffectInterval], margin: float, *, rng: RngLike = None
+) -> float:
+    """``set_equivalence(intervals, margin, rng=rng).p_value`` without the upper bound (a
+    search over margins)."""
+    items, delta, _ = _set_equivalence_iv(intervals, margin, 0.05)
+    return _p_value(items, delta, _guard_seed(items, rng))
+
+
+def _guard_seed(items: list[EffectInterval], rng: RngLike) -> int:
+    """The joint guard's seed: one draw of ``rng`` over two or more prompts (none drawn for
+    one prompt, whose guard is its interval's)."""
+    gen = as_rng(rng)
+    return 0 if len(items) == 1 else int(gen.integers(2**63))
+
+
+def _p_value(items: list[EffectInterval], delta: float, seed: int) -> float:
+    draws = pooled_draws(items)
+    least_favourable = boundary_p_value(draws, len(items) * delta)
+    if len(items) == 1:
+        return least_favourable
+    guard = _set_arms(items).p_value(len(items) * delta, draws.noise.size, seed)
+    return max(least_favourable, guard)
+
+
+def _upper(items: list[EffectInterval], level: float, seed: int) -> float:
+    """The smallest total margin the test rejects at ``level``: the least-favourable test's
+    bound, raised on a grid of ratio ``GRID_RATIO`` until the joint guard rejects too."""
+    draws = pooled_draws(items)
+    bound = boundary_bound(draws, level)
+    if len(items) == 1 or not math.isfinite(bound):
+        return bound
+    arms = _set_arms(items)
+    bound = max(bound, SMALLEST * arms.largest)
+    for g in range(GRID_SIZE):
+        total = bound * GRID_RATIO**g
+        if arms.p_value(total, draws.noise.size, seed) <= level:
+            return total
+    return math.inf
+
+
+def _set_arms(items: list[EffectInterval]) -> SetArms:
+    """The prompts' arms (``_set_equivalence_iv`` has checked that each has distances)."""
+    return SetArms([(iv.distances, iv.k_a) for iv in items if iv.distances is not None])
 
 
 @dataclass(frozen=True)

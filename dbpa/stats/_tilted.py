@@ -114,32 +114,33 @@ class _Arms:
             return float(np.log(w_a[self.own_a]).sum() + np.log(w_b[~self.own_a]).sum())
 
     @cached_property
-    def paths(self) -> list[tuple[Vector, Vector, Vector]]:
+    def paths(self) -> list[tuple[Vector, Vector, Vector, Vector]]:
         """Per direction and way: the scores, the tilts of ``_PATH`` (in units of the
-        scores' spread) and the distance between the arms tilted by each."""
-        found: list[tuple[Vector, Vector, Vector]] = []
+        scores' spread), the distance between the arms tilted by each and the observed
+        outputs' log-likelihood under them."""
+        found: list[tuple[Vector, Vector, Vector, Vector]] = []
         for scores in self.directions:
             for sign in (1.0, -1.0):
                 tilts = _PATH * sign / float(np.std(scores))
-                la = self.log_a + np.outer(tilts / self.k_a, scores)
-                lb = self.log_b - np.outer(tilts / self.k_b, scores)
-                found.append((scores, tilts, _thetas(self.d, _normalized(la), _normalized(lb))))
+                w_a = _normalized(self.log_a + np.outer(tilts / self.k_a, scores))
+                w_b = _normalized(self.log_b - np.outer(tilts / self.k_b, scores))
+                with np.errstate(divide="ignore"):
+                    fit = np.log(w_a[:, self.own_a]).sum(1) + np.log(w_b[:, ~self.own_a]).sum(1)
+                found.append((scores, tilts, _thetas(self.d, w_a, w_b), fit))
         return found
 
-    def boundary_point(self, tilts: Vector, path: Vector, margin: float) -> float | None:
-        """The first tilt from 0 along ``tilts`` at which the distance crosses ``margin``
-        (linear between the path's tilts); None where it never does."""
-        side = path[0] >= margin
-        crossed = np.flatnonzero((path[1:] >= margin) != side)
-        if not crossed.size:
-            return None
-        j = crossed[0]
-        share = (margin - path[j]) / (path[j + 1] - path[j])
-        return float(tilts[j] + share * (tilts[j + 1] - tilts[j]))
+    @cached_property
+    def base(self) -> tuple[float, float]:
+        """The untilted arms' distance and the observed outputs' log-likelihood under them."""
+        w_a, w_b = _normalized(self.log_a), _normalized(self.log_b)
+        theta = float(_thetas(self.d, w_a[None, :], w_b[None, :])[0])
+        return theta, self.likelihood(w_a, w_b)
 
-    def p_value(self, margin: float, n_draws: int, rng: np.random.Generator) -> float:
+    def likeliest(self, margin: float) -> tuple[float, Vector, Vector] | None:
+        """The likeliest of the candidate boundary points at ``margin``: its log-likelihood
+        and the arms' weights; None where no tilt puts the arms ``margin`` apart."""
         best: tuple[float, Vector, Vector] | None = None
-        for scores, tilts, path in self.paths:
+        for scores, tilts, path, _ in self.paths:
             tilt = self.boundary_point(tilts, path, margin)
             if tilt is None:
                 continue
@@ -147,13 +148,34 @@ class _Arms:
             fit = self.likelihood(w_a, w_b)
             if best is None or fit > best[0]:
                 best = (fit, w_a, w_b)
+        return best
+
+    def resampled(self, w_a: Vector, w_b: Vector, n_draws: int, rng: np.random.Generator) -> Vector:
+        """The U-statistic of ``n_draws`` resamples of the arms weighted ``w_a`` and ``w_b``
+        (NaN where an arm's resample repeats one output)."""
+        counts_a = _resample(rng, w_a, self.k_a, n_draws)
+        counts_b = _resample(rng, w_b, self.k_b, n_draws)
+        return _u_statistics(self.d, counts_a, counts_b, self.k_a, self.k_b)
+
+    def boundary_point(self, tilts: Vector, path: Vector, margin: float) -> float | None:
+        """The first tilt from 0 along ``tilts`` at which the distance crosses ``margin``
+        (linear between the path's tilts; a tilt so far that an arm keeps one output, where
+        the distance is NaN, does not cross); None where it never does."""
+        side = path[0] >= margin
+        crossed = np.flatnonzero(((path[1:] >= margin) != side) & ~np.isnan(path[1:]))
+        if not crossed.size:
+            return None
+        j = crossed[0]
+        share = (margin - path[j]) / (path[j + 1] - path[j])
+        return float(tilts[j] + share * (tilts[j + 1] - tilts[j]))
+
+    def p_value(self, margin: float, n_draws: int, rng: np.random.Generator) -> float:
+        best = self.likeliest(margin)
         if best is None:  # no reweighting puts the arms margin apart
             self.out_of_reach = self.observed < margin  # nor any larger margin then
             return 1.0
         _, w_a, w_b = best
-        counts_a = _resample(rng, w_a, self.k_a, n_draws)
-        counts_b = _resample(rng, w_b, self.k_b, n_draws)
-        resampled = _u_statistics(self.d, counts_a, counts_b, self.k_a, self.k_b)
+        resampled = self.resampled(w_a, w_b, n_draws, rng)
         resampled = resampled[np.isfinite(resampled)]
         if resampled.size == 0:
             return 1.0

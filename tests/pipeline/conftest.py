@@ -65,6 +65,23 @@ def _key_and_cwd(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)
 
 
+ROTATING = (
+    *ONE_ANSWER_EACH[:2],
+    Rule(
+        "",
+        [
+            ("Rest, drink fluids and see a doctor if it gets worse.", 1),
+            ("See a doctor if your fever lasts more than three days.", 1),
+        ],
+        rotate=True,
+    ),
+)
+"""The comedian and the child answer one text each; the original and the medical personas
+two texts in turn, so every arm of an even k holds each half the time: arms that vary, and
+certain decisions (a target's split is the only one that reaches its statistic, a
+control's arms are equal)."""
+
+
 @pytest.fixture
 def provider() -> Iterator[ScriptedServer]:
     with ScriptedServer(rules=RULES, embedding_dimension=24) as server:
@@ -75,6 +92,13 @@ def provider() -> Iterator[ScriptedServer]:
 def one_answer_provider() -> Iterator[ScriptedServer]:
     """The provider answering by ``ONE_ANSWER_EACH``."""
     with ScriptedServer(rules=ONE_ANSWER_EACH, embedding_dimension=24) as server:
+        yield server
+
+
+@pytest.fixture
+def rotating_provider() -> Iterator[ScriptedServer]:
+    """The provider answering by ``ROTATING``."""
+    with ScriptedServer(rules=ROTATING, embedding_dimension=24) as server:
         yield server
 
 

@@ -162,8 +162,14 @@ def test_controls_calibrate_the_margin(provider: ScriptedServer, tmp_path):
         "guard_margins = NULL, guard_p = NULL, "
         "high = 99, method = 'upper: percentile bootstrap'",  # before the boundary test
         "UPDATE effect_intervals SET guard_margins = NULL, guard_p = NULL, high = 99",
+        "UPDATE effect_intervals SET distances = NULL, high = 99",
     ],
-    ids=["no interval", "bootstrap-era interval", "interval without the guard"],
+    ids=[
+        "no interval",
+        "bootstrap-era interval",
+        "interval without the guard",
+        "interval without distances",
+    ],
 )
 def test_tests_stored_without_a_current_interval_get_one_without_a_model_call(
     provider: ScriptedServer, tmp_path, as_before: str

@@ -136,15 +136,15 @@ def test_every_arm_is_named_by_its_prompt(provider: ScriptedServer):
 
 
 def test_a_margin_decides_each_perturbation_over_the_set(
-    one_answer_provider: ScriptedServer, tmp_path
+    rotating_provider: ScriptedServer, tmp_path
 ):
-    """The doctor answers as the original on every prompt, the comedian never does: with a
-    margin far above the noise, equivalent and changed. On the one-answer provider, so the
-    decisions are certain: under ``RULES`` the arms' seeds follow the server's random port,
-    and on some ports the doctor's pooled test rejected (a true null, rejected at its level:
-    two failures in about a dozen runs)."""
+    """The doctor answers as the original on every prompt (two texts in turn), the comedian
+    never does: with a margin far above the noise, equivalent and changed. On the rotating
+    provider the decisions are certain: under ``RULES`` the arms' seeds follow the server's
+    random port, and on some ports the doctor's pooled test rejected (a true null, rejected
+    at its level: two failures in about a dozen runs)."""
     raw = make_config(
-        one_answer_provider,
+        rotating_provider,
         n_permutations=999,
         prompts=PROMPTS,
         perturbations=[PERSONAS],
@@ -160,6 +160,32 @@ def test_a_margin_decides_each_perturbation_over_the_set(
     assert results.loc["persona-doctor", "decision"] == "equivalent"
     assert (results.margin == 0.5).all()
     assert results.loc["persona-doctor", "equivalence_p"] <= 0.05
+    _check_set_decisions(db, plan_audit(parse_config(raw)), results)
+
+
+def test_answers_that_never_vary_are_not_shown_equivalent_over_a_set(
+    one_answer_provider: ScriptedServer, tmp_path
+):
+    """The doctor answers the original's one text every time on every prompt: answers that
+    never vary show nothing about their noise, so the set is not shown equivalent however
+    wide the margin, as one such prompt is not (its interval's upper bound is infinite).
+    The pooled test alone showed such a set equivalent; the joint guard cannot tilt arms
+    whose outputs all coincide."""
+    raw = make_config(
+        one_answer_provider,
+        n_permutations=199,
+        prompts=PROMPTS[:3],
+        perturbations=[PERSONAS],
+        equivalence={"margin": 0.5},
+        k=8,
+    )
+    del raw["prompt"]
+    outcome = audit(config=parse_config(raw), db=str(tmp_path / "c.duckdb"))
+    with Store(tmp_path / "c.duckdb", read_only=True) as store:
+        results = store.results(outcome.run_id).set_index("perturbation_id")
+    assert results.loc["persona-comedian", "decision"] == "changed"
+    assert results.loc["persona-doctor", "decision"] == "inconclusive"
+    assert results.loc["persona-doctor", "equivalence_p"] == 1.0
 
 
 def test_a_running_set_counts_every_prompts_arms_and_tests(provider: ScriptedServer, tmp_path):
@@ -227,7 +253,7 @@ def _check_set_decisions(db: Path, plan: AuditPlan, results: pd.DataFrame) -> No
     for t in plan.tests:
         r = results.loc[t.perturbation.id]
         members = plan.set_members[t.test_id]
-        p = set_equivalence_p([intervals.get(m.test_id) for m in members], r.margin, 0.05)
+        p = set_equivalence_p([intervals.get(m.test_id) for m in members], r.margin)
         assert r.equivalence_p == pytest.approx(p)
     follows_the_rule(results, 0.05)
 

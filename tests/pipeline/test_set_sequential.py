@@ -131,7 +131,7 @@ def _by_hand_equivalence_p(db, run_id: str) -> dict[str, float]:
         with Store(db, read_only=True) as store:
             intervals = store.effect_intervals([i for s in taken.test_id for i in prompts[s]])
         p = [
-            set_equivalence_p([intervals.get(i) for i in prompts[s]], margin[pid], 0.05) / w
+            set_equivalence_p([intervals.get(i) for i in prompts[s]], margin[pid]) / w
             for s, w in zip(taken.test_id, taken.weight, strict=True)
         ]
         found[str(pid)] = min(min(p), 1.0)
@@ -139,14 +139,15 @@ def _by_hand_equivalence_p(db, run_id: str) -> dict[str, float]:
 
 
 def test_with_a_margin_no_pooled_test_stops_for_futility_and_the_looks_combine(
-    one_answer_provider: ScriptedServer, tmp_path, caplog
+    rotating_provider: ScriptedServer, tmp_path, caplog
 ):
-    """A margin of 0.5 over 5 prompts, one answer per arm: the comedian's pooled test crosses
-    at 8 (changed); the doctor's (its answers the original's on every prompt) would stop as
-    futile at 8 without a margin (the test above) but samples to 16, and its equivalence
-    p-value is min_j p_eq,j / w_j over its two looks, each the set-level test of its prompts'
-    intervals at that look's k. A re-run asks for nothing and decides the same."""
-    provider = one_answer_provider
+    """A margin of 0.5 over 5 prompts, the comedian answering one text and the original and
+    the doctor two in turn: the comedian's pooled test crosses at 8 (changed); the
+    doctor's (its answers the original's on every prompt) would stop as futile at 8 without
+    a margin but samples to 16, and its equivalence p-value is min_j p_eq,j / w_j over its
+    two looks, each the set-level test of its prompts' intervals at that look's k. A re-run
+    asks for nothing and decides the same."""
+    provider = rotating_provider
     db = tmp_path / "m.duckdb"
     config = _config(provider, equivalence={"margin": 0.5})
     with caplog.at_level("INFO"):

@@ -21,13 +21,17 @@ from dbpa.stats import (
     prompt_drilldown,
     prompt_set_test,
     set_equivalence,
+    set_equivalence_p_value,
 )
 from dbpa.stats._boundary import NO_GUARD, boundary_p_value
+from dbpa.stats._set_tilted import SetArms, _split
+from dbpa.stats._tilted import _Arms
 from tests.stats import reference
 from tests.stats.conftest import clustered
 from tests.stats.simulations import (
     boundary_only_interval,
     calibrated_set_equivalences,
+    carrier_set_equivalences,
     drilldown_errors,
     null_prompt_set,
     pooled_null_rejections,
@@ -471,7 +475,7 @@ def test_set_equivalence_of_one_prompt_is_the_one_prompt_test(rng):
     a, b = _prompt_arms(rng, 20, 20, d=8, shift=0.1)
     iv = effect_interval(a, b, n_bootstrap=500, rng=1)
     for margin in (0.01, 0.05, 0.2):
-        s = set_equivalence([iv], margin)
+        s = set_equivalence([iv], margin, rng=0)
         assert s.p_value == equivalence_p_value(iv, margin)
         assert s.estimate == iv.estimate
         assert s.n_prompts == 1
@@ -487,11 +491,11 @@ def test_set_equivalence_reads_the_mean_not_every_prompt(rng):
     theta_moved = intervals[-1].estimate
     margin = theta_moved
     assert equivalence_p_value(intervals[-1], margin) > ALPHA  # that prompt alone: not shown
-    s = set_equivalence(intervals, margin)
+    s = set_equivalence(intervals, margin, rng=0)
     assert s.estimate == pytest.approx(np.mean([iv.estimate for iv in intervals]))
     assert s.equivalent
     assert s.upper < margin
-    assert not set_equivalence(intervals, 0.5 * s.estimate).equivalent
+    assert not set_equivalence(intervals, 0.5 * s.estimate, rng=0).equivalent
 
 
 def test_the_boundary_only_interval_is_what_the_set_test_reads_of_the_interval(rng):
@@ -508,7 +512,9 @@ def test_the_boundary_only_interval_is_what_the_set_test_reads_of_the_interval(r
         np.testing.assert_array_equal(cheap.boundary.noise, full.boundary.noise)
         np.testing.assert_array_equal(cheap.boundary.directions, full.boundary.directions)
         for margin in (0.01, 0.05, 0.2):  # two prompts: a set of one adds its guard
-            assert set_equivalence([cheap] * 2, margin) == set_equivalence([full] * 2, margin)
+            assert set_equivalence([cheap] * 2, margin, rng=0) == set_equivalence(
+                [full] * 2, margin, rng=0
+            )
 
 
 def test_a_set_of_one_prompt_is_decided_as_that_prompt_alone():
@@ -534,6 +540,66 @@ def test_set_equivalence_level_at_the_margin(shape):
     (failed at 1.5 alpha with probability 0.9)."""
     audits = set_equivalences(shape, 4, 20, seed=11)
     assert_rates(audits, Rate(ALPHA, f"set equivalence at the margin, {shape}"))
+
+
+def test_a_set_whose_other_prompts_never_vary_is_decided_by_its_carriers_guard(rng):
+    """The joint guard puts the whole total on the one prompt that can move, and the
+    prompts that never vary add nothing to its resamples: its p-value is that prompt's own
+    guard at the set's total margin, draw for draw."""
+    s = scenario("collapse_hard")
+    for _ in range(4):
+        a, b = s.draw(rng, 10)
+        same = np.tile(a[:1], (10, 1))
+        carrier = effect_interval(a, b, n_bootstrap=500, rng=rng)
+        constant = effect_interval(same, same.copy(), n_bootstrap=500, rng=rng)
+        joint = SetArms([(iv.distances, 10) for iv in (carrier, constant, constant)])
+        for total in (0.5, 1.0, 2.0):
+            total *= true_effect("collapse_hard")
+            alone = _Arms(carrier.distances, 10).p_value(total, 500, np.random.default_rng(7))
+            assert joint.p_value(total, 500, seed=7) == alone
+
+
+def test_the_joint_guard_splits_the_total_where_it_is_likeliest(rng):
+    """Two prompts that moved alike and one that did not: the split sums to the total, and
+    the prompts that moved take more of it than the one that did not."""
+    moved = [_prompt_arms(rng, 20, 20, d=4, shift=0.4) for _ in range(2)]
+    still = _prompt_arms(rng, 20, 20, d=4)
+    intervals = [effect_interval(a, b, n_bootstrap=200, rng=i) for i, (a, b) in enumerate(moved)]
+    intervals.append(effect_interval(*still, n_bootstrap=200, rng=5))
+    arms = SetArms([(iv.distances, 20) for iv in intervals]).arms
+    total = 3.0 * sum(a.base[0] for a in arms)
+    split = _split(arms, total)
+    assert sum(split) == pytest.approx(total)
+    rises = [t - a.base[0] for t, a in zip(split, arms, strict=True)]
+    assert min(rises) >= 0.0
+    assert min(rises[:2]) > rises[2]
+
+
+def test_set_equivalence_is_reproducible_from_its_rng(rng):
+    intervals = [
+        effect_interval(*_prompt_arms(rng, 12, 12, d=4, shift=0.1), n_bootstrap=300, rng=i)
+        for i in range(3)
+    ]
+    margin = float(np.mean([iv.high for iv in intervals]))  # near the set's bound
+    first = set_equivalence(intervals, margin, rng=3)
+    assert set_equivalence(intervals, margin, rng=3) == first
+    assert set_equivalence_p_value(intervals, margin, rng=3) == first.p_value
+
+
+@pytest.mark.parametrize("k", [10, 20])
+def test_set_equivalence_level_where_one_collapsing_prompt_carries_the_noise(k):
+    """One prompt whose perturbed arm collapses onto one answer, two that never vary, the
+    mean effect at the margin: P(equivalent) <= alpha, checked sequentially (failed at 1.5
+    alpha with probability 0.9). 0.08 of 2,800 audits without the joint guard (k = 10);
+    with it 0 of 200 (measured 2026-11-27)."""
+    assert_rates(carrier_set_equivalences(k, seed=31), Rate(ALPHA, f"carrier set, k = {k}"))
+
+
+def test_the_carrier_simulation_fails_the_pooled_test_without_the_joint_guard():
+    """The same audits decided by the pooled least-favourable test alone: the check fails."""
+    audits = carrier_set_equivalences(10, seed=31, joint_guard=False)
+    (check,) = check_rates(audits, [Rate(ALPHA, "pooled test without the joint guard")])
+    assert not check.passed
 
 
 # --------------------------------------------------------------------------- set margin

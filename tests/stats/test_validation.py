@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -281,6 +283,14 @@ def _interval(omega="energy_l2", n_bootstrap=200):
         (lambda: set_equivalence([_interval()], 0.0), r"^margin: must be a positive finite"),
         (lambda: set_equivalence([_interval()], "x"), r"^margin: must be a positive number"),
         (lambda: set_equivalence([_interval()], 0.1, alpha=0.0), r"^alpha: must be in \(0, 1\)"),
+        (
+            lambda: set_equivalence([_interval(), replace(_interval(), distances=None)], 0.1),
+            r"^intervals: item 1 has no distances \(an interval read from a record made",
+        ),
+        (
+            lambda: set_equivalence([_interval(), _interval()], 0.1, rng="x"),
+            r"^rng: expected an int seed",
+        ),
     ],
 )
 def test_set_equivalence_rejects(call, message):

@@ -102,6 +102,7 @@ def test_an_interval_reads_back_with_the_same_equivalence_test(store):
     np.testing.assert_array_equal(back.guard.p_values, interval.boundary.guard.p_values)
     assert back.guard.margins.size >= 1
     assert back.plug_in == interval.boundary.plug_in
+    np.testing.assert_array_equal(stored["t1"].distances, interval.distances)
     for margin in np.geomspace(0.01, 10.0, 25):
         assert equivalence_p_value(stored["t1"], margin) == equivalence_p_value(interval, margin)
     assert store.existing_tests(["t1"]) == {"t1"}
@@ -112,12 +113,14 @@ def test_an_interval_reads_back_with_the_same_equivalence_test(store):
     [
         "noise = NULL, directions = NULL, plug_in = NULL, guard_margins = NULL, guard_p = NULL",
         "guard_margins = NULL, guard_p = NULL",
+        "distances = NULL",
     ],
-    ids=["before migration 6", "before migration 8"],
+    ids=["before migration 6", "before migration 8", "before migration 11"],
 )
 def test_an_interval_from_before_the_current_equivalence_test_is_not_current(store, older):
     """A record written before migration 6 has intervals without noise draws, one written
-    before migration 8 without the tilted guard: their test counts as not stored (it is run
+    before migration 8 without the tilted guard, one written before migration 11 without
+    the distances of the set-level test's joint guard: their test counts as not stored (it is run
     again), and a new interval replaces the old row."""
     rng = np.random.default_rng(3)
     interval = effect_interval(rng.normal(size=(6, 4)), rng.normal(size=(6, 4)), rng=1)

@@ -7,7 +7,8 @@ vectors from a hash of each text) and ``GET /v1/models``.
 What a prompt answers is a list of :class:`Rule`: the first rule whose ``contains`` is a
 substring of the last user message gives weighted outputs. Choice ``j`` of a request with
 seed ``s`` is drawn from ``Random(f"{s}/{j}")``, so the same seeds give the same texts in
-any order and at any concurrency; ``temperature=0`` always picks the heaviest output; a
+any order and at any concurrency (a ``rotate`` rule answers its outputs in turn instead);
+``temperature=0`` always picks the heaviest output; a
 request without a seed, or any request with ``ignore_seed`` (as most hosted APIs, which do
 not guarantee seeds), draws from the server's own seeded RNG.
 
@@ -65,6 +66,10 @@ class Rule:
 
     contains: str
     outputs: Sequence[Output | tuple[str, float]]
+    rotate: bool = False
+    """Answer the outputs in turn (weights and seeds ignored), counted per distinct list of
+    messages: an arm of k requests holds each of m outputs k / m times, in any order and at
+    any concurrency, so its tests' decisions do not depend on the arms' seeds."""
 
     def choices(self) -> list[Output]:
         return [o if isinstance(o, Output) else Output(o[0], o[1]) for o in self.outputs]
@@ -130,6 +135,7 @@ class ScriptedServer:
         self._fault_rates = dict(fault_rates or {})
         self._fault_rng = random.Random(fault_seed)
         self._unseeded_rng = random.Random(seed)
+        self._turns: collections.Counter[str] = collections.Counter()
         self._lock = threading.Lock()
         self._in_flight = 0
         self._stopping = threading.Event()
@@ -213,7 +219,12 @@ class ScriptedServer:
         weights = [o.weight for o in outputs]
         choices: list[dict[str, Any]] = []
         for j in range(n):
-            if greedy:
+            if rule.rotate:
+                key = json.dumps([rule.contains, body["messages"]], sort_keys=True)
+                with self._lock:
+                    out = outputs[self._turns[key] % len(outputs)]
+                    self._turns[key] += 1
+            elif greedy:
                 out = max(outputs, key=lambda o: o.weight)
             elif seed is not None:
                 out = random.Random(f"{seed}/{j}").choices(outputs, weights=weights)[0]
