@@ -112,14 +112,20 @@ def run(
     # Start-up in parallel: Prefect's temporary server starts in its own process first, while
     # this one loads and plans the config, reads what the record still needs and loads that.
     server = PrefectServer.launch()
-    prepared = prepare(
-        config,
-        parse_overrides(set_),
-        db,
-        wait=not no_wait,
-        on_wait=_waiting(str(db)),
-        needs_margin="--require-equivalent" if require_equivalent else None,
-    )
+    try:
+        prepared = prepare(
+            config,
+            parse_overrides(set_),
+            db,
+            wait=not no_wait,
+            on_wait=_waiting(str(db)),
+            needs_margin="--require-equivalent" if require_equivalent else None,
+        )
+    except BaseException:
+        # Nothing ran on the server, so nothing is left to send it at exit: stopped now, not
+        # at the process's exit (a caller in a longer-lived process kept it running).
+        server.stop()
+        raise
     context.call_on_close(wait_for_warm_ups)  # however the run ends
 
     def reported(error: Exception) -> bool:  # printed as this command's exit message

@@ -15,7 +15,9 @@ import pytest
 import yaml
 
 import storage
+from dbpa.launch import _server
 from dbpa.launch._server import DEFAULT_STARTUP_TIMEOUT_S, TIMEOUT_SETTING, _uvicorn_ending_with
+from tests.cli.conftest import invoke, text
 from tests.pipeline.conftest import KEY_ENV, RULES, make_config
 from tests.support.cli_process import ROOT, run_dbpa
 from tests.support.scripted_server import ScriptedServer
@@ -81,6 +83,30 @@ def test_a_server_that_does_not_start_is_tried_twice_then_explained(
         assert f"The {asked} outputs sampled meanwhile are kept in" in output
         with storage.Store(tmp_path / "x.duckdb", read_only=True) as store:
             assert store.table("samples").num_rows == asked
+
+
+@pytest.mark.usefixtures("wide_console")
+def test_a_run_refused_before_its_flow_stops_its_temporary_server_at_once(tmp_path, monkeypatch):
+    """A run that fails while it prepares (here: no margin for --require-equivalent) ran
+    nothing on the server it launched first: the server is stopped before the command
+    returns, not at the process's exit (in a longer-lived process it kept running)."""
+    launched: list[_server.TemporaryServer] = []
+
+    class Recorded(_server.TemporaryServer):
+        def __init__(self) -> None:
+            super().__init__()
+            launched.append(self)
+
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.setattr(_server, "_prefect_would_start_one", lambda: True)  # not the harness's
+    monkeypatch.setattr(_server, "TemporaryServer", Recorded)
+    config = ROOT / "examples" / "personas.yaml"
+    args = ["--db", str(tmp_path / "n.duckdb"), "--require-equivalent", "control"]
+    result = invoke("run", str(config), *args)
+    assert result.exit_code == 2, result.output
+    assert "the config has no equivalence margin" in text(result)
+    assert len(launched) == 1
+    assert launched[0]._process.poll() is not None, "the server outlived the refused run"
 
 
 def _answers(port: int) -> bool:

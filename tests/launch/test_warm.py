@@ -119,7 +119,11 @@ def test_the_rerun_of_a_finished_audit_loads_no_model_stack(
     """A sequential audit's arms stop short of k: its re-run has nothing to sample all the
     same (before, it warmed litellm and the local models up, and could hang at exit). The
     first run, which only finishes the record, runs here on the harness's server; the re-run
-    is a fresh interpreter, as a user runs it."""
+    is a fresh interpreter, as a user runs it: the fixed audit's decided from the record
+    (Prefect not started), the sequential one's through the flow, here on the harness's
+    server too (Prefect's temporary server, its own process, is not what is measured)."""
+    from prefect.settings import PREFECT_API_URL
+
     from tests.cli.conftest import invoke
 
     config = str(write_config(make_config(provider, **overrides)))
@@ -129,6 +133,8 @@ def test_the_rerun_of_a_finished_audit_loads_no_model_stack(
     requests = provider.counts.total
     assert requests > 0
     env = {KEY_ENV: "sk-pipeline-test", "PYTHONPROFILEIMPORTTIME": "1"}
+    if "sequential" in overrides:
+        env["PREFECT_API_URL"] = str(PREFECT_API_URL.value())
     again = run_dbpa(args, prefect_home, cwd=tmp_path, env=env)
     assert again.returncode == 0, again.stdout
     assert provider.counts.total == requests

@@ -19,6 +19,8 @@ from storage import Store
 from tests.pipeline.conftest import KEY_ENV, RULES, make_config
 from tests.support.scripted_server import Fault, Rule, ScriptedServer
 
+pytestmark = pytest.mark.usefixtures("prefect_harness")  # not a temporary server of its own
+
 PROMPT = "My flu has lasted two days. Should I see a doctor?"
 INSTRUCTION = "Paraphrase this question: {prompt}"
 # What the scripted generator writes, with equal chances: two paraphrases (one quoted, one
