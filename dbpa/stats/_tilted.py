@@ -59,6 +59,8 @@ SMALLEST = 1e-9
 favourable test's 50% bound is 0: outputs that do not vary)."""
 BUCKETS_PER_OUTPUT = 16
 """Grid buckets per output of ``_inverse_cdf`` (few buckets hold a cumulative weight)."""
+CHUNK = 256
+"""Resamples counted per step (small temporaries: fresh large arrays cost page faults)."""
 _PATH = np.concatenate([[0.0], np.geomspace(1e-3, 1e4, 400)])
 """Tilts tried along each direction, in units of 1 / the spread of the scores."""
 
@@ -101,6 +103,15 @@ class _Arms:
         scores = [-(distances @ signs), *principal_axes(distances).T]
         self.directions = [s - s.mean() for s in scores if np.ptp(s) > 0.0]
         self.out_of_reach = False
+        self._kept: dict[str, Matrix] = {}
+
+    def _scratch(self, name: str, rows: int) -> Matrix:
+        """A (rows, pooled outputs) array kept from one resampling to the next: a fresh one
+        at every grid margin costs more in page faults than filling it."""
+        kept = self._kept.get(name)
+        if kept is None or kept.shape[0] != rows:
+            kept = self._kept[name] = np.empty((rows, self.d.shape[0]))
+        return kept
 
     def weights(self, scores: Vector, tilt: float) -> tuple[Vector, Vector]:
         return (
@@ -153,9 +164,10 @@ class _Arms:
     def resampled(self, w_a: Vector, w_b: Vector, n_draws: int, rng: np.random.Generator) -> Vector:
         """The U-statistic of ``n_draws`` resamples of the arms weighted ``w_a`` and ``w_b``
         (NaN where an arm's resample repeats one output)."""
-        counts_a = _resample(rng, w_a, self.k_a, n_draws)
-        counts_b = _resample(rng, w_b, self.k_b, n_draws)
-        return _u_statistics(self.d, counts_a, counts_b, self.k_a, self.k_b)
+        counts_a = _resample(rng, w_a, self.k_a, self._scratch("counts_a", n_draws))
+        counts_b = _resample(rng, w_b, self.k_b, self._scratch("counts_b", n_draws))
+        products = (self._scratch("d_a", n_draws), self._scratch("d_b", n_draws))
+        return _u_statistics(self.d, counts_a, counts_b, self.k_a, self.k_b, products)
 
     def boundary_point(self, tilts: Vector, path: Vector, margin: float) -> float | None:
         """The first tilt from 0 along ``tilts`` at which the distance crosses ``margin``
@@ -191,11 +203,20 @@ def _thetas(d: Matrix, w_a: Matrix, w_b: Matrix) -> Vector:
     return _u_statistics(d, w_a, w_b, 1.0, 1.0)
 
 
-def _u_statistics(d: Matrix, c_a: Matrix, c_b: Matrix, k_a: float, k_b: float) -> Vector:
+def _u_statistics(
+    d: Matrix,
+    c_a: Matrix,
+    c_b: Matrix,
+    k_a: float,
+    k_b: float,
+    products: tuple[Matrix, Matrix] | None = None,
+) -> Vector:
     """The U-statistic of each resample (rows of counts over the pooled outputs), over pairs
     of distinct pooled outputs (``_interval._weighted_u`` on the pooled index); NaN where an
-    arm has a single distinct output."""
-    da, db = c_a @ d, c_b @ d
+    arm has a single distinct output. ``products``: arrays shaped as the counts for
+    ``c_a @ d`` and ``c_b @ d``."""
+    out_a, out_b = (np.empty_like(c_a), np.empty_like(c_b)) if products is None else products
+    da, db = np.matmul(c_a, d, out=out_a), np.matmul(c_b, d, out=out_b)
     s_ab = np.einsum("ij,ij->i", da, c_b)
     s_aa = np.einsum("ij,ij->i", da, c_a)
     s_bb = np.einsum("ij,ij->i", db, c_b)
@@ -214,15 +235,19 @@ def _normalized(logs: Matrix) -> Matrix:
     return normalized
 
 
-def _resample(rng: np.random.Generator, w: Vector, k: int, n: int) -> Matrix:
-    """``n`` resamples of ``k`` outputs drawn with probabilities ``w``, as counts per output
-    (a row per resample)."""
+def _resample(rng: np.random.Generator, w: Vector, k: int, counts: Matrix) -> Matrix:
+    """``counts`` (n, ``w.size``) filled with ``n`` resamples of ``k`` outputs drawn with
+    probabilities ``w``, as counts per output (a row per resample)."""
     cumulative = np.cumsum(w)
-    picks = _inverse_cdf(cumulative, rng.random((n, k)) * cumulative[-1])
-    picks = np.minimum(picks, w.size - 1) + w.size * np.arange(n)[:, None]
-    counts = np.bincount(picks.ravel(), minlength=n * w.size).reshape(n, w.size)
-    resampled: Matrix = counts.astype(np.float64)
-    return resampled
+    values = rng.random((counts.shape[0], k))
+    values *= cumulative[-1]
+    for start in range(0, values.shape[0], CHUNK):
+        part = values[start : start + CHUNK]
+        picks = np.minimum(_inverse_cdf(cumulative, part), w.size - 1)
+        picks += w.size * np.arange(part.shape[0])[:, None]
+        found = np.bincount(picks.ravel(), minlength=part.shape[0] * w.size)
+        counts[start : start + CHUNK] = found.reshape(-1, w.size)
+    return counts
 
 
 def _inverse_cdf(cumulative: Vector, values: Matrix) -> NDArray[np.intp]:
