@@ -58,7 +58,7 @@ SMALLEST = 1e-9
 """The grid starts at least at this share of the largest distance (where the least
 favourable test's 50% bound is 0: outputs that do not vary)."""
 BUCKETS_PER_OUTPUT = 16
-"""Grid buckets per output of ``_inverse_cdf`` (few buckets hold a cumulative weight)."""
+"""Grid buckets per output of ``_InverseCdf`` (few buckets hold a cumulative weight)."""
 CHUNK = 256
 """Resamples counted per step (small temporaries: fresh large arrays cost page faults)."""
 _PATH = np.concatenate([[0.0], np.geomspace(1e-3, 1e4, 400)])
@@ -241,32 +241,39 @@ def _resample(rng: np.random.Generator, w: Vector, k: int, counts: Matrix) -> Ma
     cumulative = np.cumsum(w)
     values = rng.random((counts.shape[0], k))
     values *= cumulative[-1]
+    inverse_cdf = _InverseCdf(cumulative)
     for start in range(0, values.shape[0], CHUNK):
         part = values[start : start + CHUNK]
-        picks = np.minimum(_inverse_cdf(cumulative, part), w.size - 1)
+        picks = np.minimum(inverse_cdf(part), w.size - 1)
         picks += w.size * np.arange(part.shape[0])[:, None]
         found = np.bincount(picks.ravel(), minlength=part.shape[0] * w.size)
         counts[start : start + CHUNK] = found.reshape(-1, w.size)
     return counts
 
 
-def _inverse_cdf(cumulative: Vector, values: Matrix) -> NDArray[np.intp]:
+class _InverseCdf:
     """``np.searchsorted(cumulative, values, side="right")``, the same indices, faster: each
     value's bucket of a uniform grid over ``[0, cumulative[-1]]`` gives its index wherever
     no cumulative weight falls in the bucket (widened by far more than the rounding of the
     bucket's number); only the values of the other buckets are searched."""
-    total = float(cumulative[-1])
-    m = BUCKETS_PER_OUTPUT * cumulative.size
-    edges = np.arange(m + 1) * (total / m)
-    slack = 1e-6 * (total / m)
-    first = np.searchsorted(cumulative, edges[:-1] - slack, side="right")
-    last = np.searchsorted(cumulative, edges[1:] + slack, side="right")
-    known = np.where(first == last, first, -1)
-    picks: NDArray[np.intp] = known[np.minimum((values * (m / total)).astype(np.intp), m - 1)]
-    flat, searched = picks.reshape(-1), values.reshape(-1)
-    unsure = np.flatnonzero(flat < 0)
-    flat[unsure] = np.searchsorted(cumulative, searched[unsure], side="right")
-    return picks
+
+    def __init__(self, cumulative: Vector) -> None:
+        self.cumulative, self.total = cumulative, float(cumulative[-1])
+        m = BUCKETS_PER_OUTPUT * cumulative.size
+        edges = np.arange(m + 1) * (self.total / m)
+        slack = 1e-6 * (self.total / m)
+        first = np.searchsorted(cumulative, edges[:-1] - slack, side="right")
+        last = np.searchsorted(cumulative, edges[1:] + slack, side="right")
+        self.known = np.where(first == last, first, -1)
+
+    def __call__(self, values: Matrix) -> NDArray[np.intp]:
+        m = self.known.size
+        buckets = np.minimum((values * (m / self.total)).astype(np.intp), m - 1)
+        picks: NDArray[np.intp] = self.known[buckets]
+        flat, searched = picks.reshape(-1), values.reshape(-1)
+        unsure = np.flatnonzero(flat < 0)
+        flat[unsure] = np.searchsorted(self.cumulative, searched[unsure], side="right")
+        return picks
 
 
 def _read_only(values: Vector) -> Vector:
