@@ -113,16 +113,19 @@ class _Arms:
             kept = self._kept[name] = np.empty((rows, self.d.shape[0]))
         return kept
 
-    def weights(self, scores: Vector, tilt: float) -> tuple[Vector, Vector]:
+    def weights(self, scores: Matrix, tilts: Vector) -> tuple[Matrix, Matrix]:
+        """The arms' weights tilted by each of ``tilts`` along ``scores`` (a row per tilt;
+        ``scores`` one row, or a row per tilt)."""
         return (
-            _normalized(self.log_a + tilt / self.k_a * scores),
-            _normalized(self.log_b - tilt / self.k_b * scores),
+            _normalized(self.log_a + (tilts / self.k_a)[:, None] * scores),
+            _normalized(self.log_b - (tilts / self.k_b)[:, None] * scores),
         )
 
-    def likelihood(self, w_a: Vector, w_b: Vector) -> float:
-        """Log-likelihood of the observed outputs under the tilted arms."""
+    def likelihood(self, w_a: Matrix, w_b: Matrix) -> Vector:
+        """Log-likelihood of the observed outputs under each row's tilted arms."""
         with np.errstate(divide="ignore"):
-            return float(np.log(w_a[self.own_a]).sum() + np.log(w_b[~self.own_a]).sum())
+            fit: Vector = np.log(w_a[:, self.own_a]).sum(1) + np.log(w_b[:, ~self.own_a]).sum(1)
+        return fit
 
     @cached_property
     def paths(self) -> list[tuple[Vector, Vector, Vector, Vector]]:
@@ -133,33 +136,35 @@ class _Arms:
         for scores in self.directions:
             for sign in (1.0, -1.0):
                 tilts = _PATH * sign / float(np.std(scores))
-                w_a = _normalized(self.log_a + np.outer(tilts / self.k_a, scores))
-                w_b = _normalized(self.log_b - np.outer(tilts / self.k_b, scores))
-                with np.errstate(divide="ignore"):
-                    fit = np.log(w_a[:, self.own_a]).sum(1) + np.log(w_b[:, ~self.own_a]).sum(1)
-                found.append((scores, tilts, _thetas(self.d, w_a, w_b), fit))
+                w_a, w_b = self.weights(scores, tilts)
+                found.append((scores, tilts, _thetas(self.d, w_a, w_b), self.likelihood(w_a, w_b)))
         return found
+
+    @cached_property
+    def _stacked(self) -> tuple[Matrix, Matrix, Matrix]:
+        """The paths' scores, tilts and distances, a row per path."""
+        scores, tilts, thetas, _ = zip(*self.paths, strict=True)
+        return np.vstack(scores), np.vstack(tilts), np.vstack(thetas)
 
     @cached_property
     def base(self) -> tuple[float, float]:
         """The untilted arms' distance and the observed outputs' log-likelihood under them."""
-        w_a, w_b = _normalized(self.log_a), _normalized(self.log_b)
-        theta = float(_thetas(self.d, w_a[None, :], w_b[None, :])[0])
-        return theta, self.likelihood(w_a, w_b)
+        w_a, w_b = _normalized(self.log_a[None, :]), _normalized(self.log_b[None, :])
+        return float(_thetas(self.d, w_a, w_b)[0]), float(self.likelihood(w_a, w_b)[0])
 
     def likeliest(self, margin: float) -> tuple[float, Vector, Vector] | None:
         """The likeliest of the candidate boundary points at ``margin``: its log-likelihood
         and the arms' weights; None where no tilt puts the arms ``margin`` apart."""
-        best: tuple[float, Vector, Vector] | None = None
-        for scores, tilts, path, _ in self.paths:
-            tilt = self.boundary_point(tilts, path, margin)
-            if tilt is None:
-                continue
-            w_a, w_b = self.weights(scores, tilt)
-            fit = self.likelihood(w_a, w_b)
-            if best is None or fit > best[0]:
-                best = (fit, w_a, w_b)
-        return best
+        if not self.paths:
+            return None
+        scores, tilts, thetas = self._stacked
+        rows, tilt = _boundary_points(tilts, thetas, margin)
+        if not rows.size:
+            return None
+        w_a, w_b = self.weights(scores[rows], tilt)
+        fit = self.likelihood(w_a, w_b)
+        best = int(np.argmax(fit))  # the first of the likeliest
+        return float(fit[best]), w_a[best], w_b[best]
 
     def resampled(self, w_a: Vector, w_b: Vector, n_draws: int, rng: np.random.Generator) -> Vector:
         """The U-statistic of ``n_draws`` resamples of the arms weighted ``w_a`` and ``w_b``
@@ -168,18 +173,6 @@ class _Arms:
         counts_b = _resample(rng, w_b, self.k_b, self._scratch("counts_b", n_draws))
         products = (self._scratch("d_a", n_draws), self._scratch("d_b", n_draws))
         return _u_statistics(self.d, counts_a, counts_b, self.k_a, self.k_b, products)
-
-    def boundary_point(self, tilts: Vector, path: Vector, margin: float) -> float | None:
-        """The first tilt from 0 along ``tilts`` at which the distance crosses ``margin``
-        (linear between the path's tilts; a tilt so far that an arm keeps one output, where
-        the distance is NaN, does not cross); None where it never does."""
-        side = path[0] >= margin
-        crossed = np.flatnonzero(((path[1:] >= margin) != side) & ~np.isnan(path[1:]))
-        if not crossed.size:
-            return None
-        j = crossed[0]
-        share = (margin - path[j]) / (path[j + 1] - path[j])
-        return float(tilts[j] + share * (tilts[j + 1] - tilts[j]))
 
     def p_value(self, margin: float, n_draws: int, rng: np.random.Generator) -> float:
         best = self.likeliest(margin)
@@ -194,6 +187,23 @@ class _Arms:
         tie = TIE_RTOL * float(np.mean(np.abs(resampled)))
         inside = int(np.count_nonzero(resampled <= self.observed + tie))
         return (1.0 + inside) / (1.0 + resampled.size)
+
+
+def _boundary_points(
+    tilts: Matrix, thetas: Matrix, margin: float
+) -> tuple[NDArray[np.intp], Vector]:
+    """Per path (a row of ``tilts`` and of their distances ``thetas``), the first tilt from
+    0 at which the distance crosses ``margin`` (linear between the path's tilts; a tilt so
+    far that an arm keeps one output, where the distance is NaN, does not cross): the rows
+    of the paths that cross and their tilts."""
+    ahead = thetas[:, 1:]
+    crossed = ((ahead >= margin) != (thetas[:, :1] >= margin)) & ~np.isnan(ahead)
+    rows = np.flatnonzero(crossed.any(axis=1))
+    j = np.argmax(crossed[rows], axis=1)
+    low, high = thetas[rows, j], thetas[rows, j + 1]
+    share = (margin - low) / (high - low)
+    tilt: Vector = tilts[rows, j] + share * (tilts[rows, j + 1] - tilts[rows, j])
+    return rows, tilt
 
 
 def _thetas(d: Matrix, w_a: Matrix, w_b: Matrix) -> Vector:
