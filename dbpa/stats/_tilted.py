@@ -254,7 +254,7 @@ def _resample(rng: np.random.Generator, w: Vector, k: int, counts: Matrix) -> Ma
     inverse_cdf = _InverseCdf(cumulative)
     for start in range(0, values.shape[0], CHUNK):
         part = values[start : start + CHUNK]
-        picks = np.minimum(inverse_cdf(part), w.size - 1)
+        picks = inverse_cdf(part)
         picks += w.size * np.arange(part.shape[0])[:, None]
         found = np.bincount(picks.ravel(), minlength=part.shape[0] * w.size)
         counts[start : start + CHUNK] = found.reshape(-1, w.size)
@@ -262,27 +262,30 @@ def _resample(rng: np.random.Generator, w: Vector, k: int, counts: Matrix) -> Ma
 
 
 class _InverseCdf:
-    """``np.searchsorted(cumulative, values, side="right")``, the same indices, faster: each
-    value's bucket of a uniform grid over ``[0, cumulative[-1]]`` gives its index wherever
-    no cumulative weight falls in the bucket (widened by far more than the rounding of the
-    bucket's number); only the values of the other buckets are searched."""
+    """``np.searchsorted(cumulative, values, side="right")`` (values in ``[0,
+    cumulative[-1]]``) capped at the last index, the same indices, faster: each value's
+    bucket of a uniform grid over ``[0, cumulative[-1]]`` gives its index wherever no
+    cumulative weight falls in the bucket (widened by far more than the rounding of the
+    bucket's number); only the values of the other buckets, and of the bucket past the end
+    (a value rounded to the end), are searched."""
 
     def __init__(self, cumulative: Vector) -> None:
-        self.cumulative, self.total = cumulative, float(cumulative[-1])
+        self.cumulative, total = cumulative, float(cumulative[-1])
         m = BUCKETS_PER_OUTPUT * cumulative.size
-        edges = np.arange(m + 1) * (self.total / m)
-        slack = 1e-6 * (self.total / m)
+        self.scale = m / total
+        edges = np.arange(m + 1) * (total / m)
+        slack = 1e-6 * (total / m)
         first = np.searchsorted(cumulative, edges[:-1] - slack, side="right")
         last = np.searchsorted(cumulative, edges[1:] + slack, side="right")
-        self.known = np.where(first == last, first, -1)
+        known = np.where(first == last, np.minimum(first, cumulative.size - 1), -1)
+        self.known = np.append(known, -1)
 
     def __call__(self, values: Matrix) -> NDArray[np.intp]:
-        m = self.known.size
-        buckets = np.minimum((values * (m / self.total)).astype(np.intp), m - 1)
-        picks: NDArray[np.intp] = self.known[buckets]
+        picks: NDArray[np.intp] = self.known[(values * self.scale).astype(np.intp)]
         flat, searched = picks.reshape(-1), values.reshape(-1)
         unsure = np.flatnonzero(flat < 0)
-        flat[unsure] = np.searchsorted(self.cumulative, searched[unsure], side="right")
+        found = np.searchsorted(self.cumulative, searched[unsure], side="right")
+        flat[unsure] = np.minimum(found, self.cumulative.size - 1)
         return picks
 
 
