@@ -5,7 +5,8 @@ re-splits the pooled embeddings, recomputes the cosines and bins a 30-bin JSD fo
 permutation; ``dbpa.permutation_test`` builds the pooled matrix once (included in its
 time) and indexes it. Targets: >= 50x faster at B=1000 with p-values equal within Monte
 Carlo error; B=10,000 in under 0.1 s; ``auto`` (jsd and energy_cosine on the same
-splits) at most 3x the time of jsd.
+splits) at most 3x the time of jsd. Also the CPU time of ``effect_interval`` per k and B and
+its tilted guard's share (``dbpa.stats._tilted.tilted_steps`` alone on the same distances).
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ import numpy as np
 import dbpa
 from benchmarks._synthetic import Arm, Matrix, Vector, answer_space, cosine_range, sample
 from benchmarks._table import print_table
-from dbpa.stats import OMEGAS
+from dbpa.stats import OMEGAS, effect_interval
+from dbpa.stats._threads import blas_for
+from dbpa.stats._tilted import tilted_steps
 from tests.support.literal_dbpa import algorithm1
 
 K = 50
@@ -37,6 +40,10 @@ STATISTIC_TOL = 1e-12
 B_SMALL = 10
 DATA_SEED = 0
 ORIGINAL = Arm(weights=(0.4, 0.3, 0.2, 0.1))
+INTERVAL_KS = (10, 20, 40, 160)
+INTERVAL_BS = (500, 2000)
+INTERVAL_CALLS = 200
+"""Timed interval calls per (k, B) at k=10, B=500, fewer in proportion to k * B (at least 3)."""
 NEW_TYPE_SHARES = {"null": 0.0, "new type 20%": 0.2, "new type 40%": 0.4, "new type 50%": 0.5}
 """Perturbed arm: the original mixture with this share moved to a fifth answer type."""
 
@@ -187,6 +194,55 @@ def auto_ratio_line(data: Dataset, repeats: int) -> str:
     )
 
 
+def cpu_seconds(fn: Callable[[], object]) -> float:
+    """CPU time of one call (the process's, so other jobs' load counts less)."""
+    start = time.process_time()
+    fn()
+    return time.process_time() - start
+
+
+def interval_rows(calls: int) -> list[list[object]]:
+    """Median CPU ms per ``effect_interval`` (energy_l2, the default) and per tilted guard
+    alone (from the interval's first grid margin, as the interval evaluates it), per k and B;
+    the arms: the original mixture against 20% of a new answer type."""
+    rows: list[list[object]] = []
+    for k in INTERVAL_KS:
+        rng = np.random.default_rng(DATA_SEED)
+        space = answer_space(rng, d=D)
+        a = sample(rng, space, ORIGINAL, k)
+        b = sample(rng, space, Arm(weights=(*(w * 0.8 for w in ORIGINAL.weights), 0.2)), k)
+        for n_boot in INTERVAL_BS:
+            iv = effect_interval(a, b, n_bootstrap=n_boot, rng=0)
+            repeats = max(3, calls * 10 * 500 // (k * n_boot))
+            total = [
+                cpu_seconds(partial(effect_interval, a, b, n_bootstrap=n_boot, rng=r))
+                for r in range(repeats)
+            ]
+            start = float(iv.boundary.guard.margins[0])
+            with blas_for(2 * k):  # as effect_interval runs it
+                guard = [
+                    cpu_seconds(
+                        partial(
+                            tilted_steps, iv.distances, k, start, n_boot, np.random.default_rng(r)
+                        )
+                    )
+                    for r in range(repeats)
+                ]
+            t_total, t_guard = float(np.median(total)), float(np.median(guard))
+            rows.append(
+                [
+                    k,
+                    n_boot,
+                    repeats,
+                    iv.boundary.guard.margins.size,
+                    f"{t_total * 1e3:.1f}",
+                    f"{t_guard * 1e3:.1f}",
+                    f"{t_guard / t_total:.2f}",
+                ]
+            )
+    return rows
+
+
 def main(quick: bool = False) -> None:
     cfg = QUICK if quick else FULL
     data = datasets()
@@ -238,4 +294,9 @@ def main(quick: bool = False) -> None:
         large_b_rows(data[2], cfg.large_repeats),
     )
     print(auto_ratio_line(data[2], cfg.large_repeats))
+    print_table(
+        "effect_interval (energy_l2), CPU ms per call, median; guard: tilted_steps alone",
+        ["k", "B", "calls", "grid margins", "interval ms", "guard ms", "guard share"],
+        interval_rows(INTERVAL_CALLS // 10 if quick else INTERVAL_CALLS),
+    )
     print(f"load average after the run {os.getloadavg()[0]:.2f}")

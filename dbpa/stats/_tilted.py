@@ -58,7 +58,9 @@ SMALLEST = 1e-9
 """The grid starts at least at this share of the largest distance (where the least
 favourable test's 50% bound is 0: outputs that do not vary)."""
 BUCKETS_PER_OUTPUT = 16
-"""Grid buckets per output of ``_inverse_cdf`` (few buckets hold a cumulative weight)."""
+"""Grid buckets per output of ``_InverseCdf`` (few buckets hold a cumulative weight)."""
+CHUNK = 16384
+"""Draws counted per step (small temporaries: fresh large arrays cost page faults)."""
 _PATH = np.concatenate([[0.0], np.geomspace(1e-3, 1e4, 400)])
 """Tilts tried along each direction, in units of 1 / the spread of the scores."""
 
@@ -101,17 +103,29 @@ class _Arms:
         scores = [-(distances @ signs), *principal_axes(distances).T]
         self.directions = [s - s.mean() for s in scores if np.ptp(s) > 0.0]
         self.out_of_reach = False
+        self._kept: dict[str, Matrix] = {}
 
-    def weights(self, scores: Vector, tilt: float) -> tuple[Vector, Vector]:
+    def _scratch(self, name: str, rows: int) -> Matrix:
+        """A (rows, pooled outputs) array kept from one resampling to the next: a fresh one
+        at every grid margin costs more in page faults than filling it."""
+        kept = self._kept.get(name)
+        if kept is None or kept.shape[0] != rows:
+            kept = self._kept[name] = np.empty((rows, self.d.shape[0]))
+        return kept
+
+    def weights(self, scores: Matrix, tilts: Vector) -> tuple[Matrix, Matrix]:
+        """The arms' weights tilted by each of ``tilts`` along ``scores`` (a row per tilt;
+        ``scores`` one row, or a row per tilt)."""
         return (
-            _normalized(self.log_a + tilt / self.k_a * scores),
-            _normalized(self.log_b - tilt / self.k_b * scores),
+            _normalized(self.log_a + (tilts / self.k_a)[:, None] * scores),
+            _normalized(self.log_b - (tilts / self.k_b)[:, None] * scores),
         )
 
-    def likelihood(self, w_a: Vector, w_b: Vector) -> float:
-        """Log-likelihood of the observed outputs under the tilted arms."""
+    def likelihood(self, w_a: Matrix, w_b: Matrix) -> Vector:
+        """Log-likelihood of the observed outputs under each row's tilted arms."""
         with np.errstate(divide="ignore"):
-            return float(np.log(w_a[self.own_a]).sum() + np.log(w_b[~self.own_a]).sum())
+            fit: Vector = np.log(w_a[:, self.own_a]).sum(1) + np.log(w_b[:, ~self.own_a]).sum(1)
+        return fit
 
     @cached_property
     def paths(self) -> list[tuple[Vector, Vector, Vector, Vector]]:
@@ -122,52 +136,43 @@ class _Arms:
         for scores in self.directions:
             for sign in (1.0, -1.0):
                 tilts = _PATH * sign / float(np.std(scores))
-                w_a = _normalized(self.log_a + np.outer(tilts / self.k_a, scores))
-                w_b = _normalized(self.log_b - np.outer(tilts / self.k_b, scores))
-                with np.errstate(divide="ignore"):
-                    fit = np.log(w_a[:, self.own_a]).sum(1) + np.log(w_b[:, ~self.own_a]).sum(1)
-                found.append((scores, tilts, _thetas(self.d, w_a, w_b), fit))
+                w_a, w_b = self.weights(scores, tilts)
+                found.append((scores, tilts, _thetas(self.d, w_a, w_b), self.likelihood(w_a, w_b)))
         return found
+
+    @cached_property
+    def _stacked(self) -> tuple[Matrix, Matrix, Matrix]:
+        """The paths' scores, tilts and distances, a row per path."""
+        scores, tilts, thetas, _ = zip(*self.paths, strict=True)
+        return np.vstack(scores), np.vstack(tilts), np.vstack(thetas)
 
     @cached_property
     def base(self) -> tuple[float, float]:
         """The untilted arms' distance and the observed outputs' log-likelihood under them."""
-        w_a, w_b = _normalized(self.log_a), _normalized(self.log_b)
-        theta = float(_thetas(self.d, w_a[None, :], w_b[None, :])[0])
-        return theta, self.likelihood(w_a, w_b)
+        w_a, w_b = _normalized(self.log_a[None, :]), _normalized(self.log_b[None, :])
+        return float(_thetas(self.d, w_a, w_b)[0]), float(self.likelihood(w_a, w_b)[0])
 
     def likeliest(self, margin: float) -> tuple[float, Vector, Vector] | None:
         """The likeliest of the candidate boundary points at ``margin``: its log-likelihood
         and the arms' weights; None where no tilt puts the arms ``margin`` apart."""
-        best: tuple[float, Vector, Vector] | None = None
-        for scores, tilts, path, _ in self.paths:
-            tilt = self.boundary_point(tilts, path, margin)
-            if tilt is None:
-                continue
-            w_a, w_b = self.weights(scores, tilt)
-            fit = self.likelihood(w_a, w_b)
-            if best is None or fit > best[0]:
-                best = (fit, w_a, w_b)
-        return best
+        if not self.paths:
+            return None
+        scores, tilts, thetas = self._stacked
+        rows, tilt = _boundary_points(tilts, thetas, margin)
+        if not rows.size:
+            return None
+        w_a, w_b = self.weights(scores[rows], tilt)
+        fit = self.likelihood(w_a, w_b)
+        best = int(np.argmax(fit))  # the first of the likeliest
+        return float(fit[best]), w_a[best], w_b[best]
 
     def resampled(self, w_a: Vector, w_b: Vector, n_draws: int, rng: np.random.Generator) -> Vector:
         """The U-statistic of ``n_draws`` resamples of the arms weighted ``w_a`` and ``w_b``
         (NaN where an arm's resample repeats one output)."""
-        counts_a = _resample(rng, w_a, self.k_a, n_draws)
-        counts_b = _resample(rng, w_b, self.k_b, n_draws)
-        return _u_statistics(self.d, counts_a, counts_b, self.k_a, self.k_b)
-
-    def boundary_point(self, tilts: Vector, path: Vector, margin: float) -> float | None:
-        """The first tilt from 0 along ``tilts`` at which the distance crosses ``margin``
-        (linear between the path's tilts; a tilt so far that an arm keeps one output, where
-        the distance is NaN, does not cross); None where it never does."""
-        side = path[0] >= margin
-        crossed = np.flatnonzero(((path[1:] >= margin) != side) & ~np.isnan(path[1:]))
-        if not crossed.size:
-            return None
-        j = crossed[0]
-        share = (margin - path[j]) / (path[j + 1] - path[j])
-        return float(tilts[j] + share * (tilts[j + 1] - tilts[j]))
+        counts_a = _resample(rng, w_a, self.k_a, self._scratch("counts_a", n_draws))
+        counts_b = _resample(rng, w_b, self.k_b, self._scratch("counts_b", n_draws))
+        products = (self._scratch("d_a", n_draws), self._scratch("d_b", n_draws))
+        return _u_statistics(self.d, counts_a, counts_b, self.k_a, self.k_b, products)
 
     def p_value(self, margin: float, n_draws: int, rng: np.random.Generator) -> float:
         best = self.likeliest(margin)
@@ -184,6 +189,23 @@ class _Arms:
         return (1.0 + inside) / (1.0 + resampled.size)
 
 
+def _boundary_points(
+    tilts: Matrix, thetas: Matrix, margin: float
+) -> tuple[NDArray[np.intp], Vector]:
+    """Per path (a row of ``tilts`` and of their distances ``thetas``), the first tilt from
+    0 at which the distance crosses ``margin`` (linear between the path's tilts; a tilt so
+    far that an arm keeps one output, where the distance is NaN, does not cross): the rows
+    of the paths that cross and their tilts."""
+    ahead = thetas[:, 1:]
+    crossed = ((ahead >= margin) != (thetas[:, :1] >= margin)) & ~np.isnan(ahead)
+    rows = np.flatnonzero(crossed.any(axis=1))
+    j = np.argmax(crossed[rows], axis=1)
+    low, high = thetas[rows, j], thetas[rows, j + 1]
+    share = (margin - low) / (high - low)
+    tilt: Vector = tilts[rows, j] + share * (tilts[rows, j + 1] - tilts[rows, j])
+    return rows, tilt
+
+
 def _thetas(d: Matrix, w_a: Matrix, w_b: Matrix) -> Vector:
     """``2 E d(X, Y) - E d(X, X') - E d(Y, Y')`` over pairs of distinct pooled outputs, for
     arms weighted by each row of ``w_a`` and ``w_b`` (rows summing to 1): the mean of the
@@ -191,11 +213,20 @@ def _thetas(d: Matrix, w_a: Matrix, w_b: Matrix) -> Vector:
     return _u_statistics(d, w_a, w_b, 1.0, 1.0)
 
 
-def _u_statistics(d: Matrix, c_a: Matrix, c_b: Matrix, k_a: float, k_b: float) -> Vector:
+def _u_statistics(
+    d: Matrix,
+    c_a: Matrix,
+    c_b: Matrix,
+    k_a: float,
+    k_b: float,
+    products: tuple[Matrix, Matrix] | None = None,
+) -> Vector:
     """The U-statistic of each resample (rows of counts over the pooled outputs), over pairs
     of distinct pooled outputs (``_interval._weighted_u`` on the pooled index); NaN where an
-    arm has a single distinct output."""
-    da, db = c_a @ d, c_b @ d
+    arm has a single distinct output. ``products``: arrays shaped as the counts for
+    ``c_a @ d`` and ``c_b @ d``."""
+    out_a, out_b = (np.empty_like(c_a), np.empty_like(c_b)) if products is None else products
+    da, db = np.matmul(c_a, d, out=out_a), np.matmul(c_b, d, out=out_b)
     s_ab = np.einsum("ij,ij->i", da, c_b)
     s_aa = np.einsum("ij,ij->i", da, c_a)
     s_bb = np.einsum("ij,ij->i", db, c_b)
@@ -214,34 +245,49 @@ def _normalized(logs: Matrix) -> Matrix:
     return normalized
 
 
-def _resample(rng: np.random.Generator, w: Vector, k: int, n: int) -> Matrix:
-    """``n`` resamples of ``k`` outputs drawn with probabilities ``w``, as counts per output
-    (a row per resample)."""
+def _resample(rng: np.random.Generator, w: Vector, k: int, counts: Matrix) -> Matrix:
+    """``counts`` (n, ``w.size``) filled with ``n`` resamples of ``k`` outputs drawn with
+    probabilities ``w``, as counts per output (a row per resample)."""
     cumulative = np.cumsum(w)
-    picks = _inverse_cdf(cumulative, rng.random((n, k)) * cumulative[-1])
-    picks = np.minimum(picks, w.size - 1) + w.size * np.arange(n)[:, None]
-    counts = np.bincount(picks.ravel(), minlength=n * w.size).reshape(n, w.size)
-    resampled: Matrix = counts.astype(np.float64)
-    return resampled
+    values = rng.random((counts.shape[0], k))
+    values *= cumulative[-1]
+    inverse_cdf = _InverseCdf(cumulative)
+    rows = max(1, CHUNK // k)
+    for start in range(0, values.shape[0], rows):
+        part = values[start : start + rows]
+        picks = inverse_cdf(part)
+        picks += w.size * np.arange(part.shape[0])[:, None]
+        found = np.bincount(picks.ravel(), minlength=part.shape[0] * w.size)
+        counts[start : start + rows] = found.reshape(-1, w.size)
+    return counts
 
 
-def _inverse_cdf(cumulative: Vector, values: Matrix) -> NDArray[np.intp]:
-    """``np.searchsorted(cumulative, values, side="right")``, the same indices, faster: each
-    value's bucket of a uniform grid over ``[0, cumulative[-1]]`` gives its index wherever
-    no cumulative weight falls in the bucket (widened by far more than the rounding of the
-    bucket's number); only the values of the other buckets are searched."""
-    total = float(cumulative[-1])
-    m = BUCKETS_PER_OUTPUT * cumulative.size
-    edges = np.arange(m + 1) * (total / m)
-    slack = 1e-6 * (total / m)
-    first = np.searchsorted(cumulative, edges[:-1] - slack, side="right")
-    last = np.searchsorted(cumulative, edges[1:] + slack, side="right")
-    known = np.where(first == last, first, -1)
-    picks: NDArray[np.intp] = known[np.minimum((values * (m / total)).astype(np.intp), m - 1)]
-    flat, searched = picks.reshape(-1), values.reshape(-1)
-    unsure = np.flatnonzero(flat < 0)
-    flat[unsure] = np.searchsorted(cumulative, searched[unsure], side="right")
-    return picks
+class _InverseCdf:
+    """``np.searchsorted(cumulative, values, side="right")`` (values in ``[0,
+    cumulative[-1]]``) capped at the last index, the same indices, faster: each value's
+    bucket of a uniform grid over ``[0, cumulative[-1]]`` gives its index wherever no
+    cumulative weight falls in the bucket (widened by far more than the rounding of the
+    bucket's number); only the values of the other buckets, and of the bucket past the end
+    (a value rounded to the end), are searched."""
+
+    def __init__(self, cumulative: Vector) -> None:
+        self.cumulative, total = cumulative, float(cumulative[-1])
+        m = BUCKETS_PER_OUTPUT * cumulative.size
+        self.scale = m / total
+        edges = np.arange(m + 1) * (total / m)
+        slack = 1e-6 * (total / m)
+        first = np.searchsorted(cumulative, edges[:-1] - slack, side="right")
+        last = np.searchsorted(cumulative, edges[1:] + slack, side="right")
+        known = np.where(first == last, np.minimum(first, cumulative.size - 1), -1)
+        self.known = np.append(known, -1)
+
+    def __call__(self, values: Matrix) -> NDArray[np.intp]:
+        picks: NDArray[np.intp] = self.known[(values * self.scale).astype(np.intp)]
+        flat, searched = picks.reshape(-1), values.reshape(-1)
+        unsure = np.flatnonzero(flat < 0)
+        found = np.searchsorted(self.cumulative, searched[unsure], side="right")
+        flat[unsure] = np.minimum(found, self.cumulative.size - 1)
+        return picks
 
 
 def _read_only(values: Vector) -> Vector:
