@@ -34,8 +34,7 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from ._boundary import TIE_RTOL
-from ._tilted import _Arms, _normalized
+from ._tilted import _Arms, _normalized, resampled_p_value
 
 Matrix = NDArray[np.float64]
 Vector = NDArray[np.float64]
@@ -67,12 +66,7 @@ class SetArms:
             if weights is None:
                 return 1.0
             summed += arms.resampled(*weights, n_draws, rng)
-        summed = summed[np.isfinite(summed)]
-        if summed.size == 0:
-            return 1.0
-        tie = TIE_RTOL * float(np.mean(np.abs(summed)))
-        inside = int(np.count_nonzero(summed <= self.observed + tie))
-        return (1.0 + inside) / (1.0 + summed.size)
+        return resampled_p_value(summed, self.observed)
 
 
 def _weights(arms: _Arms, target: float) -> tuple[Vector, Vector] | None:

@@ -180,13 +180,18 @@ class _Arms:
             self.out_of_reach = self.observed < margin  # nor any larger margin then
             return 1.0
         _, w_a, w_b = best
-        resampled = self.resampled(w_a, w_b, n_draws, rng)
-        resampled = resampled[np.isfinite(resampled)]
-        if resampled.size == 0:
-            return 1.0
-        tie = TIE_RTOL * float(np.mean(np.abs(resampled)))
-        inside = int(np.count_nonzero(resampled <= self.observed + tie))
-        return (1.0 + inside) / (1.0 + resampled.size)
+        return resampled_p_value(self.resampled(w_a, w_b, n_draws, rng), self.observed)
+
+
+def resampled_p_value(resampled: Vector, observed: float) -> float:
+    """``(1 + #{resampled <= observed}) / (1 + n)`` over the finite resampled estimates
+    (ties within ``TIE_RTOL`` of their mean size count), 1 when none is finite."""
+    finite = resampled[np.isfinite(resampled)]
+    if finite.size == 0:
+        return 1.0
+    tie = TIE_RTOL * float(np.mean(np.abs(finite)))
+    inside = int(np.count_nonzero(finite <= observed + tie))
+    return (1.0 + inside) / (1.0 + finite.size)
 
 
 def _boundary_points(
