@@ -18,9 +18,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ._omega import TIE_ATOL, _jsd_from_counts, _xlogx_table
+from ._omega import TIE_ATOL, _jsd_from_counts, _mixture, _xlogx_table
 
 Stack = NDArray[np.float64]
+Vector = NDArray[np.float64]
+Counts = NDArray[np.intp]
 Masks = NDArray[np.bool_]
 
 STACKABLE = frozenset({"jsd", "energy_cosine"})
@@ -198,9 +200,28 @@ class StackedKernels:
             np.repeat(self._n0[prompts], rows),
             np.repeat(self._n1[prompts], rows),
             self._xlogx,
+            self._neg_h_m(h0, h1, prompts),
         )
         out: Stack = js.reshape(size, rows)
         return out
+
+    def _neg_h_m(self, h0: Counts, h1: Counts, prompts: slice) -> Vector | None:
+        """Each row's sum over bins of ``xlogy(m, m)`` (``_jsd_from_counts``), read from a
+        table of every (h0, h1) a prompt can have where the tables are smaller than the
+        (P', rows, bins) counts; None (computed there) otherwise."""
+        from scipy.special import xlogy  # here: as ``_omega._xlogx_table``
+
+        n0, n1 = self._n0[prompts], self._n1[prompts]
+        entries = (n0 + 1) * (n1 + 1)
+        if entries.sum() > h0.size:
+            return None
+        tables = []
+        for a, b in zip(n0.tolist(), n1.tolist(), strict=True):
+            m = _mixture(np.arange(a + 1)[:, None], a, np.arange(b + 1), b)
+            tables.append(xlogy(m, m).ravel())
+        index = h0 * (n1 + 1)[:, None, None] + h1 + (np.cumsum(entries) - entries)[:, None, None]
+        sums: Vector = np.concatenate(tables)[index.reshape(-1, self._bins)].sum(axis=1)
+        return sums
 
 
 def stackable(components: tuple[str, ...], similarity: str) -> bool:
