@@ -171,9 +171,9 @@ def _log(n: Any) -> Any:
     equal entries: the stacked kernels repeat each prompt's count over its rows)."""
     if np.ndim(n) == 0:
         return math.log(n)
-    starts = np.flatnonzero(np.r_[True, n[1:] != n[:-1]])
+    starts = np.flatnonzero(np.diff(n, prepend=n[0] - 1))
     logs = np.array([math.log(v) for v in n[starts].tolist()])
-    return np.repeat(logs, np.diff(np.r_[starts, n.size]))
+    return np.repeat(logs, np.diff(starts, append=n.size))
 
 
 def _per_row(n: Any) -> Any:

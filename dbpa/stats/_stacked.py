@@ -12,6 +12,7 @@ prompt by prompt on its own outputs (a padded product would round differently).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -209,19 +210,26 @@ class StackedKernels:
         """Each row's sum over bins of ``xlogy(m, m)`` (``_jsd_from_counts``), read from a
         table of every (h0, h1) a prompt can have where the tables are smaller than the
         (P', rows, bins) counts; None (computed there) otherwise."""
-        from scipy.special import xlogy  # here: as ``_omega._xlogx_table``
-
         n0, n1 = self._n0[prompts], self._n1[prompts]
         entries = (n0 + 1) * (n1 + 1)
         if entries.sum() > h0.size:
             return None
-        tables = []
-        for a, b in zip(n0.tolist(), n1.tolist(), strict=True):
-            m = _mixture(np.arange(a + 1)[:, None], a, np.arange(b + 1), b)
-            tables.append(xlogy(m, m).ravel())
+        tables = [_mixture_table(a, b) for a, b in zip(n0.tolist(), n1.tolist(), strict=True)]
         index = h0 * (n1 + 1)[:, None, None] + h1 + (np.cumsum(entries) - entries)[:, None, None]
         sums: Vector = np.concatenate(tables)[index.reshape(-1, self._bins)].sum(axis=1)
         return sums
+
+
+@functools.lru_cache(maxsize=64)
+def _mixture_table(n0: int, n1: int) -> Vector:
+    """``xlogy(m, m)`` of the mixture share of every bin count pair (h0, h1), h0 <= n0 and
+    h1 <= n1, at flat index ``h0 * (n1 + 1) + h1`` (read-only)."""
+    from scipy.special import xlogy  # here: as ``_omega._xlogx_table``
+
+    m = _mixture(np.arange(n0 + 1)[:, None], n0, np.arange(n1 + 1), n1)
+    table: Vector = xlogy(m, m).ravel()
+    table.setflags(write=False)
+    return table
 
 
 def stackable(components: tuple[str, ...], similarity: str) -> bool:
