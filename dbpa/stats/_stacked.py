@@ -209,7 +209,8 @@ class StackedKernels:
     def _neg_h_m(self, h0: Counts, h1: Counts, prompts: slice) -> Vector | None:
         """Each row's sum over bins of ``xlogy(m, m)`` (``_jsd_from_counts``), read from a
         table of every (h0, h1) a prompt can have where the tables are smaller than the
-        (P', rows, bins) counts; None (computed there) otherwise."""
+        (P', rows, bins) counts (the same float operations on the same counts: the direct
+        sums to the last bit); None (computed there) otherwise."""
         n0, n1 = self._n0[prompts], self._n1[prompts]
         entries = (n0 + 1) * (n1 + 1)
         if entries.sum() > h0.size:
