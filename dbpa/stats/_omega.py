@@ -136,29 +136,44 @@ def _xlogx_table(size: int) -> Vector:
 
 
 def _jsd_from_counts(
-    h0: NDArray[np.intp], h1: NDArray[np.intp], n0: Any, n1: Any, xlogx: Vector
+    h0: NDArray[np.intp],
+    h1: NDArray[np.intp],
+    n0: Any,
+    n1: Any,
+    xlogx: Vector,
+    neg_h_m: Vector | None = None,
 ) -> Vector:
     """JS divergence in bits between rows of bin counts summing to n0 and n1 (ints, or an
     int array of one per row).
 
     JSD = H(M) - H(P)/2 - H(Q)/2, and sum p log p = (sum h log h)/n0 - log n0: the integer
-    parts come from a table, so only the mixture M needs logarithms.
+    parts come from a table, so only the mixture M needs logarithms (``neg_h_m``, each
+    row's sum of ``xlogy(m, m)``, when the caller has it from a table of its own).
     """
     from scipy.special import xlogy
 
     neg_h_p = xlogx[h0].sum(axis=1) / n0 - _log(n0)
     neg_h_q = xlogx[h1].sum(axis=1) / n1 - _log(n1)
-    m = 0.5 * (h0 / _per_row(n0) + h1 / _per_row(n1))
-    js: Vector = (0.5 * (neg_h_p + neg_h_q) - xlogy(m, m).sum(axis=1)) / math.log(2.0)
+    if neg_h_m is None:
+        m = _mixture(h0, _per_row(n0), h1, _per_row(n1))
+        neg_h_m = xlogy(m, m).sum(axis=1)
+    js: Vector = (0.5 * (neg_h_p + neg_h_q) - neg_h_m) / math.log(2.0)
     return np.clip(js, 0.0, 1.0)
 
 
+def _mixture(h0: Any, n0: Any, h1: Any, n1: Any) -> Any:
+    """The mixture's share of a bin with counts h0 of n0 and h1 of n1."""
+    return 0.5 * (h0 / n0 + h1 / n1)
+
+
 def _log(n: Any) -> Any:
-    """``math.log`` of an int, or of every entry of an int array."""
+    """``math.log`` of an int, or of every entry of a non-empty int array (once per run of
+    equal entries: the stacked kernels repeat each prompt's count over its rows)."""
     if np.ndim(n) == 0:
         return math.log(n)
-    values, inverse = np.unique(n, return_inverse=True)
-    return np.array([math.log(v) for v in values.tolist()])[inverse]
+    starts = np.flatnonzero(np.diff(n, prepend=n[0] - 1))
+    logs = np.array([math.log(v) for v in n[starts].tolist()])
+    return np.repeat(logs, np.diff(starts, append=n.size))
 
 
 def _per_row(n: Any) -> Any:

@@ -12,15 +12,18 @@ prompt by prompt on its own outputs (a padded product would round differently).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from ._omega import TIE_ATOL, _jsd_from_counts, _xlogx_table
+from ._omega import TIE_ATOL, _jsd_from_counts, _mixture, _xlogx_table
 
 Stack = NDArray[np.float64]
+Vector = NDArray[np.float64]
+Counts = NDArray[np.intp]
 Masks = NDArray[np.bool_]
 
 STACKABLE = frozenset({"jsd", "energy_cosine"})
@@ -198,9 +201,36 @@ class StackedKernels:
             np.repeat(self._n0[prompts], rows),
             np.repeat(self._n1[prompts], rows),
             self._xlogx,
+            self._neg_h_m(h0, h1, prompts),
         )
         out: Stack = js.reshape(size, rows)
         return out
+
+    def _neg_h_m(self, h0: Counts, h1: Counts, prompts: slice) -> Vector | None:
+        """Each row's sum over bins of ``xlogy(m, m)`` (``_jsd_from_counts``), read from a
+        table of every (h0, h1) a prompt can have where the tables are smaller than the
+        (P', rows, bins) counts (the same float operations on the same counts: the direct
+        sums to the last bit); None (computed there) otherwise."""
+        n0, n1 = self._n0[prompts], self._n1[prompts]
+        entries = (n0 + 1) * (n1 + 1)
+        if entries.sum() > h0.size:
+            return None
+        tables = [_mixture_table(a, b) for a, b in zip(n0.tolist(), n1.tolist(), strict=True)]
+        index = h0 * (n1 + 1)[:, None, None] + h1 + (np.cumsum(entries) - entries)[:, None, None]
+        sums: Vector = np.concatenate(tables)[index.reshape(-1, self._bins)].sum(axis=1)
+        return sums
+
+
+@functools.lru_cache(maxsize=64)
+def _mixture_table(n0: int, n1: int) -> Vector:
+    """``xlogy(m, m)`` of the mixture share of every bin count pair (h0, h1), h0 <= n0 and
+    h1 <= n1, at flat index ``h0 * (n1 + 1) + h1`` (read-only)."""
+    from scipy.special import xlogy  # here: as ``_omega._xlogx_table``
+
+    m = _mixture(np.arange(n0 + 1)[:, None], n0, np.arange(n1 + 1), n1)
+    table: Vector = xlogy(m, m).ravel()
+    table.setflags(write=False)
+    return table
 
 
 def stackable(components: tuple[str, ...], similarity: str) -> bool:

@@ -24,7 +24,10 @@ from dbpa.stats import (
     set_equivalence_p_value,
 )
 from dbpa.stats._boundary import NO_GUARD, boundary_p_value
+from dbpa.stats._omega import OMEGAS
 from dbpa.stats._set_tilted import SetArms, _split
+from dbpa.stats._similarity import SIMILARITIES
+from dbpa.stats._stacked import StackedKernels
 from dbpa.stats._tilted import _Arms
 from tests.stats import reference
 from tests.stats.conftest import clustered
@@ -184,6 +187,25 @@ def test_exact_enumeration_of_two_prompts_matches_the_definition(omega, combinat
     assert r.evaluated == 20 * 20
     assert r.p_value == pytest.approx(p_value, abs=1e-12)
     np.testing.assert_allclose(r.prompt_p_values, prompt_p, atol=1e-12)
+
+
+@pytest.mark.parametrize("rows", [3, 400])
+def test_stacked_jsd_is_the_per_prompt_kernels_to_the_last_bit(rows, rng):
+    """Prompts of unequal sizes padded into one stack: with 3 rows the mixture terms are
+    computed directly, with 400 read from the per-prompt tables (``_stacked``)."""
+    sizes = [(3, 4), (5, 5), (4, 6), (12, 12)]
+    pooled = [rng.normal(size=(k_a + k_b, 6)) + 1.0 for k_a, k_b in sizes]
+    k_a = np.array([k for k, _ in sizes])
+    options = dict(OMEGAS["jsd"].defaults)
+    kernels = StackedKernels(pooled, k_a, ("jsd",), options, spread=False)
+    masks = np.zeros((len(sizes), rows, kernels.n), dtype=bool)
+    for p, z in enumerate(pooled):
+        for r in range(rows):
+            masks[p, r, rng.permutation(len(z))[: k_a[p]]] = True
+    stacked = kernels(masks, slice(0, len(sizes)))[:, :, 0]
+    for p, z in enumerate(pooled):
+        kernel = OMEGAS["jsd"].build(SIMILARITIES["cosine"](z, "z"), int(k_a[p]), options)
+        np.testing.assert_array_equal(stacked[p], kernel(masks[p, :, : len(z)]))
 
 
 def test_unequal_k_between_prompts_and_arms_is_enumerated_exactly(rng):
