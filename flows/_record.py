@@ -114,7 +114,7 @@ def correct_families(
             margin = _margin(plan, store, config.equivalence, family, members, warn, k)
             if sequential is not None:
                 equivalence_p = _sequential_equivalence(
-                    store, plan, sequential, members, margin.value, analysis.alpha
+                    store, plan, sequential, members, margin.value
                 )
             elif plan.set_members:
                 equivalence_p = {
@@ -219,7 +219,6 @@ def _sequential_equivalence(
     outcome: SequentialOutcome,
     members: Sequence[PlannedTest],
     margin: float | None,
-    alpha: float,
 ) -> dict[str, float]:
     """perturbation id -> the equivalence p-value over the looks its test took: ``min_j p_j /
     w_j`` with the design's weights (valid under the stopping rule, as the test's own), p_j

@@ -147,12 +147,12 @@ def set_equivalence(
     prompts.
     """
     items, delta, level = _set_equivalence_iv(intervals, margin, alpha)
-    seed = _guard_seed(items, rng)
+    test = _SetTest(items, rng)
     n = len(items)
-    p_value = _p_value(items, delta, seed)
+    p_value = test.p_value(n * delta)
     return SetEquivalence(
         estimate=float(np.mean([iv.estimate for iv in items])),
-        upper=_upper(items, level, seed) / n,
+        upper=test.upper(level) / n,
         p_value=p_value,
         equivalent=p_value <= level,
         margin=delta,
@@ -168,44 +168,45 @@ def set_equivalence_p_value(
     """``set_equivalence(intervals, margin, rng=rng).p_value`` without the upper bound (a
     search over margins)."""
     items, delta, _ = _set_equivalence_iv(intervals, margin, 0.05)
-    return _p_value(items, delta, _guard_seed(items, rng))
+    return _SetTest(items, rng).p_value(len(items) * delta)
 
 
-def _guard_seed(items: list[EffectInterval], rng: RngLike) -> int:
-    """The joint guard's seed: one draw of ``rng`` over two or more prompts (none drawn for
-    one prompt, whose guard is its interval's)."""
-    gen = as_rng(rng)
-    return 0 if len(items) == 1 else int(gen.integers(2**63))
+class _SetTest:
+    """The pooled least-favourable test and, over two or more prompts, the joint guard (its
+    seed one draw of ``rng``; none drawn for one prompt, whose guard is its interval's)."""
 
+    def __init__(self, items: list[EffectInterval], rng: RngLike) -> None:
+        gen = as_rng(rng)
+        self.draws = pooled_draws(items)
+        self.arms: SetArms | None = None
+        self.seed = 0
+        if len(items) > 1:  # _set_equivalence_iv has checked that each has distances
+            pairs = [(iv.distances, iv.k_a) for iv in items if iv.distances is not None]
+            self.arms, self.seed = SetArms(pairs), int(gen.integers(2**63))
 
-def _p_value(items: list[EffectInterval], delta: float, seed: int) -> float:
-    draws = pooled_draws(items)
-    least_favourable = boundary_p_value(draws, len(items) * delta)
-    if len(items) == 1:
-        return least_favourable
-    guard = _set_arms(items).p_value(len(items) * delta, draws.noise.size, seed)
-    return max(least_favourable, guard)
+    def p_value(self, total: float) -> float:
+        """p-value of H0 ``sum_i theta_i >= total``: the larger of the two tests'."""
+        least_favourable = boundary_p_value(self.draws, total)
+        if self.arms is None:
+            return least_favourable
+        return max(least_favourable, self._guard(self.arms, total))
 
+    def upper(self, level: float) -> float:
+        """The smallest total margin the test rejects at ``level``: the least-favourable
+        test's bound, raised on a grid of ratio ``GRID_RATIO`` until the joint guard rejects
+        too."""
+        bound = boundary_bound(self.draws, level)
+        if self.arms is None or not math.isfinite(bound):
+            return bound
+        bound = max(bound, SMALLEST * self.arms.largest)
+        for g in range(GRID_SIZE):
+            total = bound * GRID_RATIO**g
+            if self._guard(self.arms, total) <= level:
+                return total
+        return math.inf
 
-def _upper(items: list[EffectInterval], level: float, seed: int) -> float:
-    """The smallest total margin the test rejects at ``level``: the least-favourable test's
-    bound, raised on a grid of ratio ``GRID_RATIO`` until the joint guard rejects too."""
-    draws = pooled_draws(items)
-    bound = boundary_bound(draws, level)
-    if len(items) == 1 or not math.isfinite(bound):
-        return bound
-    arms = _set_arms(items)
-    bound = max(bound, SMALLEST * arms.largest)
-    for g in range(GRID_SIZE):
-        total = bound * GRID_RATIO**g
-        if arms.p_value(total, draws.noise.size, seed) <= level:
-            return total
-    return math.inf
-
-
-def _set_arms(items: list[EffectInterval]) -> SetArms:
-    """The prompts' arms (``_set_equivalence_iv`` has checked that each has distances)."""
-    return SetArms([(iv.distances, iv.k_a) for iv in items if iv.distances is not None])
+    def _guard(self, arms: SetArms, total: float) -> float:
+        return arms.p_value(total, self.draws.noise.size, self.seed)
 
 
 @dataclass(frozen=True)
