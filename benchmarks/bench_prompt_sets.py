@@ -21,6 +21,9 @@ Three parts (``python -m benchmarks prompt_sets``; ``--quick`` for a smoke run):
   per-prompt Holm on its per-prompt p-values, where 30% of the prompts move, over the size
   of each synthetic shape, and the most any combination of those per-prompt p-values can
   reach (``_set_bound``): where twice Holm's power can be reached at all.
+* **bound_real**: the same bound on the real system-prompt change moving 10% and 30% of the
+  prompts, beside the default and Holm on the same draws, and a test reading the embeddings
+  across prompts (``_shared_direction``: do the moved prompts move one way?).
 * **timing**: B = 2000 relabellings over 500 prompts x k = 10.
 """
 
@@ -37,6 +40,7 @@ import numpy as np
 
 from benchmarks._prompt_set_cells import prompt_models, prompt_set
 from benchmarks._set_bound import set_bound
+from benchmarks._shared_direction import shared_direction_p
 from benchmarks._table import print_table
 from dbpa.stats import OMEGAS, correct
 from dbpa.stats._combined import combine
@@ -398,6 +402,71 @@ def real(
     print(f"real: {time.perf_counter() - start:.0f} s")
 
 
+# --------------------------------------------------------------------------- bound on real
+
+
+def bound_real(quick: bool = False, audits: int | None = None) -> None:
+    """Where the real system-prompt change moves 2 or 6 of the 20 prompts (k = 10): the
+    default pooled test, per-prompt Holm, the most a combination of the per-prompt p-values
+    can reach (``_set_bound``, from the moved prompts' p-values of these audits), and the
+    shared-direction test, on the same draws (``audits`` per cell, default 500)."""
+    data = np.load(DATA)
+    arms = [str(a) for a in data["arms"]]
+    emb = data["embeddings"].astype(np.float64)
+    _, n_prompts, outputs = emb.shape[:3]
+    system = arms.index("system_friendly")
+    k, b = 10, 999
+    n = audits or (40 if quick else 500)
+    start = time.perf_counter()
+    rows = []
+    for c, moved in enumerate((2, 6)):
+        rng = np.random.default_rng(SEED + 300 + c)
+        moved_p, counts = [], dict.fromkeys(("pooled", "holm", "shared"), 0)
+        for _ in range(n):
+            chosen = set(rng.permutation(n_prompts)[:moved].tolist())
+            x, y = [], []
+            for p in range(n_prompts):
+                order = rng.permutation(outputs)
+                x.append(emb[0, p, order[:k]])
+                rows_b = rng.choice(outputs, size=k, replace=False)
+                y.append(emb[system, p, rows_b] if p in chosen else emb[0, p, order[k : 2 * k]])
+            relabelled = _relabel_arms(x, y, "auto", b, int(rng.integers(2**32)))
+            moved_p += [relabelled.prompt_p[p] for p in sorted(chosen)]
+            counts["pooled"] += _set_level(relabelled, "sum_z+tippett+spread").p_value <= ALPHA
+            counts["holm"] += _holm(relabelled.prompt_p)
+            counts["shared"] += shared_direction_p(x, y, b, rng) <= ALPHA
+        bound = set_bound(np.array(moved_p), n_prompts, moved, b, ALPHA, rng)
+        holm = counts["holm"] / n
+        rows.append(
+            [
+                f"system_friendly on {moved / n_prompts:.0%}",
+                f"{counts['pooled'] / n:.3f}",
+                f"{holm:.3f}",
+                f"{counts['pooled'] / n / holm:.1f}" if holm else "inf",
+                f"{bound.power:.3f}",
+                f"{bound.power / holm:.1f}" if holm else "inf",
+                f"{bound.holm:.3f}",
+                f"{counts['shared'] / n:.3f}",
+            ]
+        )
+        print(rows[-1], f"{time.perf_counter() - start:.0f} s", flush=True)
+    print_table(
+        f"\n[prompt_sets bound_real] {n_prompts} prompts x k={k} per arm, real outputs, "
+        f"{n} audits per cell, B={b}",
+        [
+            "cell",
+            "pooled (default)",
+            "per-prompt Holm",
+            "ratio",
+            "bound",
+            "bound / Holm",
+            "Holm in the bound's model",
+            "shared direction",
+        ],
+        rows,
+    )
+
+
 # --------------------------------------------------------------------------- timing
 
 
@@ -431,6 +500,7 @@ def main(quick: bool = False) -> None:
     curve(quick)
     real(quick)
     real(quick, k=20, subtle_only=True)
+    bound_real(quick)
     timing(quick)
 
 
@@ -438,7 +508,9 @@ if __name__ == "__main__":
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_prompt_sets")
-    parser.add_argument("parts", nargs="*", choices=["design", "curve", "real", "real20", "timing"])
+    parser.add_argument(
+        "parts", nargs="*", choices=["design", "curve", "real", "real20", "bound_real", "timing"]
+    )
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--audits", type=int, help="audits per real-output cell (default 100)")
     args = parser.parse_args()
@@ -447,6 +519,7 @@ if __name__ == "__main__":
         "curve": curve,
         "real": lambda quick: real(quick, audits=args.audits),
         "real20": lambda quick: real(quick, k=20, subtle_only=True, audits=args.audits),
+        "bound_real": lambda quick: bound_real(quick, audits=args.audits),
         "timing": timing,
     }
     for part in args.parts or list(parts):
