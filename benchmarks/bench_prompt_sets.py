@@ -406,10 +406,11 @@ def real(
 
 
 def bound_real(quick: bool = False, audits: int | None = None) -> None:
-    """Where the real system-prompt change moves 2 or 6 of the 20 prompts (k = 10): the
-    default pooled test, per-prompt Holm, the most a combination of the per-prompt p-values
-    can reach (``_set_bound``, from the moved prompts' p-values of these audits), and the
-    shared-direction test, on the same draws (``audits`` per cell, default 500)."""
+    """Where the real system-prompt change moves none, 2, 6 or all of the 20 prompts
+    (k = 10): the default pooled test, per-prompt Holm, the most a combination of the
+    per-prompt p-values can reach (``_set_bound``, from the moved prompts' p-values of these
+    audits; where some but not all moved), and the shared-direction test, on the same draws
+    (``audits`` per cell, default 500)."""
     data = np.load(DATA)
     arms = [str(a) for a in data["arms"]]
     emb = data["embeddings"].astype(np.float64)
@@ -419,7 +420,7 @@ def bound_real(quick: bool = False, audits: int | None = None) -> None:
     n = audits or (40 if quick else 500)
     start = time.perf_counter()
     rows = []
-    for c, moved in enumerate((2, 6)):
+    for c, moved in enumerate((0, 2, 6, n_prompts)):
         rng = np.random.default_rng(SEED + 300 + c)
         moved_p, counts = [], dict.fromkeys(("pooled", "holm", "shared"), 0)
         for _ in range(n):
@@ -435,17 +436,19 @@ def bound_real(quick: bool = False, audits: int | None = None) -> None:
             counts["pooled"] += _set_level(relabelled, "sum_z+tippett+spread").p_value <= ALPHA
             counts["holm"] += _holm(relabelled.prompt_p)
             counts["shared"] += shared_direction_p(x, y, b, rng) <= ALPHA
-        bound = set_bound(np.array(moved_p), n_prompts, moved, b, ALPHA, rng)
         holm = counts["holm"] / n
+        if 0 < moved < n_prompts:  # the bound of "which `moved` of them moved"
+            bound = set_bound(np.array(moved_p), n_prompts, moved, b, ALPHA, rng)
+            bounds = [f"{bound.power:.3f}", f"{bound.power / holm:.1f}", f"{bound.holm:.3f}"]
+        else:
+            bounds = ["-", "-", "-"]
         rows.append(
             [
-                f"system_friendly on {moved / n_prompts:.0%}",
+                f"system_friendly on {moved / n_prompts:.0%}" if moved else "none (type-I)",
                 f"{counts['pooled'] / n:.3f}",
                 f"{holm:.3f}",
-                f"{counts['pooled'] / n / holm:.1f}" if holm else "inf",
-                f"{bound.power:.3f}",
-                f"{bound.power / holm:.1f}" if holm else "inf",
-                f"{bound.holm:.3f}",
+                f"{counts['pooled'] / n / holm:.1f}" if holm else "-",
+                *bounds,
                 f"{counts['shared'] / n:.3f}",
             ]
         )
