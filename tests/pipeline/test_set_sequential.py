@@ -86,11 +86,14 @@ def test_a_set_stops_each_pooled_test_at_its_look_and_saves_calls(
 
 
 def test_an_open_pooled_test_samples_every_prompt_at_the_next_look(
-    provider: ScriptedServer, tmp_path
+    rotating_provider: ScriptedServer, tmp_path
 ):
     """Without futility the doctor's test stays open after the first look: its arms and the
     originals of all 5 prompts are filled to 16, the comedian's (stopped at 8) are not. A
-    re-run asks for nothing and reaches the same stops."""
+    re-run asks for nothing and reaches the same stops. The rotating provider gives the
+    doctor's arms exactly the original's texts (under ``RULES`` they are random draws, whose
+    first look once called the doctor changed)."""
+    provider = rotating_provider
     db = tmp_path / "s.duckdb"
     config = _config(provider, sequential={**SEQUENTIAL, "futility": False})
     outcome = audit(config=config, db=str(db))
