@@ -22,8 +22,9 @@ Three parts (``python -m benchmarks prompt_sets``; ``--quick`` for a smoke run):
   of each synthetic shape, and the most any combination of those per-prompt p-values can
   reach (``_set_bound``): where twice Holm's power can be reached at all.
 * **bound_real**: the same bound on the real system-prompt change moving 10% and 30% of the
-  prompts, beside the default and Holm on the same draws, and a test reading the embeddings
-  across prompts (``_shared_direction``: do the moved prompts move one way?).
+  prompts (and none and all of them), beside the default and Holm on the same draws, and a
+  test reading the embeddings across prompts (``_shared_direction``: do the moved prompts
+  move one way?).
 * **timing**: B = 2000 relabellings over 500 prompts x k = 10.
 """
 
@@ -298,6 +299,41 @@ def _unicode(texts: np.ndarray, length: int) -> np.ndarray:
 Draw = Callable[[np.random.Generator], tuple[list[np.ndarray], list[np.ndarray]]]
 
 
+Picks = list[tuple[tuple[int, np.ndarray], tuple[int, np.ndarray]]]
+"""Per prompt, (arm, rows) of its original and of its perturbed outputs in the cached data."""
+
+
+def _draw_cell(
+    shape: tuple[int, int, int], arm: int, moved: int | None
+) -> Callable[[np.random.Generator], Picks]:
+    """Index draws of one cell of real outputs, ``shape`` = (prompts, outputs per arm, k):
+    ``moved`` prompts drawn at random per audit take their perturbed outputs from ``arm``
+    (all of them when None), the others from other outputs of the original arm."""
+    n_prompts, outputs, k = shape
+
+    def draw(rng: np.random.Generator) -> Picks:
+        out = []
+        chosen = rng.permutation(n_prompts)[: n_prompts if moved is None else moved]
+        for p in range(n_prompts):
+            order = rng.permutation(outputs)
+            a_rows = order[:k]
+            if arm == 0 or p not in chosen:
+                b_arm, b_rows = 0, order[k : 2 * k]  # other original outputs
+            else:
+                b_arm, b_rows = arm, rng.choice(outputs, size=k, replace=False)
+            out.append(((0, a_rows), (b_arm, b_rows)))
+        return out
+
+    return draw
+
+
+def _arrays(picks: Picks, source: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """The picked rows of ``source`` (arms x prompts x outputs x ...): originals, perturbed."""
+    x = [source[0, p, rows_a] for p, ((_, rows_a), _) in enumerate(picks)]
+    y = [source[arm, p, rows_b] for p, (_, (arm, rows_b)) in enumerate(picks)]
+    return x, y
+
+
 def real(
     quick: bool = False, k: int = 10, subtle_only: bool = False, audits: int | None = None
 ) -> None:
@@ -326,34 +362,14 @@ def real(
     )
     system = arms.index("system_friendly")
 
-    def draw_cell(arm: int, moved: int | None) -> Callable[[np.random.Generator], Any]:
-        """Index draws: (arm, rows) of each prompt's original and perturbed arm; ``moved``
-        prompts drawn at random per audit take their perturbed outputs from ``arm`` (all of
-        them when None), the others from other outputs of the original arm."""
-
-        def draw(rng: np.random.Generator) -> list[tuple[tuple[int, np.ndarray], ...]]:
-            out = []
-            chosen = rng.permutation(n_prompts)[: n_prompts if moved is None else moved]
-            for p in range(n_prompts):
-                order = rng.permutation(outputs)
-                a_rows = order[:k]
-                if arm == 0 or p not in chosen:
-                    b_arm, b_rows = 0, order[k : 2 * k]  # other original outputs
-                else:
-                    b_arm, b_rows = arm, rng.choice(outputs, size=k, replace=False)
-                out.append(((0, a_rows), (b_arm, b_rows)))
-            return out
-
-        return draw
-
     if 2 * k > outputs:
         raise ValueError(f"k: a null audit draws 2k = {2 * k} of the {outputs} original outputs")
-    cells = [("original vs original (type-I)", draw_cell(0, None))]
-    cells += [(name, draw_cell(a, None)) for a, name in enumerate(arms) if a > 0]
+    shape = (n_prompts, outputs, k)
+    cells = [("original vs original (type-I)", _draw_cell(shape, 0, None))]
+    cells += [(name, _draw_cell(shape, a, None)) for a, name in enumerate(arms) if a > 0]
     for share in () if subtle_only else (0.1, 0.3):
-        cells.append(
-            (f"system_friendly on {share:.0%}", draw_cell(system, round(share * n_prompts)))
-        )
+        moved = round(share * n_prompts)
+        cells.append((f"system_friendly on {share:.0%}", _draw_cell(shape, system, moved)))
     pooled = ["sum_z", "fisher", "sum_z+tippett", "sum_z+tippett+spread"]
     methods = [
         *(f"pooled {c}" for c in pooled),
@@ -364,15 +380,10 @@ def real(
         "MET unicode",
     ]
 
-    def arrays(picks: Any, source: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
-        x = [source[0, p, rows_a] for p, ((_, rows_a), _) in enumerate(picks)]
-        y = [source[arm, p, rows_b] for p, (_, (arm, rows_b)) in enumerate(picks)]
-        return x, y
-
     check_rng = np.random.default_rng(SEED)
     agree = []
     for c in range(0 if audits else 3):  # the package takes minutes: not on shortened runs
-        x, y = arrays(draw_cell(system, None)(check_rng), tokens)
+        x, y = _arrays(_draw_cell(shape, system, None)(check_rng), tokens)
         agree.append((_met_package_p_value(x, y, b_met, c), _met_p_value(x, y, b_met, c)))
     print(f"MET p-values, its package against the benchmark's indexing of its kernel: {agree}")
     start = time.perf_counter()
@@ -383,7 +394,7 @@ def real(
         for _ in range(n):
             picks = draw(rng)
             seed = int(rng.integers(2**32))
-            relabelled = _relabel_arms(*arrays(picks, emb), "auto", b, seed)
+            relabelled = _relabel_arms(*_arrays(picks, emb), "auto", b, seed)
             levels = {name: _set_level(relabelled, name) for name in pooled}
             for name in pooled:
                 counts[f"pooled {name}"] += levels[name].p_value <= ALPHA
@@ -391,7 +402,7 @@ def real(
                 counts[name] += p_value <= ALPHA
             counts["per-prompt Holm"] += _holm(relabelled.prompt_p)
             for name, seqs in (("MET tokens", tokens), ("MET unicode", chars)):
-                counts[name] += _met_p_value(*arrays(picks, seqs), b_met, seed % 2**31) <= ALPHA
+                counts[name] += _met_p_value(*_arrays(picks, seqs), b_met, seed % 2**31) <= ALPHA
         rows.append([label, *(f"{counts[m] / n:.2f}" for m in methods)])
         print(rows[-1], f"{time.perf_counter() - start:.0f} s", flush=True)
     print_table(
@@ -422,17 +433,13 @@ def bound_real(quick: bool = False, audits: int | None = None) -> None:
     rows = []
     for c, moved in enumerate((0, 2, 6, n_prompts)):
         rng = np.random.default_rng(SEED + 300 + c)
+        draw = _draw_cell((n_prompts, outputs, k), system, moved)
         moved_p, counts = [], dict.fromkeys(("pooled", "holm", "shared"), 0)
         for _ in range(n):
-            chosen = set(rng.permutation(n_prompts)[:moved].tolist())
-            x, y = [], []
-            for p in range(n_prompts):
-                order = rng.permutation(outputs)
-                x.append(emb[0, p, order[:k]])
-                rows_b = rng.choice(outputs, size=k, replace=False)
-                y.append(emb[system, p, rows_b] if p in chosen else emb[0, p, order[k : 2 * k]])
+            picks = draw(rng)
+            x, y = _arrays(picks, emb)
             relabelled = _relabel_arms(x, y, "auto", b, int(rng.integers(2**32)))
-            moved_p += [relabelled.prompt_p[p] for p in sorted(chosen)]
+            moved_p += [relabelled.prompt_p[p] for p, (_, (arm, _)) in enumerate(picks) if arm]
             counts["pooled"] += _set_level(relabelled, "sum_z+tippett+spread").p_value <= ALPHA
             counts["holm"] += _holm(relabelled.prompt_p)
             counts["shared"] += shared_direction_p(x, y, b, rng) <= ALPHA
