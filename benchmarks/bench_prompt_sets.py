@@ -63,6 +63,15 @@ PAIRS = (("sum_z", "fisher"), ("fisher", "tippett"))
 """Two combinations referred jointly to their permutation law (Tippett's NPC of the two);
 ``sum_z+tippett`` is one of ``COMBINATIONS``."""
 DATA = Path(__file__).parent / "data" / "prompt_sets_smollm2.npz"
+BOUND_COLUMNS = [
+    "pooled (default)",
+    "per-prompt Holm",
+    "ratio",
+    "bound",
+    "bound / Holm",
+    "Holm in the bound's model",
+]
+"""The columns of the tables that set the default against Holm and the combination bound."""
 
 
 def _npc(levels: dict[str, _SetLevel], names: tuple[str, str]) -> float:
@@ -200,16 +209,7 @@ def curve(quick: bool = False) -> None:
         )
     print_table(
         "rejection rate where 30% of the prompts move",
-        [
-            "shape",
-            "size",
-            "pooled (default)",
-            "per-prompt Holm",
-            "ratio",
-            "bound",
-            "bound / Holm",
-            "Holm in the bound's model",
-        ],
+        ["shape", "size", *BOUND_COLUMNS],
         rows,
     )
     print(f"curve: {time.perf_counter() - start:.0f} s")
@@ -446,7 +446,8 @@ def bound_real(quick: bool = False, audits: int | None = None) -> None:
         holm = counts["holm"] / n
         if 0 < moved < n_prompts:  # the bound of "which `moved` of them moved"
             bound = set_bound(np.array(moved_p), n_prompts, moved, b, ALPHA, rng)
-            bounds = [f"{bound.power:.3f}", f"{bound.power / holm:.1f}", f"{bound.holm:.3f}"]
+            over_holm = f"{bound.power / holm:.1f}" if holm else "inf"
+            bounds = [f"{bound.power:.3f}", over_holm, f"{bound.holm:.3f}"]
         else:
             bounds = ["-", "-", "-"]
         rows.append(
@@ -463,16 +464,7 @@ def bound_real(quick: bool = False, audits: int | None = None) -> None:
     print_table(
         f"\n[prompt_sets bound_real] {n_prompts} prompts x k={k} per arm, real outputs, "
         f"{n} audits per cell, B={b}",
-        [
-            "cell",
-            "pooled (default)",
-            "per-prompt Holm",
-            "ratio",
-            "bound",
-            "bound / Holm",
-            "Holm in the bound's model",
-            "shared direction",
-        ],
+        ["cell", *BOUND_COLUMNS, "shared direction"],
         rows,
     )
 
