@@ -34,7 +34,7 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from ._tilted import _Arms, _normalized, resampled_p_value
+from ._tilted import _Arms, resampled_p_value
 
 Matrix = NDArray[np.float64]
 Vector = NDArray[np.float64]
@@ -74,7 +74,7 @@ def _weights(arms: _Arms, target: float) -> tuple[Vector, Vector] | None:
     likeliest candidate boundary point."""
     theta, _ = arms.base
     if target == theta:
-        return _normalized(arms.log_a), _normalized(arms.log_b)
+        return arms.untilted
     best = arms.likeliest(target)
     return None if best is None else (best[1], best[2])
 

@@ -147,9 +147,14 @@ class _Arms:
         return np.vstack(scores), np.vstack(tilts), np.vstack(thetas)
 
     @cached_property
+    def untilted(self) -> tuple[Vector, Vector]:
+        """The arms' weights before any tilt."""
+        return _normalized(self.log_a), _normalized(self.log_b)
+
+    @cached_property
     def base(self) -> tuple[float, float]:
         """The untilted arms' distance and the observed outputs' log-likelihood under them."""
-        w_a, w_b = _normalized(self.log_a[None, :]), _normalized(self.log_b[None, :])
+        w_a, w_b = (w[None, :] for w in self.untilted)
         return float(_thetas(self.d, w_a, w_b)[0]), float(self.likelihood(w_a, w_b)[0])
 
     def likeliest(self, margin: float) -> tuple[float, Vector, Vector] | None:
