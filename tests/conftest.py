@@ -8,7 +8,6 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
 
 import pytest
 
@@ -47,18 +46,8 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     return (os.cpu_count() or 1) + 1
 
 
-pytest_plugins = ["tests.support.providers", "tests.support.cli_process"]
-
-
-@pytest.fixture(scope="session")
-def prefect_harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """A temporary Prefect server for the session, with task results in a temp dir."""
-    from prefect.settings import PREFECT_LOCAL_STORAGE_PATH, temporary_settings
-    from prefect.testing.utilities import prefect_test_harness
-
-    results = tmp_path_factory.mktemp("prefect-results")
-    with (
-        prefect_test_harness(server_startup_timeout=120),
-        temporary_settings({PREFECT_LOCAL_STORAGE_PATH: results}),
-    ):
-        yield
+pytest_plugins = [
+    "tests.support.prefect_api",
+    "tests.support.providers",
+    "tests.support.cli_process",
+]

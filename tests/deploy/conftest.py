@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -72,8 +73,11 @@ def stop(started: Started, what: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrefectServer]:
+def prefect_server(
+    tmp_path_factory: pytest.TempPathFactory, migrated_database: Path
+) -> Iterator[PrefectServer]:
     home = tmp_path_factory.mktemp("prefect-home")
+    shutil.copyfile(migrated_database, home / "prefect.db")  # no migrations at its start
     logs = tmp_path_factory.mktemp("prefect-logs")
     port = free_port()
     url = f"http://127.0.0.1:{port}/api"

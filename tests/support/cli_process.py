@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -17,10 +18,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="session")
-def prefect_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A Prefect home for the ``dbpa`` processes of the session (its first server start
-    creates the database; later ones find it, as a user's do)."""
-    return tmp_path_factory.mktemp("prefect-home")
+def prefect_home(tmp_path_factory: pytest.TempPathFactory, migrated_database: Path) -> Path:
+    """A Prefect home for the ``dbpa`` processes of the session, whose database is a copy of
+    one already migrated: every server start finds it, as a user's second run does."""
+    home = tmp_path_factory.mktemp("prefect-home")
+    shutil.copyfile(migrated_database, home / "prefect.db")
+    return home
 
 
 def run_dbpa(
