@@ -707,8 +707,9 @@ def test_a_calibrated_set_margin_is_not_anti_conservative():
 
 
 def test_the_calibrated_set_margin_simulation_fails_a_margin_too_wide():
-    """The same audits with the margin estimating three times the effect: equivalence is
-    falsely shown in about 0.27 of them (16 of 60), and the check fails."""
-    audits = calibrated_set_equivalences("two_texts", 4, 20, seed=12, scale=3.0)
-    (check,) = check_rates(audits, [Rate(ALPHA, "a margin three times the effect")])
+    """The same audits with the margin estimating five times the effect: equivalence is
+    falsely shown in 19 of 42, and the check fails there. (Three times: 0.10, 42 of 422
+    audits, 32 CPU-s instead of 3; measured 2026-11-28.)"""
+    audits = calibrated_set_equivalences("two_texts", 4, 20, seed=12, scale=5.0)
+    (check,) = check_rates(audits, [Rate(ALPHA, "a margin five times the effect")])
     assert not check.passed
