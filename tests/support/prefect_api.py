@@ -22,8 +22,12 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from prefect.server.api.server import SubprocessASGIServer
 
 SHARED_DIR = "DBPA_TESTS_SHARED_DIR"
 """Environment variable: the session's directory of the migrated database (and its lock)."""
@@ -46,7 +50,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(os.environ.pop(SHARED_DIR), ignore_errors=True)
 
 
-def _start_server(database: Path) -> str:
+def _start_server(database: Path) -> SubprocessASGIServer:
     """A Prefect server of this worker's on ``database``, migrated there: on a copy of the
     session's migrated database if there is one, else on a fresh one that becomes it."""
     from prefect.server.api.server import SubprocessASGIServer
@@ -65,7 +69,7 @@ def _start_server(database: Path) -> str:
             port = probe.getsockname()[1]
         url = f"sqlite+aiosqlite:///{database}"
         with temporary_settings({PREFECT_SERVER_DATABASE_CONNECTION_URL: url}):
-            server = SubprocessASGIServer(port=port)  # stopped by the conftest at the end
+            server = SubprocessASGIServer(port=port)
             server.start(timeout=STARTUP_TIMEOUT)
         # As Prefect's harness does: Prefect code that would start a temporary server in
         # this process (SubprocessASGIServer()) finds this one.
@@ -76,7 +80,7 @@ def _start_server(database: Path) -> str:
                 closing(sqlite3.connect(migrated)) as copy,
             ):
                 live.backup(copy)
-    return server.api_url
+    return server
 
 
 @pytest.fixture(scope="session")
@@ -89,11 +93,13 @@ def prefect_harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     from prefect.context import _temporary_global_settings_context, get_settings_context
     from prefect.events.worker import EventsWorker
     from prefect.logging.handlers import APILogWorker
+    from prefect.server.api.server import SubprocessASGIServer
     from prefect.settings import PREFECT_API_URL, PREFECT_LOCAL_STORAGE_PATH, temporary_settings
 
     database = tmp_path_factory.mktemp("prefect-server") / "prefect.db"
     results = tmp_path_factory.mktemp("prefect-results")
-    settings = {PREFECT_API_URL: _start_server(database), PREFECT_LOCAL_STORAGE_PATH: results}
+    server = _start_server(database)
+    settings = {PREFECT_API_URL: server.api_url, PREFECT_LOCAL_STORAGE_PATH: results}
     with (
         temporary_settings(settings),
         _temporary_global_settings_context(get_settings_context()),
@@ -101,6 +107,9 @@ def prefect_harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         yield
         APILogWorker.drain_all()
         EventsWorker.drain_all()
+    server.stop()  # here, where its log line is captured
+    SubprocessASGIServer._instances.pop(None, None)
+    SubprocessASGIServer._instances.pop(server._instance_key, None)
 
 
 @pytest.fixture(scope="session")
