@@ -4,11 +4,11 @@ copies of one migrated once.
 A server's first start on a fresh database runs Prefect's migrations: 11.8 CPU-s against
 5.9 on a migrated copy (2026-11-28). The first worker to need a server starts it on a fresh
 database and copies that, migrated, to a directory of the session's (``pytest_configure``
-of the controller); every later server (the other workers', and the temporary servers of
-the ``dbpa`` processes under ``prefect_home``) starts on a copy.
+of the controller); every later server (the other workers', the temporary servers of the
+``dbpa`` processes under ``prefect_home``, the deployment tests' real one) starts on a copy.
 
-One server shared by the workers was tried and refused: on SQLite, three workers' flow runs
-made it answer 503 (database locked) and slowed the suite.
+One server shared by the workers was tried and refused: under three workers' flow runs it
+answered 503 Service Unavailable (one SQLite writer behind it), and the suite slowed.
 """
 
 from __future__ import annotations
@@ -114,5 +114,6 @@ def prefect_harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def migrated_database(prefect_harness: None) -> Path:
-    """The session's migrated Prefect database (made by the first server's start)."""
+    """The session's migrated Prefect database, made by the first server's start (so a test
+    that asks for it has this worker's server running too)."""
     return Path(os.environ[SHARED_DIR]) / MIGRATED
