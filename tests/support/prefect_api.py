@@ -71,9 +71,6 @@ def _start_server(database: Path) -> SubprocessASGIServer:
         with temporary_settings({PREFECT_SERVER_DATABASE_CONNECTION_URL: url}):
             server = SubprocessASGIServer(port=port)
             server.start(timeout=STARTUP_TIMEOUT)
-        # As Prefect's harness does: Prefect code that would start a temporary server in
-        # this process (SubprocessASGIServer()) finds this one.
-        SubprocessASGIServer._instances[None] = server
         if first:  # migrated before the server answered; no run in it yet
             with (
                 closing(sqlite3.connect(database)) as live,
@@ -99,6 +96,11 @@ def prefect_harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     database = tmp_path_factory.mktemp("prefect-server") / "prefect.db"
     results = tmp_path_factory.mktemp("prefect-results")
     server = _start_server(database)
+    # As Prefect's harness does: Prefect code that would start a temporary server in this
+    # process (SubprocessASGIServer()) finds this one; one started before is kept, to be
+    # stopped at the session's end (conftest).
+    prior = SubprocessASGIServer._instances.get(None)
+    SubprocessASGIServer._instances[None] = server
     settings = {PREFECT_API_URL: server.api_url, PREFECT_LOCAL_STORAGE_PATH: results}
     with (
         temporary_settings(settings),
@@ -108,8 +110,11 @@ def prefect_harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         APILogWorker.drain_all()
         EventsWorker.drain_all()
     server.stop()  # here, where its log line is captured
-    SubprocessASGIServer._instances.pop(None, None)
     SubprocessASGIServer._instances.pop(server._instance_key, None)
+    if prior is None:
+        SubprocessASGIServer._instances.pop(None, None)
+    else:
+        SubprocessASGIServer._instances[None] = prior
 
 
 @pytest.fixture(scope="session")
