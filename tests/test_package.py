@@ -40,3 +40,15 @@ def test_an_unknown_name_is_an_attribute_error():
         dbpa.nope  # noqa: B018
     with pytest.raises(AttributeError):
         dbpa._private  # noqa: B018
+
+
+def test_the_report_package_leaves_matplotlib_to_the_figures_that_need_it():
+    """Only the TPR-by-FPR, alignment, drift and evidence figures are drawn on matplotlib
+    (``dbpa/report/_html.py``); its import costs about a second of every reporting process."""
+    done = _fresh(
+        "import sys, dbpa.report\n"
+        "print('matplotlib' in sys.modules)\n"
+        "from dbpa.report import _figures\n"
+        "print('matplotlib' in sys.modules)"
+    )
+    assert done.stdout.split() == ["False", "True"], done.stderr

@@ -8,7 +8,8 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from dbpa.drift import DriftHistory
 
-from ._figures import GREY, RED, Chart, _chart, _figure, _plain
+from ._chart import GREY, RED, Chart
+from ._figures import _chart, _figure, _plain
 
 __all__ = ["drift_figure"]
 

@@ -6,8 +6,9 @@ import math
 
 from dbpa.drift import MonitorHistory
 
+from ._chart import RED, Chart
 from ._drift import _tick_label
-from ._figures import RED, Chart, _chart, _figure, _plain
+from ._figures import _chart, _figure, _plain
 
 __all__ = ["evidence_figure"]
 

@@ -1,4 +1,5 @@
-"""The report's summary figures as PNG data URIs (the per-test figures are SVG: ``_svg``).
+"""The report's summary figures drawn on matplotlib, as PNG data URIs: TPR by allowed FPR and
+alignment (the ROC and per-test figures are SVG: ``_roc``, ``_svg``).
 
 Drawn on matplotlib's Agg canvas through the object API (``Figure`` +
 ``FigureCanvasAgg``): no pyplot, no global figure registry, nothing left open.
@@ -10,7 +11,6 @@ import base64
 import io
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import matplotlib as mpl
@@ -21,15 +21,15 @@ from matplotlib.typing import RcKeyType
 
 from dbpa.stats import ModelChoice
 
-from ._data import Alignment, RocView
+from ._chart import BLUE, INK, RED, Chart
+from ._data import Alignment
 from ._format import fmt_omega, fmt_p, fmt_rate
 
-__all__ = ["Chart", "alignment_figure", "roc_figure", "tpr_by_fpr_figure"]
+__all__ = ["alignment_figure", "tpr_by_fpr_figure"]
 
 DPI = 150
 """Pixels per inch of the PNGs; they are shown at 96 CSS pixels per inch, so stay sharp."""
 CSS_PX_PER_INCH = 96
-BLUE, ORANGE, GREY, RED, INK = "#3b6ea5", "#e08a3c", "#a9b1bb", "#c0392b", "#222222"
 STYLE: dict[RcKeyType, Any] = {
     "font.size": 8,
     "axes.titlesize": 8.5,
@@ -62,38 +62,11 @@ def _figure(width: float, height: float) -> Iterator[Figure]:
             fig.clear()
 
 
-@dataclass(frozen=True)
-class Chart:
-    """A PNG figure as a data URI, and the width in CSS pixels to show it at."""
-
-    uri: str
-    width: int
-
-
 def _chart(fig: Figure) -> Chart:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", metadata={"Software": None})
     uri = "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
     return Chart(uri=uri, width=round(fig.get_figwidth() * CSS_PX_PER_INCH))
-
-
-def roc_figure(rocs: Sequence[RocView]) -> Chart:
-    """ROC curves over alpha, one per labelled family (paper, Fig. 1)."""
-    with _figure(4.2, 3.6) as fig:
-        ax = fig.subplots()
-        ax.plot([0, 1], [0, 1], color=GREY, lw=1, ls="--", label="chance")
-        for max_fpr in (0.01, 0.05):
-            ax.axvline(max_fpr, color=GREY, lw=0.6, ls=":")
-        for roc in rocs:
-            label = f"{_plain(roc.family, 28)} (AUC {roc.auc:.2f})"
-            ax.plot(roc.fpr, roc.tpr, marker="o", ms=3, lw=1.6, label=label)
-        ax.set_xlim(-0.02, 1.02)
-        ax.set_ylim(-0.02, 1.02)
-        ax.set_aspect("equal")
-        ax.set_xlabel("false-positive rate (controls changed)")
-        ax.set_ylabel("true-positive rate (targets changed)")
-        ax.legend(loc="lower right")
-        return _chart(fig)
 
 
 def tpr_by_fpr_figure(choices: Sequence[ModelChoice]) -> Chart:

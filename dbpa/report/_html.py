@@ -22,12 +22,10 @@ from markupsafe import Markup
 from dbpa.analysis import AnalysisSpec
 from dbpa.stats import CORRECTIONS
 
+from ._chart import Chart
 from ._compare import CONFIDENCE as COMPARE_CONFIDENCE
 from ._compare import Comparison
 from ._data import Alignment, ArmView, ReportData, Settings
-from ._drift import drift_figure
-from ._evidence import evidence_figure
-from ._figures import Chart, alignment_figure, roc_figure, tpr_by_fpr_figure
 from ._format import (
     fmt_cost,
     fmt_count,
@@ -40,6 +38,7 @@ from ._format import (
     p_floor,
 )
 from ._prompt_sets import cell_text, heat_class
+from ._roc import roc_figure
 from ._svg import test_figure
 from ._text import (
     MAX_NAMED,
@@ -143,13 +142,26 @@ def _figures(data: ReportData) -> _Figures:
     for a in data.alignment:
         if a.row.tested:
             references.setdefault(a.reference, []).append(a)
+    tpr_by_fpr = drift = monitor = None
+    alignment: dict[str, Chart] = {}
+    if data.best_models or references or data.drift or data.monitor:
+        # Drawn on matplotlib, imported here: a report without these figures (most of them)
+        # does not pay for its import, about a second.
+        from ._drift import drift_figure
+        from ._evidence import evidence_figure
+        from ._figures import alignment_figure, tpr_by_fpr_figure
+
+        tpr_by_fpr = tpr_by_fpr_figure(data.best_models) if data.best_models else None
+        alignment = {ref: alignment_figure(rows_) for ref, rows_ in references.items()}
+        drift = drift_figure(data.drift) if data.drift else None
+        monitor = evidence_figure(data.monitor) if data.monitor else None
     return _Figures(
         roc=roc_figure(data.roc) if data.roc else None,
-        tpr_by_fpr=tpr_by_fpr_figure(data.best_models) if data.best_models else None,
-        alignment={ref: alignment_figure(rows_) for ref, rows_ in references.items()},
+        tpr_by_fpr=tpr_by_fpr,
+        alignment=alignment,
         tests={(v.family, v.perturbation_id): test_figure(v) for v in data.test_views},
-        drift=drift_figure(data.drift) if data.drift else None,
-        monitor=evidence_figure(data.monitor) if data.monitor else None,
+        drift=drift,
+        monitor=monitor,
     )
 
 

@@ -11,8 +11,8 @@ import base64
 from collections.abc import Sequence
 from xml.sax.saxutils import escape
 
+from ._chart import BLUE, GREY, INK, ORANGE, RED, Chart
 from ._data import MapView, NullView, SimilarityView, TestView
-from ._figures import BLUE, GREY, INK, ORANGE, RED, Chart
 from ._format import fmt_omega
 
 PANEL_W, PANEL_H = 260, 184

@@ -453,6 +453,34 @@ def test_per_test_svg_draws_every_bin_and_the_observed_statistic(labelled_run):
     assert chart.width == int(svg.get("width"))
 
 
+def test_the_roc_svg_draws_every_point_of_each_family_and_escapes_its_names():
+    import xml.etree.ElementTree as ET
+
+    from dbpa.report._data import RocView
+    from dbpa.report._roc import roc_figure
+
+    rocs = [
+        RocView("typos", (0.0, 0.0, 0.5, 1.0), (0.0, 0.5, 1.0, 1.0), 0.875, (), 2, 2, 0),
+        RocView("<b>&co</b>", (0.0, 1.0), (0.0, 1.0), 0.5, (), 2, 2, 0),
+    ]
+    chart = roc_figure(rocs)
+    assert chart.uri.startswith("data:image/svg+xml;base64,")
+    svg = ET.fromstring(base64.b64decode(chart.uri.split(",", 1)[1]))
+    ns = "{http://www.w3.org/2000/svg}"
+    curves = svg.findall(f"{ns}polyline")
+    assert [len(c.get("points").split()) for c in curves] == [4, 2]
+    dots = [len(g.findall(f"{ns}circle")) for g in svg.findall(f"{ns}g")]
+    assert dots == [4, 2]
+    # the plot is square: (0, 0) to (1, 1) spans as many pixels across as up
+    first = [tuple(map(float, xy.split(","))) for xy in curves[1].get("points").split()]
+    (x0, y0), (x1, y1) = first
+    assert x1 - x0 == pytest.approx(y0 - y1)
+    texts = [t.text for t in svg.iter(f"{ns}text")]
+    assert "typos (AUC 0.88)" in texts
+    assert "<b>&co</b> (AUC 0.50)" in texts  # parsed back from its escaped form
+    assert chart.width == int(svg.get("width"))
+
+
 def test_a_margin_shows_in_every_format(tmp_path):
     run = build_run(tmp_path / "m.duckdb", margin=0.8)
     with Store(run.db, read_only=True) as store:

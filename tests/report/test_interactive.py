@@ -349,7 +349,7 @@ def test_a_figure_opens_large_without_a_script_and_a_results_row_leads_to_it(
     page.locator("table.results a[href='#fig-0']").first.click()
     assert page.url.endswith("#fig-0")
     top = page.evaluate("document.getElementById('fig-0').getBoundingClientRect().top")
-    assert 0 <= top < 100
+    assert -1 < top < 100  # at the top of the window, to the subpixel rounding of the scroll
     image.click()
     assert page.url.endswith("#fig-0-large")
     large = image.bounding_box()
