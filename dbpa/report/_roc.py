@@ -85,7 +85,8 @@ def _curve(roc: RocView, color: str) -> str:
 
 
 def _legend(items: Sequence[tuple[str, str]]) -> str:
-    """Lower right inside the plot, as before; the chance line last."""
+    """Lower right inside the plot, as matplotlib placed it: the chance line on top, then each
+    family in turn, the last at the bottom."""
     right = _x(LIMITS[1]) - 6
     rows = []
     for i, (color, label) in enumerate(reversed(items)):
