@@ -1,4 +1,5 @@
-"""A figure of the report as an image to inline, and the colours every figure shares."""
+"""A figure of the report as an image to inline, and what every figure shares: the colours
+and labels cut short."""
 
 from __future__ import annotations
 
@@ -13,3 +14,8 @@ class Chart:
 
     uri: str
     width: int
+
+
+def shortened(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, the last an ellipsis where it was cut."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"

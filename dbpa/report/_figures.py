@@ -21,7 +21,7 @@ from matplotlib.typing import RcKeyType
 
 from dbpa.stats import ModelChoice
 
-from ._chart import BLUE, INK, RED, Chart
+from ._chart import BLUE, INK, RED, Chart, shortened
 from ._data import Alignment
 from ._format import fmt_omega, fmt_p, fmt_rate
 
@@ -46,8 +46,7 @@ STYLE: dict[RcKeyType, Any] = {
 
 def _plain(text: str, limit: int = 40) -> str:
     """A user string as literal plot text: shortened, ``$`` kept out of mathtext."""
-    short = text if len(text) <= limit else text[: limit - 1] + "…"
-    return short.replace("$", r"\$")
+    return shortened(text, limit).replace("$", r"\$")
 
 
 @contextmanager

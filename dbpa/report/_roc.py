@@ -11,7 +11,7 @@ import base64
 from collections.abc import Sequence
 from xml.sax.saxutils import escape
 
-from ._chart import GREY, INK, Chart
+from ._chart import GREY, INK, Chart, shortened
 from ._data import RocView
 
 WIDTH, HEIGHT = 356, 346
@@ -39,10 +39,6 @@ def _x(value: float) -> float:
 def _y(value: float) -> float:
     lo, hi = LIMITS
     return TOP + SIDE - (value - lo) / (hi - lo) * SIDE
-
-
-def _short(text: str) -> str:
-    return text if len(text) <= LABEL_LIMIT else text[: LABEL_LIMIT - 1] + "…"
 
 
 def _axes() -> str:
@@ -105,7 +101,7 @@ def roc_figure(rocs: Sequence[RocView]) -> Chart:
     colors = [COLORS[i % len(COLORS)] for i in range(len(rocs))]
     items = [(GREY, "chance")]
     for roc, color in zip(rocs, colors, strict=True):
-        items.append((color, f"{_short(roc.family)} (AUC {roc.auc:.2f})"))
+        items.append((color, f"{shortened(roc.family, LABEL_LIMIT)} (AUC {roc.auc:.2f})"))
     svg = (
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
         f'viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="{FONT_SIZE}" '
