@@ -109,12 +109,12 @@ class _Moves:
         self.rows = np.arange(len(found))
 
     def at(self, price: float) -> Vector:
-        """Each prompt's move minimising cost - price * length (ties: the longest)."""
-        with np.errstate(invalid="ignore"):
-            value = self.costs - price * self.lengths
-        best = np.min(value, axis=1, keepdims=True)
+        """Each prompt's move minimising cost - price * length (ties: the longest). The
+        lengths and the price are finite and the costs finite or inf, so no value is NaN."""
+        value = self.costs - price * self.lengths
+        best = value.min(axis=1, keepdims=True)
         longest = np.where(value == best, self.lengths, -1.0)
-        chosen: Vector = self.lengths[self.rows, np.argmax(longest, axis=1)]
+        chosen: Vector = self.lengths[self.rows, longest.argmax(axis=1)]
         return chosen
 
     def sharing(self, need: float) -> Vector | None:
@@ -123,9 +123,11 @@ class _Moves:
         price take the rest in turn); None beyond the longest moves."""
         if self.at(_FAR).sum() < need:
             return None
-        low, high = -_FAR, _FAR
+        low, high = -_FAR, _FAR  # at -_FAR every prompt stays put: the sum is 0 < need
         for _ in range(_BISECTIONS):
             middle = 0.5 * (low + high)
+            if not low < middle < high:
+                break  # adjacent doubles: every later halving leaves them as they are
             if self.at(middle).sum() >= need:
                 high = middle
             else:
