@@ -421,6 +421,24 @@ def _relabel(
         exact, values, scales = _relabelled(
             a_arms, b_arms, spec, options, similarity, spread, b, gen
         )
+    k_a, k_b = tuple(x.shape[0] for x in a_arms), tuple(y.shape[0] for y in b_arms)
+    return _ranked(values, scales, exact, k_a, k_b, spec, b, similarity, spread=spread)
+
+
+def _ranked(
+    values: Matrix,
+    scales: Matrix,
+    exact: bool,
+    k_a: tuple[int, ...],
+    k_b: tuple[int, ...],
+    spec: Omega,
+    b: int,
+    similarity: str,
+    *,
+    spread: bool,
+) -> _Relabelled:
+    """Every prompt's (rows, prompts, columns) statistics ranked among the rows, with each
+    prompt's own test (``spread``: the last column is its spread difference)."""
     spread_values, spread_varies = None, None
     if spread:
         spread_values = values[:, :, -1]
@@ -442,8 +460,8 @@ def _relabel(
         spread_values,
         spread_varies,
         exact,
-        tuple(x.shape[0] for x in a_arms),
-        tuple(y.shape[0] for y in b_arms),
+        k_a,
+        k_b,
         spec,
         b,
         similarity,

@@ -17,7 +17,8 @@ def clustered(
     """k embeddings drawn around answer-type centres with the given mixture weights."""
     if centres is None:
         centres = np.eye(len(weights), d) * 3.0 + 1.0
-    kinds = rng.choice(len(weights), size=k, p=np.asarray(weights) / np.sum(weights))
+    cdf = np.cumsum(np.asarray(weights) / np.sum(weights))
+    kinds = (cdf / cdf[-1]).searchsorted(rng.random(k), side="right")  # as rng.choice draws it
     return centres[kinds] + spread * rng.normal(size=(k, d))
 
 

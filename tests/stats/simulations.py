@@ -40,6 +40,7 @@ from dbpa.stats._interval import _bootstrap, energy_u_statistic
 from dbpa.stats._omega import merged_ties
 from dbpa.stats._set_equivalence import pooled_draws
 from dbpa.stats._similarity import l2_distance
+from tests.stats.batched import prompt_set_tests
 from tests.stats.conftest import clustered
 from tests.stats.synthetic_effects import SCENARIOS, scenario, true_effect
 
@@ -267,14 +268,17 @@ def pooled_null_rejections(
     k_range: tuple[int, int] = (4, 14),
 ) -> Iterator[bool]:
     """Whether each null pooled test over a set of ``n_prompts`` (``null_prompt_set``, auto,
-    B = 99, the s-th audit's relabellings seeded ``s``) rejects at alpha."""
+    B = 99, the s-th audit's relabellings seeded ``s``) rejects at alpha; the audits are
+    tested ``max(1, 1600 // n_prompts)`` at a time (at most 64), each as ``prompt_set_test``
+    tests it (``batched``)."""
     rng = np.random.default_rng(seed)
-    for s in itertools.count():
-        originals, perturbed = null_prompt_set(
-            rng, n_prompts, unequal=unequal, same_text_prompts=same_text_prompts, k_range=k_range
-        )
-        r = prompt_set_test(originals, perturbed, combination=combination, n_permutations=99, rng=s)
-        yield r.p_value <= ALPHA
+    shape = {"unequal": unequal, "same_text_prompts": same_text_prompts, "k_range": k_range}
+    size = min(64, max(1, 1600 // n_prompts))
+    for first in itertools.count(0, size):
+        sets = [null_prompt_set(rng, n_prompts, **shape) for _ in range(size)]
+        seeds = range(first, first + size)
+        for r in prompt_set_tests(sets, seeds, combination=combination, n_permutations=99):
+            yield r.p_value <= ALPHA
 
 
 def drilldown_errors(

@@ -30,6 +30,7 @@ from dbpa.stats._similarity import SIMILARITIES
 from dbpa.stats._stacked import StackedKernels
 from dbpa.stats._tilted import _Arms
 from tests.stats import reference
+from tests.stats.batched import prompt_set_tests
 from tests.stats.conftest import clustered
 from tests.stats.simulations import (
     boundary_only_interval,
@@ -414,6 +415,42 @@ def test_type_one_error_of_the_pooled_test(n_prompts, shape):
     seed = n_prompts + 7 * len(shape)
     audits = pooled_null_rejections(n_prompts, seed, **shape)
     assert_rates(audits, Rate(ALPHA, f"{n_prompts} prompts {shape}"))
+
+
+def _assert_same_result(batched, single):
+    for name, value in vars(single).items():
+        other = getattr(batched, name)
+        if name == "components":
+            assert list(other) == list(value)
+            for component in value:
+                assert vars(other[component]) == pytest.approx(vars(value[component]), abs=0)
+        else:
+            np.testing.assert_array_equal(other, value, err_msg=name)
+
+
+@pytest.mark.parametrize("combination", ["sum_z+tippett+spread", "fisher"])
+def test_batched_simulated_audits_are_prompt_set_test_to_the_last_bit(combination):
+    """The error-rate checks test many audits together (``tests/stats/batched.py``): each
+    result is ``prompt_set_test``'s for its set and seed, field by field, whether its prompts
+    were stacked with other audits', enumerated or tested alone."""
+    rng = np.random.default_rng(44)
+    sets = [null_prompt_set(rng, 20, unequal=True, same_text_prompts=3) for _ in range(6)]
+    sets += [null_prompt_set(rng, 7, k_range=(2, 9), unequal=True) for _ in range(6)]
+    moved = null_prompt_set(rng, 9, unequal=True)
+    sets.append((moved[0], [y + 1.5 * (i % 2) for i, y in enumerate(moved[1])]))
+    sets.append(([same_text(2, 16)], [same_text(2, 16, 0.5)]))  # 6 relabellings: enumerated
+    large = clustered(rng, 260, 16), clustered(rng, 260, 16)  # 520 rows: BLAS threads, alone
+    sets.append(([large[0], sets[0][0][3]], [large[1], sets[0][1][3]]))
+    seeds = [3 * j + 1 for j in range(len(sets))]
+    batched = prompt_set_tests(sets, seeds, combination=combination)
+    assert len({r.n_prompts for r in batched}) > 3
+    assert any(r.exact for r in batched)
+    assert min(r.p_value for r in batched) < 0.05 < max(r.p_value for r in batched)
+    for result, (originals, perturbed), seed in zip(batched, sets, seeds, strict=True):
+        single = prompt_set_test(
+            originals, perturbed, combination=combination, n_permutations=99, rng=seed
+        )
+        _assert_same_result(result, single)
 
 
 @pytest.mark.parametrize("combination", ["sum_z+tippett", "sum_z", "fisher", "tippett", "sum"])
