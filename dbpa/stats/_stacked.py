@@ -12,14 +12,13 @@ prompt by prompt on its own outputs (a padded product would round differently).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from ._omega import TIE_ATOL, _jsd_from_counts, _mixture, _xlogx_table
+from ._omega import TIE_ATOL, _jsd_from_counts, _mixture_table, _xlogx_table
 
 Stack = NDArray[np.float64]
 Vector = NDArray[np.float64]
@@ -219,18 +218,6 @@ class StackedKernels:
         index = h0 * (n1 + 1)[:, None, None] + h1 + (np.cumsum(entries) - entries)[:, None, None]
         sums: Vector = np.concatenate(tables)[index.reshape(-1, self._bins)].sum(axis=1)
         return sums
-
-
-@functools.lru_cache(maxsize=64)
-def _mixture_table(n0: int, n1: int) -> Vector:
-    """``xlogy(m, m)`` of the mixture share of every bin count pair (h0, h1), h0 <= n0 and
-    h1 <= n1, at flat index ``h0 * (n1 + 1) + h1`` (read-only)."""
-    from scipy.special import xlogy  # here: as ``_omega._xlogx_table``
-
-    m = _mixture(np.arange(n0 + 1)[:, None], n0, np.arange(n1 + 1), n1)
-    table: Vector = xlogy(m, m).ravel()
-    table.setflags(write=False)
-    return table
 
 
 def stackable(components: tuple[str, ...], similarity: str) -> bool:

@@ -11,6 +11,7 @@ from scipy import stats
 import dbpa
 from dbpa.stats import (
     OMEGAS,
+    _omega,
     _permutation,
     permutation_test,
     permutation_test_matrix,
@@ -196,6 +197,19 @@ def test_result_does_not_depend_on_chunk_size(omega, rng, monkeypatch):
     chunked = permutation_test(a, b, omega=omega, n_permutations=700, rng=5)
     np.testing.assert_allclose(chunked.null_distribution, whole.null_distribution, rtol=1e-12)
     assert chunked.p_value == whole.p_value
+
+
+@pytest.mark.parametrize(("k_a", "k_b"), [(3, 2), (15, 12), (27, 27)])
+def test_jsd_read_from_the_mixture_table_is_jsd_computed(k_a, k_b, rng, monkeypatch):
+    """Up to ``MIXTURE_TABLE_ENTRIES`` the jsd kernel reads the mixture's entropy terms from
+    a table (``_omega._mixture_table``): the same values, to the last bit, as computing them."""
+    a, b = _arms(rng, k_a, k_b, d=6, shift=0.2)
+    read = permutation_test(a, b, omega="jsd", n_permutations=500, rng=5)
+    monkeypatch.setattr(_omega, "MIXTURE_TABLE_ENTRIES", 0)
+    computed = permutation_test(a, b, omega="jsd", n_permutations=500, rng=5)
+    np.testing.assert_array_equal(read.null_distribution, computed.null_distribution)
+    assert read.statistic == computed.statistic
+    assert read.p_value == computed.p_value
 
 
 def test_result_fields_are_consistent(rng):
