@@ -123,7 +123,7 @@ class _Moves:
         price take the rest in turn); None beyond the longest moves."""
         if self.at(_FAR).sum() < need:
             return None
-        low, high = -_FAR, _FAR  # at -_FAR every prompt stays put: the sum is 0 < need
+        low, high = -_FAR, _FAR  # no move is taken at -_FAR (costs are losses, >= 0)
         for _ in range(_BISECTIONS):
             middle = 0.5 * (low + high)
             if not low < middle < high:

@@ -28,9 +28,11 @@ PROMPTS = 3
 
 
 def _shrunk(raw: dict[str, Any]) -> dict[str, Any]:
-    """The example with k=6, short outputs, at most three prompts of a dataset and one edit of
-    each kind a generator counts (cardiovascular's controls and targets); everything else as
-    written."""
+    """The example with k=6, short outputs, at most three prompts of a dataset, one variant of
+    each noise operation and one edit of the first kind of each label a generator counts
+    (cardiovascular's controls and targets: every kind is rendered in
+    ``tests/perturbations``); everything else as written. Each request reads the whole
+    prompt (a patient record: about 1 CPU-s), so the arms are the cost."""
     if isinstance(raw.get("prompts"), dict):
         raw["prompts"] = {"sample": PROMPTS, "seed": 0, **raw["prompts"]}
     for model in raw["models"]:
@@ -41,7 +43,9 @@ def _shrunk(raw: dict[str, Any]) -> dict[str, Any]:
                 model.setdefault("params", {})["max_tokens"] = SHORT_OUTPUTS
         for counted in ("controls", "targets"):
             if isinstance(spec.get(counted), dict):
-                spec[counted] = {kind: min(n, 1) for kind, n in spec[counted].items()}
+                spec[counted] = {kind: int(i == 0) for i, kind in enumerate(spec[counted])}
+        if spec.get("kind") == "noise":
+            spec["variants"] = 1
     return {**raw, **SMALL}
 
 
