@@ -109,7 +109,7 @@ def prefect_harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         yield
         APILogWorker.drain_all()
         EventsWorker.drain_all()
-    server.stop()  # here, where its log line is captured; it leaves its port's entry
+    server.stop()  # here, where its log line is captured; stop() deletes its own _instances entry
     if prior is None:
         SubprocessASGIServer._instances.pop(None, None)
     else:
