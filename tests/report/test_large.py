@@ -18,6 +18,8 @@ IDS = perturbation_ids(M)
 SHIFTED = shifted_ids(M)
 """20 perturbations whose outputs move; the other 280 keep the original's distribution."""
 
+pytestmark = pytest.mark.xdist_group("large-report")  # one worker builds the module's run
+
 
 @pytest.fixture(scope="module")
 def large_run(tmp_path_factory: pytest.TempPathFactory) -> Built:
