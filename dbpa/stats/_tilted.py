@@ -37,6 +37,7 @@ non-increasing, which only errs towards "not shown".
 
 from __future__ import annotations
 
+import itertools
 import math
 from functools import cached_property
 
@@ -74,16 +75,16 @@ def tilted_steps(
         return NO_GUARD
     start = max(start, SMALLEST * float(distances.max()))
     arms = _Arms(distances, k_a)
-    margins, p_values = [], []
+    margins = [start * GRID_RATIO**g for g in range(GRID_SIZE)]
+    points = arms.likeliest_at(margins)  # every grid margin's at once: numpy calls are few
+    p_values: list[float] = []
     floor = 1.0 / (1.0 + n_draws)
-    for g in range(GRID_SIZE):
-        margin = start * GRID_RATIO**g
-        margins.append(margin)
-        p_values.append(arms.p_value(margin, n_draws, rng))
+    for margin, best in zip(margins, points, strict=True):
+        p_values.append(arms.p_value_at(margin, best, n_draws, rng))
         if p_values[-1] <= floor or arms.out_of_reach:
             break  # the last p-value holds beyond: the floor, or 1 out of reach
     envelope = np.maximum.accumulate(np.asarray(p_values)[::-1])[::-1]
-    return TiltedSteps(_read_only(np.asarray(margins)), _read_only(envelope))
+    return TiltedSteps(_read_only(np.asarray(margins[: len(p_values)])), _read_only(envelope))
 
 
 class _Arms:
@@ -160,16 +161,26 @@ class _Arms:
     def likeliest(self, margin: float) -> tuple[float, Vector, Vector] | None:
         """The likeliest of the candidate boundary points at ``margin``: its log-likelihood
         and the arms' weights; None where no tilt puts the arms ``margin`` apart."""
+        return self.likeliest_at([margin])[0]
+
+    def likeliest_at(self, margins: list[float]) -> list[tuple[float, Vector, Vector] | None]:
+        """``likeliest`` of each of ``margins``, from one evaluation of them all (each row's
+        arithmetic is the same as alone)."""
         if not self.paths:
-            return None
+            return [None] * len(margins)
         scores, tilts, thetas = self._stacked
-        rows, tilt = _boundary_points(tilts, thetas, margin)
-        if not rows.size:
-            return None
+        which, rows, tilt = _boundary_points(tilts, thetas, np.asarray(margins))
         w_a, w_b = self.weights(scores[rows], tilt)
         fit = self.likelihood(w_a, w_b)
-        best = int(np.argmax(fit))  # the first of the likeliest
-        return float(fit[best]), w_a[best], w_b[best]
+        bounds = np.searchsorted(which, np.arange(len(margins) + 1))
+        found: list[tuple[float, Vector, Vector] | None] = []
+        for low, high in itertools.pairwise(bounds.tolist()):
+            if low == high:
+                found.append(None)
+                continue
+            best = low + int(np.argmax(fit[low:high]))  # the first of the likeliest
+            found.append((float(fit[best]), w_a[best], w_b[best]))
+        return found
 
     def resampled(self, w_a: Vector, w_b: Vector, n_draws: int, rng: np.random.Generator) -> Vector:
         """The U-statistic of ``n_draws`` resamples of the arms weighted ``w_a`` and ``w_b``
@@ -180,7 +191,17 @@ class _Arms:
         return _u_statistics(self.d, counts_a, counts_b, self.k_a, self.k_b, products)
 
     def p_value(self, margin: float, n_draws: int, rng: np.random.Generator) -> float:
-        best = self.likeliest(margin)
+        """The guard's p-value at ``margin`` from ``n_draws`` resamples."""
+        return self.p_value_at(margin, self.likeliest(margin), n_draws, rng)
+
+    def p_value_at(
+        self,
+        margin: float,
+        best: tuple[float, Vector, Vector] | None,
+        n_draws: int,
+        rng: np.random.Generator,
+    ) -> float:
+        """``p_value`` from the likeliest boundary point at ``margin``, ``best``."""
         if best is None:  # no reweighting puts the arms margin apart
             self.out_of_reach = self.observed < margin  # nor any larger margin then
             return 1.0
@@ -200,20 +221,21 @@ def resampled_p_value(resampled: Vector, observed: float) -> float:
 
 
 def _boundary_points(
-    tilts: Matrix, thetas: Matrix, margin: float
-) -> tuple[NDArray[np.intp], Vector]:
-    """Per path (a row of ``tilts`` and of their distances ``thetas``), the first tilt from
-    0 at which the distance crosses ``margin`` (linear between the path's tilts; a tilt so
-    far that an arm keeps one output, where the distance is NaN, does not cross): the rows
-    of the paths that cross and their tilts."""
-    ahead = thetas[:, 1:]
-    crossed = ((ahead >= margin) != (thetas[:, :1] >= margin)) & ~np.isnan(ahead)
-    rows = np.flatnonzero(crossed.any(axis=1))
-    j = np.argmax(crossed[rows], axis=1)
+    tilts: Matrix, thetas: Matrix, margins: Vector
+) -> tuple[NDArray[np.intp], NDArray[np.intp], Vector]:
+    """Per margin and path (a row of ``tilts`` and of their distances ``thetas``), the first
+    tilt from 0 at which the distance crosses the margin (linear between the path's tilts; a
+    tilt so far that an arm keeps one output, where the distance is NaN, does not cross):
+    for each pair that crosses, by margin and then path, the margin's index, the path's row
+    and the tilt."""
+    above = thetas[None, :, :] >= margins[:, None, None]
+    crossed = (above[:, :, 1:] != above[:, :, :1]) & ~np.isnan(thetas[None, :, 1:])
+    which, rows = np.nonzero(crossed.any(axis=2))
+    j = np.argmax(crossed[which, rows], axis=1)
     low, high = thetas[rows, j], thetas[rows, j + 1]
-    share = (margin - low) / (high - low)
+    share = (margins[which] - low) / (high - low)
     tilt: Vector = tilts[rows, j] + share * (tilts[rows, j + 1] - tilts[rows, j])
-    return rows, tilt
+    return which, rows, tilt
 
 
 def _thetas(d: Matrix, w_a: Matrix, w_b: Matrix) -> Vector:

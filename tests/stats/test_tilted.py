@@ -80,3 +80,58 @@ def test_the_guard_p_value_never_rises_with_the_margin(rng):
         assert steps.margins.size >= 1
         assert np.all(np.diff(steps.margins) > 0)
         assert np.all(np.diff(steps.p_values) <= 0)
+
+
+def _likeliest_one_path_at_a_time(arms, margin):
+    """The likeliest boundary point at ``margin`` (``_tilted`` module docstring), path by
+    path in plain Python: each path's first crossing of the margin, linear between its tilts,
+    and the first of the likeliest over the paths; None where no path crosses."""
+    best = None
+    for scores, tilts, thetas, _ in arms.paths:
+        above = [bool(t >= margin) for t in thetas]  # a NaN distance is never at or above
+        crossing = next(
+            (
+                j
+                for j in range(len(thetas) - 1)
+                if above[j + 1] != above[0] and not math.isnan(thetas[j + 1])
+            ),
+            None,
+        )
+        if crossing is None:
+            continue
+        low, high = thetas[crossing], thetas[crossing + 1]
+        tilt = tilts[crossing] + (margin - low) / (high - low) * (
+            tilts[crossing + 1] - tilts[crossing]
+        )
+        w_a, w_b = arms.weights(scores, np.array([tilt]))
+        fit = float(arms.likelihood(w_a, w_b)[0])
+        if best is None or fit > best[0]:
+            best = (fit, w_a[0], w_b[0])
+    return best
+
+
+@pytest.mark.parametrize("name", ["collapse_hard", "few_texts", "mixture"])
+def test_the_grid_margins_boundary_points_are_each_margins_own(rng, name):
+    """``tilted_steps`` finds the boundary points of all its grid margins in one evaluation:
+    each is the point found for its margin alone, path by path."""
+    from scipy.spatial.distance import cdist
+
+    from dbpa.stats._tilted import _Arms
+    from tests.stats.synthetic_effects import scenario
+
+    a, b = scenario(name).draw(rng, 12)
+    z = np.vstack([a, b])
+    distances = cdist(z, z)
+    arms = _Arms(distances, len(a))
+    largest = float(distances.max())
+    margins = np.geomspace(1e-4 * largest, 1e2 * largest, 40).tolist()  # some out of reach
+    found = arms.likeliest_at(margins)
+    assert any(f is None for f in found)
+    assert any(f is not None for f in found)
+    for margin, point in zip(margins, found, strict=True):
+        alone = _likeliest_one_path_at_a_time(arms, margin)
+        assert (point is None) == (alone is None), margin
+        if point is not None:
+            np.testing.assert_allclose(point[0], alone[0], rtol=1e-12)
+            np.testing.assert_allclose(point[1], alone[1], rtol=1e-12)
+            np.testing.assert_allclose(point[2], alone[2], rtol=1e-12)
