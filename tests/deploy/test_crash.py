@@ -52,7 +52,10 @@ def test_a_killed_run_is_marked_crashed_when_its_heartbeats_stop(deployed, shipp
         worker = start_worker(deployed, "crash-worker")
         try:
             run_id = deployed.api.run_deployment(
-                "dbpa-scheduled-audit/personas", config_path=str(config), db=str(tmp_path / "x.db")
+                "dbpa-scheduled-audit/personas",
+                config_path=str(config),
+                db=str(tmp_path / "x.db"),
+                out=str(tmp_path / "reports"),  # not the deployment's reports/ in the checkout
             )
             beat = f"prefect.flow-run.{run_id}"
             wait_for(

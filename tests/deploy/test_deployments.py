@@ -196,7 +196,8 @@ def test_a_tick_with_a_rejected_key_fails_once_with_its_sampling_task_runs_faile
     with ScriptedServer(rules=RULES, script=[Fault("401")] * 1000) as provider:
         config.write_text(yaml.safe_dump(make_config(provider)))
         db = tmp_path / "r.duckdb"
-        run_id = api.run_deployment(PERSONAS, config_path=str(config), db=str(db))
+        out = tmp_path / "reports"  # not the deployment's reports/ in the checkout
+        run_id = api.run_deployment(PERSONAS, config_path=str(config), db=str(db), out=str(out))
         run = deployed.final(run_id, viewer_worker.process)
         requests = provider.counts.total
     assert run["state"]["type"] == "FAILED", viewer_worker.process.output()[-4000:]
@@ -206,6 +207,7 @@ def test_a_tick_with_a_rejected_key_fails_once_with_its_sampling_task_runs_faile
         in (run["state"]["message"])
     )
     assert 1 <= requests <= 8, requests
+    assert sorted(p.suffix for p in out.iterdir()) == [".html", ".json", ".md"]  # incomplete
     states = {t["name"]: t["state"]["type"] for t in api.task_runs(run["id"])}
     sampling = {name: state for name, state in states.items() if name.startswith("sample ")}
     assert sampling
