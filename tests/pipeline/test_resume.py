@@ -41,9 +41,10 @@ def _run(config: Path, db: Path) -> subprocess.Popen[str]:
     )
 
 
-def _run_uninterrupted(config: Path, db: Path) -> None:
-    """The same command run to its end in this process, on the same server (the reference
-    of a resumed run: what it should have recorded)."""
+def _run_here(config: Path, db: Path) -> None:
+    """The same command run to its end in this process, on the same server: the re-run of a
+    killed one (a process of its own would only add its imports: it resumes from the
+    record) and, on a record of its own, the reference of what a resumed run should hold."""
     result = invoke("run", str(config), "--db", str(db))
     assert result.exit_code == 0, result.output
 
@@ -78,9 +79,7 @@ def test_kill_minus_9_then_rerun_requests_only_what_is_missing(tmp_path, write_c
         stored_seeds = set(stored.seed)
         before = len(server.counts.requests)
 
-        second = _run(config, db)
-        output = second.communicate(timeout=300)[0]
-        assert second.returncode == 0, output
+        _run_here(config, db)  # the same command again
         asked = [r["seed"] for r in server.counts.requests[before:] if "messages" in r]
         assert len(asked) == 40 - len(stored)  # exactly the missing outputs
         assert not stored_seeds & set(asked)  # nothing stored was requested again
@@ -92,7 +91,7 @@ def test_kill_minus_9_then_rerun_requests_only_what_is_missing(tmp_path, write_c
         assert not samples.duplicated(["arm_id", "idx"]).any()
         assert sorted(runs.status) == ["completed", "crashed"]
 
-        _run_uninterrupted(config, tmp_path / "uninterrupted.duckdb")
+        _run_here(config, tmp_path / "uninterrupted.duckdb")
     pd.testing.assert_frame_equal(_results(db), _results(tmp_path / "uninterrupted.duckdb"))
 
 
@@ -127,13 +126,11 @@ def test_a_sequential_audit_killed_in_its_second_look_resumes_to_the_same_stops(
         assert (stored.idx >= 8).any()  # the second look had begun
         before = len(server.counts.requests)
 
-        second = _run(config, db)
-        output = second.communicate(timeout=300)[0]
-        assert second.returncode == 0, output
+        _run_here(config, db)  # the same command again
         asked = [r["seed"] for r in server.counts.requests[before:] if "messages" in r]
         assert not set(stored.seed) & set(asked)  # nothing stored was requested again
 
-        _run_uninterrupted(config, tmp_path / "uninterrupted.duckdb")
+        _run_here(config, tmp_path / "uninterrupted.duckdb")
         wanted = _samples(tmp_path / "uninterrupted.duckdb")
     assert len(asked) == len(wanted) - len(stored)  # exactly the outputs it never received
     resumed = _samples(db)
@@ -191,13 +188,11 @@ def test_a_sequential_set_audit_killed_in_its_second_look_resumes_to_the_same_st
         assert (stored.idx >= 8).any()  # the second look had begun
         before = len(server.counts.requests)
 
-        second = _run(config, db)
-        output = second.communicate(timeout=300)[0]
-        assert second.returncode == 0, output
+        _run_here(config, db)  # the same command again
         asked = [r["seed"] for r in server.counts.requests[before:] if "messages" in r]
         assert not set(stored.seed) & set(asked)  # nothing stored was requested again
 
-        _run_uninterrupted(config, tmp_path / "uninterrupted.duckdb")
+        _run_here(config, tmp_path / "uninterrupted.duckdb")
         wanted = _samples(tmp_path / "uninterrupted.duckdb")
     assert len(asked) == len(wanted) - len(stored)  # exactly the outputs it never received
     resumed = _samples(db)
