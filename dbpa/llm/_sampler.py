@@ -22,7 +22,7 @@ per outage that they are being retried. Once the endpoint rejected the key or th
 these stops the arm: requests in flight are cancelled, delivered outputs stay delivered.
 Once the process is stopping (a signal: ``stop_requests``), requests still waiting for a slot
 are not sent, those in flight finish and deliver (they are paid for), and the arm then raises
-:class:`SamplingStopped`.
+:class:`SamplingStopped`; an arm that starts then sends nothing and raises it at once.
 
 Usage figures. With one choice per request, ``prompt_tokens``, ``completion_tokens`` and
 ``cost_usd`` are the request's. With several, each delivered output gets an equal share of the
@@ -133,9 +133,7 @@ async def sample_async(
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
     if unsent:
-        raise SamplingStopped(
-            f"model {model.label!r}: the run is stopping; {unsent} request(s) of the arm not sent"
-        )
+        raise _not_sent(model, unsent)
     return sorted(outputs, key=operator.attrgetter("index"))
 
 
@@ -169,6 +167,8 @@ def sample(
             warn=warn,
         )
     )
+    if future.cancelled():  # the process is stopping: the coroutine never ran
+        raise _not_sent(model, requests_needed(model, indices))
     future.add_done_callback(lambda _: deliveries.put(None))
     try:
         while (delivered := deliveries.get()) is not None:
@@ -248,6 +248,12 @@ class _Arm:
             )
             for k, j in enumerate(offsets)
         ]
+
+
+def _not_sent(model: ModelSpec, requests: int) -> SamplingStopped:
+    return SamplingStopped(
+        f"model {model.label!r}: the run is stopping; {requests} request(s) of the arm not sent"
+    )
 
 
 class _ArmStopped(Exception):
