@@ -20,7 +20,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 import storage
 from dbpa.arms import Arm
-from dbpa.llm import stop_requests
+from dbpa.llm import allow_requests, stop_requests
 from dbpa.plan import AuditPlan
 from dbpa.progress import Counter
 from flows._progress import ProgressArtifact
@@ -169,6 +169,18 @@ def requests_stopped_on_signal() -> Iterator[None]:
     except (KeyboardInterrupt, ExternalSignal):
         stop_requests()
         raise
+
+
+@contextmanager
+def stop_lifted_at_the_end() -> Iterator[None]:
+    """A run: a stop of the model requests in force in the block (a signal's, made in it or
+    before it: ``dbpa run``'s handler, whose exception can be dropped on its way) lasts to its
+    end, then is lifted, so that the process's next run samples (a library caller's, after a
+    Ctrl-C). Entered first, so it ends once the block's own work is joined."""
+    try:
+        yield
+    finally:
+        allow_requests()
 
 
 def _arm_jobs(

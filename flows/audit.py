@@ -28,11 +28,16 @@ from prefect.settings import (
 
 import storage
 from dbpa.config import AuditConfig
-from dbpa.llm import PermanentModelError, allow_requests
+from dbpa.llm import PermanentModelError
 from dbpa.plan import AuditPlan, plan_audit
 from flows import _record as record
 from flows._analysis import ArmAnalysis, correct_families
-from flows._sampling import requests_stopped_on_signal, sample_phase, sampled_meanwhile
+from flows._sampling import (
+    requests_stopped_on_signal,
+    sample_phase,
+    sampled_meanwhile,
+    stop_lifted_at_the_end,
+)
 from flows._sequential import Counters, SequentialOutcome, run_looks
 from tasks._artifacts import artifact_key
 from tasks.generate import generate_paraphrases
@@ -109,9 +114,9 @@ def audit(
     # server for a concurrency slot before every tagged task run, and the ephemeral server
     # answers 503 now and then, after which the task run waits 2 s.
     untagged = TagsContext(current_tags=set())
-    allow_requests()  # a signal ended an earlier run of this process: this one samples
     stopping = requests_stopped_on_signal()  # exits first: before background work is joined
-    with storage.Store(db) as store, untagged, ExitStack() as background, stopping:
+    run = stop_lifted_at_the_end()  # exits last: once background work is joined
+    with run, storage.Store(db) as store, untagged, ExitStack() as background, stopping:
         storage.register(store)
         run_id = _run_id(config)
         try:

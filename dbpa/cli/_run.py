@@ -24,7 +24,7 @@ from rich.progress import (
 
 from dbpa import progress
 from dbpa.launch import PrefectServer, prepare, run_prepared, wait_for_warm_ups
-from dbpa.llm import stop_requests
+from dbpa.llm import allow_requests, stop_requests
 
 from ._common import (
     DEFAULT_DB,
@@ -43,7 +43,7 @@ from ._common import (
 )
 from ._quiet import quiet_console
 from ._record import check_gates, print_results
-from ._signals import stopped_by_signals
+from ._signals import stop_if_acted, stopped_by_signals
 
 
 @contextmanager
@@ -107,6 +107,7 @@ def run(
     ] = False,
 ) -> None:
     """Run (or resume) an audit; re-running the same command resumes it."""
+    allow_requests()  # a signal ended an earlier run of this process (an in-process caller's)
     if not verbose:
         os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
     # Start-up in parallel: Prefect's temporary server starts in its own process first, while
@@ -135,6 +136,7 @@ def run(
 
     @contextmanager
     def showing() -> Iterator[None]:
+        stop_if_acted()  # the flow does not start once a signal has acted
         with ExitStack() as shown:
             if not verbose:
                 shown.enter_context(quiet_console(reported, frozenset({"sample"})))

@@ -21,7 +21,8 @@
 * :func:`stop_requests`: a signal ends the process; requests not yet sent are not sent
   (the arm raises :class:`SamplingStopped` once its requests in flight have delivered), so
   sampling threads return within one request instead of finishing their arms;
-  :func:`allow_requests` undoes it for a new run in the same process.
+  :func:`allow_requests` undoes it once that run has ended, for a new run in the same
+  process.
 * :func:`check_model_string`: what can be known of a model string without litellm (a
   provider prefix litellm does not know, a malformed string), against
   :data:`LITELLM_PROVIDERS` and :data:`LITELLM_ENDPOINT_HOSTS`.

@@ -47,8 +47,9 @@ def stop_requests() -> None:
 
 
 def allow_requests() -> None:
-    """Undo :func:`stop_requests`: a new run in the same process (a library caller's, after
-    a Ctrl-C ended the one before)."""
+    """Undo :func:`stop_requests` once the run it stopped has ended (its sampling joined), for
+    a new run in the same process (a library caller's, after a Ctrl-C). Never at a run's
+    start: a stop made before it (a signal during ``dbpa run``'s head start) must hold."""
     _stopped.clear()
 
 

@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from dbpa.llm import _runner, stop_requests
+from storage import Store, UnknownRunError
 from tests.cli.conftest import invoke
 from tests.pipeline.conftest import KEY_ENV, RULES, make_config
 from tests.support.cli_process import ROOT
@@ -25,23 +27,56 @@ from tests.support.signals import alive, descendants, interruptible
 CHAT = "/v1/chat/completions"
 
 
+DROPPED = """
+import pathlib, sys, time
+from dbpa.launch import _server
+
+marker = pathlib.Path(sys.argv.pop(1))
+refresh = _server._refresh_prefect_settings
+
+
+class Serializer:  # an exception raised in __del__ is printed and dropped, as pydantic-core did
+    def __del__(self):
+        marker.touch()
+        time.sleep(30)  # the SIGTERM arrives here
+
+
+def refresh_after_a_dropped_signal():  # as the server is ready, the head start still sampling
+    Serializer()
+    refresh()
+
+
+_server._refresh_prefect_settings = refresh_after_a_dropped_signal
+from dbpa.cli import app
+app()
+"""
+
+
 @pytest.mark.usefixtures("prefect_harness")
 @pytest.mark.parametrize(
-    "asked", [1, 25], ids=["in-the-head-start", "in-the-flow"]
+    "when", ["in-the-head-start", "in-the-flow", "dropped-in-the-head-start"]
 )  # the head start asks about 20 of the 50 outputs (its chunks), the flow the rest
-def test_sigterm_while_sampling_exits_143_and_stops_prefects_server(tmp_path, prefect_home, asked):
+def test_sigterm_while_sampling_exits_143_and_stops_prefects_server(
+    tmp_path, prefect_home, monkeypatch, when
+):
     """The stopped run is a fresh interpreter with Prefect's temporary server, as a user runs
-    it; the run that resumes it runs here, on the harness's server."""
+    it; the run that resumes it runs here, on the harness's server, and is not stopped by
+    the stop an earlier run of its process left. Dropped: the handler's
+    exit is raised in code that prints and drops it (pydantic-core serializing a setting did,
+    in a clean clone, and the run then sampled every output): the run still asks for nothing
+    more, and its flow does not start."""
     with ScriptedServer(rules=RULES, latency=1.0) as provider:
         config = tmp_path / "audit.yaml"
         config.write_text(yaml.safe_dump(make_config(provider, k=10)))
         db = tmp_path / "a.duckdb"
         stderr = tmp_path / "stderr"
+        marker = tmp_path / "dropping"
         env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
         env |= {"PREFECT_HOME": str(prefect_home), "PYTHONPATH": str(ROOT), KEY_ENV: "sk-x"}
+        start = ["-c", DROPPED, str(marker)] if when.startswith("dropped") else ["-m", "dbpa.cli"]
         with stderr.open("w") as stderr_file:  # the child holds its own copy
             process = subprocess.Popen(
-                [sys.executable, "-m", "dbpa.cli", "run", str(config), "--db", str(db)],
+                [sys.executable, *start, "run", str(config), "--db", str(db)],
                 env=env,
                 cwd=tmp_path,
                 stdout=subprocess.DEVNULL,
@@ -49,8 +84,12 @@ def test_sigterm_while_sampling_exits_143_and_stops_prefects_server(tmp_path, pr
             )
         try:
             deadline = time.monotonic() + 120
-            while provider.counts.by_endpoint[CHAT] < asked:
-                assert time.monotonic() < deadline, f"not {asked} model requests within 120 s"
+            while not (
+                marker.exists()
+                if when.startswith("dropped")
+                else provider.counts.by_endpoint[CHAT] >= (25 if when == "in-the-flow" else 1)
+            ):
+                assert time.monotonic() < deadline, f"not {when} within 120 s"
                 time.sleep(0.05)
             children = descendants(process.pid)
             process.send_signal(signal.SIGTERM)
@@ -63,7 +102,13 @@ def test_sigterm_while_sampling_exits_143_and_stops_prefects_server(tmp_path, pr
         assert children, "Prefect's temporary server runs as a child"
         assert not [pid for pid in children if alive(pid)]
         asked_before = provider.counts.by_endpoint[CHAT]
+        if when.startswith("dropped"):
+            assert "Exception ignored in" in stderr.read_text()
+            with Store(db, read_only=True) as store, pytest.raises(UnknownRunError):
+                store.run("latest")  # the flow, which starts the record's run, never ran
 
+        monkeypatch.setattr(_runner, "_stopped", [])  # the process's flag, for this test only
+        stop_requests()  # as a signal that ended an earlier run of this process left it
         again = invoke("run", str(config), "--db", str(db))
         assert again.exit_code == 0, again.output
         # The requests in flight at the signal were answered and kept before the exit, and

@@ -21,6 +21,7 @@ from prefect.client.schemas.filters import (
 import flows._progress
 import flows.audit
 from dbpa.config import parse_config
+from dbpa.llm import SamplingStopped, _runner, stop_requests
 from flows.audit import AuditIncomplete, audit, run_audit
 from storage import Store
 from tests.pipeline.conftest import make_config
@@ -74,6 +75,27 @@ def test_a_rerun_of_a_finished_audit_makes_no_model_call(provider, tmp_path):
         _results(tmp_path / "a.duckdb", first.run_id),
         _results(tmp_path / "a.duckdb", second.run_id),
     )
+
+
+def test_a_stop_made_before_a_run_holds_through_it_and_ends_with_it(
+    provider, tmp_path, monkeypatch
+):
+    """A signal's stop made before the flow starts (``dbpa run``'s handler during its head
+    start, the exception dropped on its way) holds: the flow sends no request, fails, and
+    records no arm as failed; once that run has ended, the process's next run samples."""
+    monkeypatch.setattr(_runner, "_stopped", [])  # the process's flag, for this test only
+    stop_requests()
+    config = parse_config(make_config(provider))
+    db = tmp_path / "a.duckdb"
+    with pytest.raises(SamplingStopped):
+        audit(config=config, db=str(db))
+    assert provider.counts.by_endpoint["/v1/chat/completions"] == 0
+    with Store(db, read_only=True) as store:
+        run = store.run("latest")
+        assert run["status"] == "failed"
+        assert store.arm_failures(run["run_id"]).empty
+    assert audit(config=config, db=str(db)).status == "completed"
+    assert provider.counts.by_endpoint["/v1/chat/completions"] == 5 * 8
 
 
 def _progress(db: Path, run_id: str, key: str = "persona-test-progress") -> list:
