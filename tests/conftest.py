@@ -50,4 +50,5 @@ pytest_plugins = [
     "tests.support.prefect_api",
     "tests.support.providers",
     "tests.support.cli_process",
+    "tests.support.checkout",
 ]
