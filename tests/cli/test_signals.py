@@ -61,10 +61,10 @@ def test_sigterm_while_sampling_exits_143_and_stops_prefects_server(
 ):
     """The stopped run is a fresh interpreter with Prefect's temporary server, as a user runs
     it; the run that resumes it runs here, on the harness's server, and is not stopped by
-    the stop an earlier run of its process left. Dropped: the handler's
-    exit is raised in code that prints and drops it (pydantic-core serializing a setting did,
-    in a clean clone, and the run then sampled every output): the run still asks for nothing
-    more, and its flow does not start."""
+    the stop an earlier run of its process left. Dropped: the handler's exit is raised in
+    code that prints and drops it (pydantic-core serializing a setting did, in a clean clone,
+    and the run then sampled every output): the run still asks for nothing more, and its
+    flow does not start."""
     with ScriptedServer(rules=RULES, latency=1.0) as provider:
         config = tmp_path / "audit.yaml"
         config.write_text(yaml.safe_dump(make_config(provider, k=10)))
