@@ -43,7 +43,7 @@ from ._common import (
 )
 from ._quiet import quiet_console
 from ._record import check_gates, print_results
-from ._signals import stop_if_acted, stopped_by_signals
+from ._signals import stopped_by_signals
 
 
 @contextmanager
@@ -136,7 +136,6 @@ def run(
 
     @contextmanager
     def showing() -> Iterator[None]:
-        stop_if_acted()  # the flow does not start once a signal has acted
         with ExitStack() as shown:
             if not verbose:
                 shown.enter_context(quiet_console(reported, frozenset({"sample"})))

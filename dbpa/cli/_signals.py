@@ -15,7 +15,8 @@ into a ``PydanticSerializationError``, a ``ValueError``, so the run exited 2 ins
 (measured in CI), and it can drop it: pydantic-core printed a ``SystemExit`` raised while it
 serialized a ``SecretStr`` ("Exception ignored in") and went on, so the run sampled every
 output before it exited 143 (measured in a clean clone). So once a signal has acted, the run
-ends by it whatever came out, and :func:`stop_if_acted` ends it at a safe point on the way.
+ends by it whatever came out; ``on_stop`` (``dbpa run`` stops the model requests) is what
+ends the work on the way: no request is sent, and ``run_prepared`` does not start its flow.
 """
 
 from __future__ import annotations
@@ -58,13 +59,6 @@ def stopped_by_signals(on_stop: Callable[[], None] | None = None) -> Iterator[No
             raise
         raise _stop_exception(_acted[0]) from error
     if _acted:  # swallowed on the way
-        raise _stop_exception(_acted[0])
-
-
-def stop_if_acted() -> None:
-    """Raise the stop of a signal that has acted when its exception was dropped on the way: a
-    run calls it where it can end cleanly (before its flow starts), so it does not go on."""
-    if _acted:
         raise _stop_exception(_acted[0])
 
 

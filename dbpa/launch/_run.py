@@ -12,6 +12,8 @@ from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
+from dbpa.llm import SamplingStopped, stopping
+
 from ._from_record import decide_from_record
 from ._head_start import HeadStart
 from ._prepare import Prepared
@@ -49,7 +51,8 @@ def run_prepared(
     head start while the server starts, then runs the audit flow on ``prepared.plan``.
 
     Raises ``TemporaryServerError`` (saying how many outputs the head start kept) when the
-    server does not start, and the flow's own errors (``AuditIncomplete``, model errors).
+    server does not start, ``SamplingStopped`` when the model requests were stopped (a
+    signal) before the flow, and the flow's own errors (``AuditIncomplete``, model errors).
     """
     cfg, db = prepared.config, prepared.db
     if prepared.finished and _without_prefect(server):
@@ -98,6 +101,8 @@ def run_prepared(
             running.enter_context(
                 temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None})
             )
+        if stopping():  # a signal's exception was dropped on its way (see dbpa.cli._signals)
+            raise SamplingStopped("the run is stopping: its audit flow was not started")
         outcome = run_audit(cfg, str(db), str(out_dir) if out_dir else None, runner, plan=plan)
     return Launched(outcome.run_id, outcome.reports, from_record=False)
 

@@ -22,7 +22,7 @@
   (the arm raises :class:`SamplingStopped` once its requests in flight have delivered), so
   sampling threads return within one request instead of finishing their arms;
   :func:`allow_requests` undoes it once that run has ended, for a new run in the same
-  process.
+  process; :func:`stopping` says whether it is in force.
 * :func:`check_model_string`: what can be known of a model string without litellm (a
   provider prefix litellm does not know, a malformed string), against
   :data:`LITELLM_PROVIDERS` and :data:`LITELLM_ENDPOINT_HOSTS`.
@@ -50,7 +50,7 @@ from ._model_strings import check_model_string
 from ._provider_names import LITELLM_ENDPOINT_HOSTS, LITELLM_PROVIDERS
 from ._providers import KEYLESS_PLACEHOLDER, api_key, choices_per_request, provider_name
 from ._retry import DEFAULT_RETRY, Retrier, RetryPolicy
-from ._runner import allow_requests, stop_requests
+from ._runner import allow_requests, stop_requests, stopping
 from ._sampler import OnOutputs, Warn, block_seed, requests_needed, sample, sample_async
 
 __all__ = [
@@ -84,4 +84,5 @@ __all__ = [
     "sample_async",
     "stop_local_server",
     "stop_requests",
+    "stopping",
 ]
