@@ -46,6 +46,22 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     return (os.cpu_count() or 1) + 1
 
 
+SLOW_FIXTURES = frozenset({"prefect_home", "prefect_server", "embedder", "browser"})
+"""Fixtures of real parts that cost seconds per test: ``dbpa`` processes (their Prefect home),
+the deployments' real Prefect server and workers, the embedded models, Chromium."""
+SLOW_GROUPS = frozenset({"prefect-server", "embedded-model"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``slow`` every test of a real part (``SLOW_FIXTURES``, ``SLOW_GROUPS``), so that
+    ``-m "not slow"`` leaves out what a test file's author did not mark by hand."""
+    for item in items:
+        group = item.get_closest_marker("xdist_group")
+        in_group = group is not None and group.args and group.args[0] in SLOW_GROUPS
+        if in_group or SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 pytest_plugins = [
     "tests.support.prefect_api",
     "tests.support.providers",
