@@ -79,6 +79,9 @@ def prefect_server(
     home = tmp_path_factory.mktemp("prefect-home")
     shutil.copyfile(migrated_database, home / "prefect.db")  # no migrations at its start
     logs = tmp_path_factory.mktemp("prefect-logs")
+    # The server's, workers' and flow runs' temporary files: a killed worker leaves its run's
+    # prefect-workspace-attempt-* directory behind, here rather than in the system's /tmp.
+    temporary = tmp_path_factory.mktemp("prefect-tmp")
     port = free_port()
     url = f"http://127.0.0.1:{port}/api"
     inherited = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
@@ -88,6 +91,7 @@ def prefect_server(
         "PREFECT_API_URL": url,
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
         "DO_NOT_TRACK": "1",
+        "TMPDIR": str(temporary),
     }
     # Services the tests never need: scheduled runs (every run is triggered), marking runs
     # late, workers offline, pauses expired, children of cancelled runs cancelled. The loops

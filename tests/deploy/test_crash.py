@@ -3,8 +3,10 @@ deployments/automations marks it Crashed once its heartbeats stop."""
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -23,6 +25,8 @@ HEARTBEAT = 30
 """Seconds between heartbeats in the dbpa pool (the smallest Prefect allows)."""
 WITHIN = HEARTBEAT + 10
 """Silence after which the test's copy of the automation fires (the shipped one: 90 s)."""
+ATTEMPTS = "prefect-workspace-attempt-*"
+"""Prefect's per-run directory of a process worker, removed only when the worker ends well."""
 
 
 @pytest.fixture
@@ -46,6 +50,7 @@ def test_a_killed_run_is_marked_crashed_when_its_heartbeats_stop(deployed, shipp
     assert installed["trigger"]["posture"] == "Proactive"
     assert installed["actions"][0]["state"] == "CRASHED"
 
+    system_tmp = set(Path(tempfile.gettempdir()).glob(ATTEMPTS))
     with ScriptedServer(rules=RULES, latency=120, embedding_dimension=24) as provider:
         config = tmp_path / "slow.yaml"
         config.write_text(yaml.safe_dump(make_config(provider)))
@@ -75,6 +80,9 @@ def test_a_killed_run_is_marked_crashed_when_its_heartbeats_stop(deployed, shipp
         finally:
             stopped = worker.stop()
     assert not stopped.leftovers
+    # The killed worker's run files stay in the server's TMPDIR, not in the system's /tmp.
+    assert set(Path(tempfile.gettempdir()).glob(ATTEMPTS)) <= system_tmp
+    assert list(Path(deployed.env["TMPDIR"]).glob(ATTEMPTS))
     time.sleep(max(0.0, killed + HEARTBEAT / 2 - time.monotonic()))
     assert deployed.api.flow_run(run_id)["state"]["type"] == "RUNNING"  # nobody reports the kill
     run = deployed.final(run_id, worker, timeout=WITHIN + 90)
