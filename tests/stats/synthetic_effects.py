@@ -56,10 +56,10 @@ TRUE_EFFECTS = {
     "collapse_hard": 0.04346159710061038,
     "share_detail": 0.011405591146367078,
 }
-"""``Scenario.energy_distance()`` of each answer-space scenario (TRUTH_N outputs per arm, 1 s
-each): recorded, so that a test process does not recompute them (every xdist worker did);
-``tests/stats/test_synthetic_effects.py`` recomputes each once per run and fails on any
-change of a scenario that is not recorded here."""
+"""Energy distance ``2 E|X - Y| - E|X - X'| - E|Y - Y'|`` (``Scenario.energy_terms()``) of
+each answer-space scenario (TRUTH_N outputs per arm, 1 s each): recorded, so that a test
+process does not recompute them (every xdist worker did); ``tests/stats/test_synthetic_effects.py``
+recomputes each once per run and fails on any change of a scenario that is not recorded here."""
 
 
 GAUSS_DIM = 10
@@ -109,15 +109,15 @@ class Scenario:
     def draw(self, rng: np.random.Generator, k: int) -> tuple[np.ndarray, np.ndarray]:
         return sample(rng, self.space, self.original, k), sample(rng, self.space, self.perturbed, k)
 
-    def energy_distance(self) -> float:
-        """Energy distance (Euclidean) between the arms, from TRUTH_N outputs each."""
+    def energy_terms(self) -> tuple[float, float, float]:
+        """``E|X - Y|``, ``E|X - X'|`` and ``E|Y - Y'|`` from TRUTH_N outputs per arm."""
         rng = np.random.default_rng(99)
         a = _stratified(rng, self.space, self.original, TRUTH_N)
         b = _stratified(rng, self.space, self.perturbed, TRUTH_N)
         return (
-            2.0 * _mean_distance(a, b, same=False)
-            - _mean_distance(a, a, same=True)
-            - _mean_distance(b, b, same=True)
+            _mean_distance(a, b, same=False),
+            _mean_distance(a, a, same=True),
+            _mean_distance(b, b, same=True),
         )
 
 
