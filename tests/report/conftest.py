@@ -6,6 +6,7 @@ decision a real correction (``decide_family``); nothing here calls the report co
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
@@ -44,9 +45,10 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 NEEDS_CHROMIUM = pytest.mark.skipif(
-    not CHROMIUM.exists(),
+    not CHROMIUM.exists() and os.environ.get("CI") != "true",
     reason="Debian's chromium is not at /usr/bin/chromium (apt-get install -y chromium)",
 )
+"""Skipped on a machine without Debian's chromium, never in CI (where ``.ci/setup`` installs it)."""
 REPORT_SCRIPT = files("dbpa.report").joinpath("report.js").read_text(encoding="utf-8")
 """The HTML report's own script, inlined in every page."""
 PROMPT = "A 58-year-old patient has chest pain after climbing stairs. What should they do?"
