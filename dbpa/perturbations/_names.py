@@ -117,6 +117,28 @@ FUNCTION_WORDS = frozenset(
         "under",
         "after",
         "before",
+        "during",
+        "since",
+        "until",
+        "through",
+        "throughout",
+        "without",
+        "within",
+        "near",
+        "around",
+        "like",
+        "behind",
+        "between",
+        "against",
+        "toward",
+        "towards",
+        "across",
+        "along",
+        "beside",
+        "despite",
+        "upon",
+        "via",
+        "per",
         "than",
         "as",
         "and",
@@ -175,6 +197,7 @@ FUNCTION_WORDS = frozenset(
         "today",
         "tomorrow",
         "yesterday",
+        "tonight",
     }
 )
 """Words after which ``her`` is read as an object (``him``) and ``his`` stands alone
@@ -205,11 +228,20 @@ call, stay, leave, work, visit, take) are left out: ``her rest`` reads as posses
 ADVERBS = _words(
     "more less most least better worse best worst much first last early late later well "
     "alone home right away instead anyway directly immediately soon already yet still often "
-    "always never sometimes ever enough everywhere together properly"
+    "always never sometimes ever enough everywhere together properly next recently lately "
+    "earlier"
 )
 """Adverbs that may end the phrase after ``her`` (``I like her more``, ``I know her well``)
 but may also be or modify an adjective (``her more serious cough``, ``her first
 symptoms``): ``her`` before one is an object only when the phrase ends after it."""
+
+TIME_NOUNS = _words(
+    "week weekend month year night morning evening afternoon day monday tuesday wednesday "
+    "thursday friday saturday sunday spring summer autumn fall winter"
+)
+"""Nouns of a time expression: ``last`` or ``next`` before one starts it (``I saw her last
+week``), so the ``her`` before it is an object, as before ``this``, ``every`` or
+``yesterday`` (``her last visit`` stays possessive)."""
 
 PLACE_BEFORE = _words(
     "San Santa Santo Sao São St St. Saint Sainte Ste Ste. New Los Las El La Le Port Puerto "

@@ -33,6 +33,7 @@ from ._names import (
     PLACE_BEFORE,
     PRONOUNS,
     SUBJECTS,
+    TIME_NOUNS,
     Gender,
 )
 from ._text import is_mark, make_id, touches_mark
@@ -50,6 +51,7 @@ _GENDERED = re.compile(
     re.IGNORECASE,
 )
 _NEXT_WORD = re.compile(r"[ \t]+([A-Za-z]+(?:-[A-Za-z]+)*)")
+_TIME_STARTS = frozenset({"last", "next"})
 _AFTER_LET = re.compile(r"\b(?:let|lets|letting)[ \t]+\Z", re.IGNORECASE)
 
 
@@ -71,8 +73,9 @@ def _next_word(text: str, end: int) -> tuple[str | None, int]:
 
 def _stands_alone(text: str, end: int, *, verbs: bool) -> bool:
     """Whether the ``her`` or ``his`` ending at ``end`` has no noun after it: nothing, a
-    punctuation mark, a function word, a pronoun or (with ``verbs``) a bare verb follows, or
-    an adverb that ends the phrase (nothing, a function word or another adverb after it)."""
+    punctuation mark, a function word, a pronoun or (with ``verbs``) a bare verb follows, an
+    adverb that ends the phrase (nothing, a function word or another adverb after it), or a
+    time expression (``last week``, ``next Monday``)."""
     word, after = _next_word(text, end)
     if word is None or word in FUNCTION_WORDS or word in PRONOUNS:
         return True
@@ -80,7 +83,8 @@ def _stands_alone(text: str, end: int, *, verbs: bool) -> bool:
         return True
     if word in ADVERBS:
         then, _ = _next_word(text, after)
-        return then is None or then in FUNCTION_WORDS or then in ADVERBS
+        starts_time = word in _TIME_STARTS and then in TIME_NOUNS
+        return then is None or then in FUNCTION_WORDS or then in ADVERBS or starts_time
     return False
 
 
@@ -102,10 +106,11 @@ def swap_gender(text: str) -> GenderSwap:
     adjective after it; the rule reads the next word. ``her`` -> ``him`` and ``his`` ->
     ``hers`` when the next word is missing (end of text, punctuation), a function word
     (``FUNCTION_WORDS``: determiners, prepositions, conjunctions, auxiliaries), a pronoun
-    (``PRONOUNS``), for ``her`` a bare verb (``OBJECT_VERBS``) or right after ``let``, or an
-    adverb (``ADVERBS``) that ends the phrase; otherwise ``her`` -> ``his`` and ``his`` ->
-    ``her``. So "tell her the result", "let her know", "tell her I called", "I like her
-    more" -> "him"; "her doctor", "her more serious cough", "her well-being" -> "his"; "the
+    (``PRONOUNS``), for ``her`` a bare verb (``OBJECT_VERBS``) or right after ``let``, an
+    adverb (``ADVERBS``) that ends the phrase, or a time expression (``last week``:
+    ``TIME_NOUNS``); otherwise ``her`` -> ``his`` and ``his`` -> ``her``. So "tell her the
+    result", "let her know", "tell her I called", "I like her more", "I saw her last week"
+    -> "him"; "her doctor", "her more serious cough", "her well-being" -> "his"; "the
     choice is his." -> "hers". A noun after ``her`` reads as possessed: "give her medicine"
     -> "give his medicine" (it may mean "give him medicine"; only the sense tells).
     Titles (``Mr``, ``Ms``, ``Mrs``) swap only when capitalised (``ms`` may be milliseconds).

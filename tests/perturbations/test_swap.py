@@ -52,6 +52,17 @@ def swapped(text: str) -> str:
         ("Call her back tomorrow.", "Call him back tomorrow."),
         ("Let her rest.", "Let him rest."),
         ("Tell her everything.", "Tell him everything."),
+        # her: object before a time expression or a preposition
+        ("Let her know that I saw her last week.", "Let him know that I saw him last week."),
+        ("I will see her next Monday.", "I will see him next Monday."),
+        ("I saw her this morning.", "I saw him this morning."),
+        ("I saw her tonight.", "I saw him tonight."),
+        ("I saw her recently.", "I saw him recently."),
+        ("I met her during the visit.", "I met him during the visit."),
+        ("I treat her like a friend.", "I treat him like a friend."),
+        ("Sit between her and me.", "Sit between him and me."),
+        ("Her last visit was fine.", "His last visit was fine."),
+        ("Her next appointment is soon.", "His next appointment is soon."),
         # her: possessive before a noun or an adjective, comparatives included
         ("Her more serious cough", "His more serious cough"),
         ("Her first symptoms were mild.", "His first symptoms were mild."),
