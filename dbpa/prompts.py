@@ -22,8 +22,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from dbpa.analysis import AnalysisSpec
-from dbpa.perturbations import Perturbation, PerturbationSpec, expand
-from dbpa.perturbations._model import Identifier
+from dbpa.perturbations import Identifier, Perturbation, PerturbationSpec, expand
 from dbpa.specs import Message, Spec
 
 ID_PATTERN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?")

@@ -1,5 +1,5 @@
 """flows: the Prefect flows of dbpa (an audit; drift between scheduled runs)."""
 
-from dbpa._env import configure
+from dbpa.environment import configure
 
 configure()

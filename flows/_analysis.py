@@ -15,7 +15,7 @@ import storage
 from dbpa.config import AuditConfig
 from dbpa.plan import AuditPlan, PlannedTest
 from dbpa.progress import Counter
-from flows import _record as record
+from flows import record
 from flows._sampling import arm_labels, batches
 from flows._sequential import SequentialOutcome
 from tasks.correct import correct_family

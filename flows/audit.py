@@ -30,7 +30,7 @@ import storage
 from dbpa.config import AuditConfig
 from dbpa.llm import PermanentModelError
 from dbpa.plan import AuditPlan, plan_audit
-from flows import _record as record
+from flows import record
 from flows._analysis import ArmAnalysis, correct_families
 from flows._sampling import (
     requests_stopped_on_signal,
@@ -39,7 +39,7 @@ from flows._sampling import (
     stop_lifted_at_the_end,
 )
 from flows._sequential import Counters, SequentialOutcome, run_looks
-from tasks._artifacts import artifact_key
+from tasks.artifacts import artifact_key
 from tasks.generate import generate_paraphrases
 from tasks.report import write_reports
 

@@ -22,7 +22,7 @@ from dbpa.drift import (
     plan_drift,
     read_epochs,
 )
-from tasks._artifacts import artifact_key, outcome_digest, publish_once
+from tasks.artifacts import artifact_key, outcome_digest, publish_once
 from tasks.permutation import TestJob, run_tests
 
 

@@ -18,7 +18,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 import storage
 from dbpa.drift import MonitorReplay, MonitorTick, replay_monitor
-from tasks._artifacts import artifact_key, outcome_digest, publish_once
+from tasks.artifacts import artifact_key, outcome_digest, publish_once
 from tasks.monitor import emit_alarm
 
 
@@ -78,7 +78,7 @@ def _stored_alarms(store: storage.Store, audit: str) -> set[tuple[str, str]]:
 
 
 def _publish(replay: MonitorReplay, latest: tuple[MonitorTick, ...]) -> None:
-    from dbpa.report._evidence import evidence_figure
+    from dbpa.report import evidence_figure
 
     table = [_table_row(t) for t in latest]
     digest = outcome_digest(replay.audit, table)

@@ -1,5 +1,5 @@
 """tasks: thin Prefect tasks around dbpa and storage (sample, embed, test, correct, report)."""
 
-from dbpa._env import configure
+from dbpa.environment import configure
 
 configure()

@@ -5,7 +5,7 @@ the tick's run under a schedule (its audit runs inline, see ``flows.scheduled``)
 per audit: ``<audit>-results`` (the table), ``<audit>-summary`` (the decisions, the epoch,
 drift once it ran, where the report is) and ``<audit>-report`` (a link to the report served
 by ``dbpa view``; with no viewer running, how to open it: a browser does not open a
-``file://`` link from a web page). Each key gets one version per outcome (``_artifacts``).
+``file://`` link from a web page). Each key gets one version per outcome (``tasks.artifacts``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from prefect.artifacts import (
 )
 
 import storage
-from tasks._artifacts import artifact_key, outcome_digest, publish_once
+from tasks.artifacts import artifact_key, outcome_digest, publish_once
 
 if TYPE_CHECKING:
     from dbpa.report import ReportData

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import typer
 
-from dbpa._env import configure
+from dbpa.environment import configure
 
 from ._common import err, exits_on_error, out
 from ._compare import compare

@@ -5,7 +5,7 @@ Prefect's tasks to do: it only records itself, corrects each family and writes t
 reports. With Prefect's temporary server (no ``PREFECT_API_URL``), starting that server
 and a flow run would be most of its time, and nothing would watch the run once this
 process exits; ``dbpa run`` then does that bookkeeping here, with the same code the flow
-uses (``flows._record``), and says so. With a Prefect server configured, every run goes
+uses (``flows.record``), and says so. With a Prefect server configured, every run goes
 through the flow, so that the UI sees it.
 """
 
@@ -49,7 +49,7 @@ def decide_from_record(
     import storage
     from dbpa.analysis import decide_family
     from dbpa.report import write_reports
-    from flows import _record as record
+    from flows import record
 
     def correct(family, p_values, analysis, equivalence_p, margin):  # type: ignore[no-untyped-def]
         return decide_family(p_values, analysis, equivalence_p, margin)

@@ -40,7 +40,7 @@ from ._kinds import (
     TemplateValue,
     TextVariant,
 )
-from ._model import Label, Perturbation
+from ._model import Identifier, Label, Perturbation
 from ._names import GENDER_PAIRS, PERSON_NAMES, PersonName
 from ._noise import DEFAULT_OPERATIONS, NoiseSpec
 from ._noise_ops import (
@@ -90,6 +90,7 @@ __all__ = [
     "ControlCounts",
     "GenderSwap",
     "GeneratedParaphrase",
+    "Identifier",
     "Label",
     "ModelSwapSpec",
     "ModelVariant",

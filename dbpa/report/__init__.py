@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from dbpa.drift import DriftHistory, DriftPoint
 
@@ -53,6 +54,9 @@ from ._markdown import monitor_at, render_markdown, summary_markdown
 from ._text import results_table
 from ._viewer import RecordViewer, address_file, viewer_url
 from ._views import moved_answers
+
+if TYPE_CHECKING:
+    from ._evidence import evidence_figure
 
 __all__ = [
     "ALLOWED_FPR",
@@ -92,6 +96,7 @@ __all__ = [
     "comparison_dict",
     "config_differences",
     "default_report_dir",
+    "evidence_figure",
     "fmt_interval",
     "gather",
     "monitor_at",
@@ -116,6 +121,15 @@ RENDERERS: dict[str, Callable[[ReportData], str]] = {
     "json": render_json,
 }
 """Report format (also the file extension) -> renderer."""
+
+
+def __getattr__(name: str) -> Any:
+    """``evidence_figure`` is loaded on first use: it draws with matplotlib (PEP 562)."""
+    if name == "evidence_figure":
+        from ._evidence import evidence_figure
+
+        return evidence_figure
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def default_report_dir(db: str | Path) -> Path:

@@ -10,8 +10,8 @@ enough to gain from the threads again, so they keep them.
 The limit is taken by the first caller and given back by the last, so nested and concurrent
 calls share it. OpenBLAS applies a count set from the main thread to every thread, but
 ignores one set from another thread once the main thread has set one; so the audit process
-sets one BLAS thread once for all (``OPENBLAS_NUM_THREADS=1`` in ``dbpa._env``, before numpy
-loads), and this limit is for the library called from a program's main thread.
+sets one BLAS thread once for all (``OPENBLAS_NUM_THREADS=1`` in ``dbpa.environment``, before
+numpy loads), and this limit is for the library called from a program's main thread.
 """
 
 from __future__ import annotations

@@ -190,7 +190,7 @@ def test_answers_that_never_vary_are_not_shown_equivalent_over_a_set(
 
 def test_a_running_set_counts_every_prompts_arms_and_tests(provider: ScriptedServer, tmp_path):
     """A run's progress (``dbpa runs``) counts the arms and tests of every prompt."""
-    from flows import _record as record
+    from flows import record
 
     config = _config(provider)
     plan = plan_audit(config)
@@ -365,7 +365,7 @@ def test_a_replicate_missing_on_one_prompt_leaves_its_pairs_out_on_every_prompt(
     """Replicate 2 of the second prompt has no outputs (its model failed): the pairs with
     replicate 2 are left out of the set-level distances (every prompt's), the one of the
     original and replicate 1 remains, its mean over the three prompts the margin."""
-    from flows import _record as record
+    from flows import record
 
     config = _three_prompts(provider, perturbations=[PERSONAS], equivalence={"replicates": 2})
     plan = plan_audit(config)

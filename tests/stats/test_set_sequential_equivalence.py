@@ -1,7 +1,7 @@
 """The equivalence p-value of a sequential audit over a set of prompts: each look's set-level
 equivalence p-value (``set_equivalence`` of every prompt's effect interval at the look's k)
 combined over the looks by the design's weights, ``min_j p_eq,j / w_j``, as the flow does
-(``flows._record._sequential_equivalence``). Weighted Bonferroni over the looks: valid
+(``flows.record._sequential_equivalence``). Weighted Bonferroni over the looks: valid
 however the looks are correlated and wherever the test stopped."""
 
 from __future__ import annotations
