@@ -37,9 +37,12 @@ RecordOption = Annotated[
 def validate(
     config: ConfigArgument, set_: SetOption = None, all_: AllOption = False, db: RecordOption = None
 ) -> None:
-    """Check a config and show what it would sample and test (a family of more than 300
-    perturbations as counts and its first and last ones; ``--all`` lists every one).
-    Paraphrases not generated yet are announced; ``--db`` shows those a record holds."""
+    """Check a config and show what it would sample and test.
+
+    A family of more than 300 perturbations is shown as counts and its first and last ones
+    (``--all`` lists every one). Paraphrases not generated yet are announced; ``--db`` shows
+    those a record holds.
+    """
     from dbpa.launch import load_audit
 
     cfg, plan = load_audit(config, parse_overrides(set_), db)
