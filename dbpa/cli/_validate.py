@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ._common import ConfigArgument, SetOption, out, parse_overrides
+from ._common import ConfigArgument, SetOption, out, parse_overrides, record_path
 
 if TYPE_CHECKING:
     from dbpa.analysis import EquivalenceSpec
@@ -29,7 +29,10 @@ AllOption = Annotated[
 RecordOption = Annotated[
     Path | None,
     typer.Option(
-        "--db", help="A record whose stored paraphrases to show (read-only; default: none)."
+        "--db",
+        metavar="PATH",
+        parser=record_path,
+        help="A record whose stored paraphrases to show (read-only; default: none).",
     ),
 ]
 
