@@ -11,9 +11,11 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import (
+    BaseModel,
     Field,
     GetJsonSchemaHandler,
     SerializerFunctionWrapHandler,
@@ -356,17 +358,72 @@ def load_config(path: str | Path, overrides: Mapping[str, Any] | None = None) ->
 
 def parse_overrides(pairs: Iterable[str]) -> dict[str, Any]:
     """``KEY=VALUE`` pairs (``--set``) as overrides for :func:`load_config`; each value is
-    read as YAML (numbers, booleans, lists), within the same bounds as a file."""
+    read as YAML (numbers, booleans, lists), within the same bounds as a file, and takes the
+    type of the key it sets: a key that holds text keeps the text as typed where YAML reads
+    another type the key does not take (``epoch=2026-01-05T03:00:00+00:00``, ``epoch=1``,
+    ``name=yes``) or cannot read it at all."""
     found: dict[str, Any] = {}
     for pair in pairs:
-        key, sep, value = pair.partition("=")
+        key, sep, text = pair.partition("=")
         if not sep or not key:
             raise ConfigError(f"--set {pair!r}: expected KEY=VALUE (e.g. k=30)")
+        takes = _key_types(key)
         try:
-            found[key] = load_yaml(value)
+            value = load_yaml(text)
         except ValueError as exc:
-            raise ConfigError(f"--set {key}: {exc}") from None
+            if str not in takes:
+                raise ConfigError(f"--set {key}: {exc}") from None
+            value = text
+        found[key] = text if str in takes and not _takes(takes, value) else value
     return found
+
+
+def _key_types(key: str) -> set[Any]:
+    """The types a dotted key of a config holds (``str``, ``int``, ``type(None)``, ``list``,
+    ``dict``...); empty when a key is not a field (a typo: validation names it) or holds
+    anything (``models.0.params.temperature``), where its value is read as YAML alone."""
+    reached: list[Any] = [AuditConfig]
+    for part in key.split("."):
+        found: list[Any] = []
+        for annotation in reached:
+            for kind in _alternatives(annotation):
+                if isinstance(kind, type) and issubclass(kind, BaseModel):
+                    owner = AnalysisSpec if kind is AuditConfig and part in ANALYSIS_KEYS else kind
+                    field = owner.model_fields.get(part)
+                    found += [] if field is None else [field.annotation]
+                elif get_origin(kind) is list and part.isdecimal():
+                    found.append(get_args(kind)[0])
+                elif get_origin(kind) is dict:
+                    found.append(get_args(kind)[1])
+        reached = found
+    kinds = {kind for annotation in reached for kind in _alternatives(annotation)}
+    if Any in kinds:
+        return set()
+    literals = {type(v) for kind in kinds if get_origin(kind) is Literal for v in get_args(kind)}
+    return {
+        get_origin(kind) or kind for kind in kinds if get_origin(kind) is not Literal
+    } | literals
+
+
+def _alternatives(annotation: Any) -> list[Any]:
+    """The types of a union (``X | None``: ``X`` and ``NoneType``), Annotated's type unwrapped."""
+    if get_origin(annotation) is Annotated:
+        return _alternatives(get_args(annotation)[0])
+    if get_origin(annotation) in (Union, UnionType):
+        return [kind for arg in get_args(annotation) for kind in _alternatives(arg)]
+    return [annotation]
+
+
+def _takes(kinds: set[Any], value: Any) -> bool:
+    """Whether a key holding ``kinds`` takes the YAML value ``value`` as it is (a number for
+    a float or an int, a mapping for a settings model)."""
+    if isinstance(value, bool):
+        return bool in kinds
+    if isinstance(value, int | float):
+        return bool(kinds & {int, float})
+    if isinstance(value, dict):
+        return dict in kinds or any(isinstance(k, type) and issubclass(k, BaseModel) for k in kinds)
+    return any(isinstance(k, type) and isinstance(value, k) for k in kinds)
 
 
 def _read_text(file: Path) -> str:

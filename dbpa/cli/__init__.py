@@ -6,9 +6,10 @@ did not start; 2 bad input (file, field and reason); 3 ``--fail-on-control-rejec
 a control perturbation was rejected.
 
 One module per command group; each imports what only its command needs (Prefect, the
-record, the report, the statistics) when that command runs, so ``dbpa --help`` and the
-commands that only read stay light. Every command's expected errors become exit codes in
-one place (``exits_on_error``).
+record, the report, the statistics) when that command runs, so ``dbpa --help``, a mistyped
+command line and the commands that only read stay light. A command's help is its docstring,
+shown as a reader sees it (``shown_help``). Every command's expected errors become exit
+codes in one place (``exits_on_error``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dbpa.environment import configure
 from ._common import err, exits_on_error, out
 from ._compare import compare
 from ._drift import drift, monitor_reset
+from ._help import shown_help
 from ._plan import plan
 from ._record import export, report, results, runs
 from ._run import run, serve
@@ -34,6 +36,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
 )
 for _command in (
     validate,
@@ -48,9 +51,11 @@ for _command in (
     serve,
     drift,
 ):
-    app.command()(exits_on_error(_command))
-monitor_app = typer.Typer(help="The drift monitor's baselines.", no_args_is_help=True)
-monitor_app.command("reset")(exits_on_error(monitor_reset))
+    app.command(help=shown_help(_command))(exits_on_error(_command))
+monitor_app = typer.Typer(
+    help="The drift monitor's baselines.", no_args_is_help=True, rich_markup_mode="rich"
+)
+monitor_app.command("reset", help=shown_help(monitor_reset))(exits_on_error(monitor_reset))
 app.add_typer(monitor_app, name="monitor")
 
 __all__ = ["app", "err", "out"]

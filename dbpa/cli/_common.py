@@ -7,6 +7,8 @@ Light on purpose: importing it (as ``dbpa --help`` does) loads typer and rich on
 from __future__ import annotations
 
 import functools
+import os
+import re
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -46,9 +48,51 @@ class ExitCode(IntEnum):
     equivalent (changed or inconclusive)."""
 
 
+def fail(code: ExitCode, message: str, *, one_line: bool = False) -> typer.Exit:
+    """Print ``message`` as an error (``one_line``: never wrapped at the terminal's width);
+    the exit to raise."""
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=one_line)
+    return typer.Exit(int(code))
+
+
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*(:[A-Za-z][A-Za-z0-9+.-]*)*://")
+
+
+def record_path(value: str | Path) -> Path:
+    """The ``--db`` of every command: the path of a DuckDB file. A URL (``scheme://...``) is
+    refused with exit 2 until a shared record exists (a path would drop one of its slashes
+    and make it a local file named after the server)."""
+    text = os.fspath(value)
+    if _URL.match(text):
+        message = f"--db {masked_url(text)}: shared records are not supported yet; give the "
+        raise fail(ExitCode.BAD_INPUT, message + "path of a DuckDB file", one_line=True)
+    return Path(text)
+
+
+def masked_url(url: str) -> str:
+    """``url`` with everything that may be a password hidden: what follows the user's name
+    up to the last ``@``, and every query value (``postgresql://u:***@host/db?password=***``)."""
+    scheme = url[: url.index("://") + 3]
+    rest = url[len(scheme) :]
+    if "@" in rest:
+        userinfo, _, rest = rest.rpartition("@")
+        user, colon, _ = userinfo.partition(":")
+        rest = f"{user}{':***' if colon else ''}@{rest}"
+    where, question, query = rest.partition("?")
+    if question:
+        pairs = (pair.partition("=") for pair in query.split("&"))
+        query = "&".join(f"{name}=***" if equals else name for name, equals, _ in pairs)
+    return f"{scheme}{where}{question}{query}"
+
+
 ConfigArgument = Annotated[Path, typer.Argument(help="Audit config (YAML).")]
 RunArgument = Annotated[str, typer.Argument(metavar="RUN", help="Run id, or 'latest'.")]
-DbOption = Annotated[Path, typer.Option("--db", help="DuckDB file of the audit record.")]
+DbOption = Annotated[
+    Path,
+    typer.Option(
+        "--db", metavar="PATH", parser=record_path, help="DuckDB file of the audit record."
+    ),
+]
 DEFAULT_DB = Path("dbpa.duckdb")
 SetOption = Annotated[list[str] | None, typer.Option("--set", help="Override KEY=VALUE.")]
 RequireEquivalentOption = Annotated[
@@ -67,12 +111,6 @@ ReportDirOption = Annotated[
 RunnerOption = Annotated[
     str, typer.Option(help="Task runner for the compute: threads, dask or dask=ADDRESS.")
 ]
-
-
-def fail(code: ExitCode, message: str) -> typer.Exit:
-    """Print ``message`` as an error; the exit to raise."""
-    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
-    return typer.Exit(int(code))
 
 
 # Errors of a command and their exit code, most specific first. ConfigError and DriftError

@@ -45,10 +45,13 @@ def compare(
         bool, typer.Option("--all", help="List every perturbation in the table, however many.")
     ] = False,
 ) -> None:
-    """Compare two runs of the same family (two models, two dates, two configs): the
-    settings that differ, each perturbation's effect in both, their difference with a 90%
-    interval, and the decisions that flipped (no model call). More than 300 perturbations
-    are summarised: the flips, then the decisions counted; ``--all`` lists every one."""
+    """Compare two runs of the same family (two models, two dates, two configs).
+
+    Shows the settings that differ, each perturbation's effect in both, their difference
+    with a 90% interval, and the decisions that flipped (no model call). More than 300
+    perturbations are summarised: the flips, then the decisions counted; ``--all`` lists
+    every one.
+    """
     from dbpa.report import compare_runs, comparison_dict, render_comparison_html
 
     if fmt not in FORMATS:

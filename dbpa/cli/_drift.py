@@ -42,10 +42,11 @@ def drift(
         typer.Option(help="Monitor: alarm only for changes larger than this share of answers."),
     ] = 0.0,
 ) -> None:
-    """Monitor every arm of an audit over its epochs against its baseline (alarms valid
-    over any number of ticks), or test one epoch against earlier ones (``--per-tick``).
+    """Monitor every arm of an audit over its epochs, or test one epoch against earlier ones.
 
-    Uses the stored embeddings only: no model call, nothing written.
+    The monitor compares each arm with its baseline, its alarms valid over any number of
+    ticks; ``--per-tick`` permutation-tests one epoch against the previous and the baseline
+    epoch. Uses the stored embeddings only: no model call, nothing written.
     """
     from dbpa.drift import AGAINST, plan_drift, read_epochs, replay_monitor, run_comparison
 
@@ -94,8 +95,10 @@ def monitor_reset(
     every: Annotated[bool, typer.Option("--all", help="Reset every arm of the audit.")] = False,
     db: DbOption = DEFAULT_DB,
 ) -> None:
-    """Start a new baseline at the latest epoch for ARM (or every arm) after an intended
-    change; the evidence recorded so far stays in the record."""
+    """Start a new baseline at the latest epoch for ARM (or every arm) after a change.
+
+    Meant for an intended change; the evidence recorded so far stays in the record.
+    """
     from dbpa.drift import ALL_SERIES, read_epochs, replay_monitor
     from storage import Store
 

@@ -45,9 +45,12 @@ def plan(
     ] = "table",
     set_: SetOption = None,
 ) -> None:
-    """Estimate the k that reaches the target power for every perturbation of a pilot run,
-    what the config's k can detect, and the model calls, tokens and dollars of the family;
-    over a set of prompts, the k per prompt at the config's prompts and the prompts at its k."""
+    """Estimate from a pilot run the k that reaches the target power for every perturbation.
+
+    Also what the config's k can detect, and the model calls, tokens and dollars of the
+    family; over a set of prompts, the k per prompt at the config's prompts and the prompts
+    at its k.
+    """
     from dbpa.set_sizing import SET_SIMULATIONS, estimate_set_sizes
     from dbpa.sizing import estimate_sizes
 

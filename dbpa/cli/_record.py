@@ -495,9 +495,12 @@ def results(
     ] = False,
     require_equivalent: RequireEquivalentOption = None,
 ) -> None:
-    """Show a run's per-perturbation results (a family of more than 300 perturbations as
-    counts per label and decision and its smallest p-values; ``--all`` lists every one;
-    csv and json always hold every result, with ``decision`` filled in)."""
+    """Show a run's per-perturbation results.
+
+    A family of more than 300 perturbations is shown as counts per label and decision and
+    its smallest p-values (``--all`` lists every one); csv and json always hold every
+    result, with ``decision`` filled in.
+    """
     if fmt not in ("table", "csv", "json"):
         raise fail(ExitCode.BAD_INPUT, f"--format: unknown {fmt!r}; choose table, csv or json")
     with open_record(db) as store:

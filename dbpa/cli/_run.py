@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -21,10 +21,6 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
-
-from dbpa import progress
-from dbpa.launch import PrefectServer, prepare, run_prepared, wait_for_warm_ups
-from dbpa.llm import allow_requests, stop_requests
 
 from ._common import (
     DEFAULT_DB,
@@ -45,10 +41,15 @@ from ._quiet import quiet_console
 from ._record import check_gates, print_results
 from ._signals import stopped_by_signals
 
+if TYPE_CHECKING:
+    from dbpa.progress import Progress as Update
+
 
 @contextmanager
 def _progress_bars() -> Iterator[None]:
     """Rich progress bars fed by dbpa.progress while the flow runs."""
+    from dbpa import progress
+
     bars = Progress(
         TextColumn("{task.description:>8}"),
         BarColumn(),
@@ -60,7 +61,7 @@ def _progress_bars() -> Iterator[None]:
     )
     ids: dict[str, TaskID] = {}
 
-    def show(update: progress.Progress) -> None:
+    def show(update: Update) -> None:
         if update.phase not in ids:
             ids[update.phase] = bars.add_task(update.phase, total=update.total, unit=update.unit)
         bars.update(ids[update.phase], completed=update.done, total=update.total)
@@ -87,9 +88,6 @@ def _waiting(db: str) -> Callable[[int | None], None]:
     return waiting
 
 
-# the record closed, Prefect's temporary server stopped; requests in flight cancelled, so
-# sampling threads return at once instead of finishing their arms
-@stopped_by_signals(on_stop=stop_requests)
 def run(
     context: typer.Context,
     config: ConfigArgument,
@@ -107,52 +105,59 @@ def run(
     ] = False,
 ) -> None:
     """Run (or resume) an audit; re-running the same command resumes it."""
-    allow_requests()  # a signal ended an earlier run of this process (an in-process caller's)
-    if not verbose:
-        os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
-    # Start-up in parallel: Prefect's temporary server starts in its own process first, while
-    # this one loads and plans the config, reads what the record still needs and loads that.
-    server = PrefectServer.launch()
-    try:
-        prepared = prepare(
-            config,
-            parse_overrides(set_),
-            db,
-            wait=not no_wait,
-            on_wait=_waiting(str(db)),
-            needs_margin="--require-equivalent" if require_equivalent else None,
-        )
-    except BaseException:
-        # Nothing ran on the server, so nothing is left to send it at exit: stopped now, not
-        # at the process's exit (a caller in a longer-lived process kept it running).
-        server.stop()
-        raise
-    context.call_on_close(wait_for_warm_ups)  # however the run ends
+    # Imported here, not with the command line: ``dbpa --help`` and the other commands stay light.
+    from dbpa.launch import PrefectServer, prepare, run_prepared, wait_for_warm_ups
+    from dbpa.llm import allow_requests, stop_requests
 
-    def reported(error: Exception) -> bool:  # printed as this command's exit message
-        from dbpa.llm import ModelError
+    # the record closed, Prefect's temporary server stopped; requests in flight cancelled, so
+    # sampling threads return at once instead of finishing their arms
+    with stopped_by_signals(on_stop=stop_requests):
+        allow_requests()  # a signal ended an earlier run of this process (an in-process caller's)
+        if not verbose:
+            os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
+        # Start-up in parallel: Prefect's temporary server starts in its own process first, while
+        # this one loads and plans the config, reads what the record still needs and loads that.
+        server = PrefectServer.launch()
+        try:
+            prepared = prepare(
+                config,
+                parse_overrides(set_),
+                db,
+                wait=not no_wait,
+                on_wait=_waiting(str(db)),
+                needs_margin="--require-equivalent" if require_equivalent else None,
+            )
+        except BaseException:
+            # Nothing ran on the server, so nothing is left to send it at exit: stopped now, not
+            # at the process's exit (a caller in a longer-lived process kept it running).
+            server.stop()
+            raise
+        context.call_on_close(wait_for_warm_ups)  # however the run ends
 
-        return exit_code(error) is not None or isinstance(error, ModelError)
+        def reported(error: Exception) -> bool:  # printed as this command's exit message
+            from dbpa.llm import ModelError
 
-    @contextmanager
-    def showing() -> Iterator[None]:
-        with ExitStack() as shown:
-            if not verbose:
-                shown.enter_context(quiet_console(reported, frozenset({"sample"})))
-            shown.enter_context(_progress_bars())
-            yield
+            return exit_code(error) is not None or isinstance(error, ModelError)
 
-    try:
-        launched = run_prepared(
-            prepared, server, out_dir, runner, say=_say, warn=_warn, around_flow=showing
-        )
-    except Exception as stopped:
-        _stopped(stopped, db)
-        raise
-    results = print_results(db, launched.run_id)
-    for fmt, path in launched.reports.items():
-        out.print(f"{fmt} report: {path}")
-    check_gates(results, fail_on_control_rejection, require_equivalent or [])
+        @contextmanager
+        def showing() -> Iterator[None]:
+            with ExitStack() as shown:
+                if not verbose:
+                    shown.enter_context(quiet_console(reported, frozenset({"sample"})))
+                shown.enter_context(_progress_bars())
+                yield
+
+        try:
+            launched = run_prepared(
+                prepared, server, out_dir, runner, say=_say, warn=_warn, around_flow=showing
+            )
+        except Exception as stopped:
+            _stopped(stopped, db)
+            raise
+        results = print_results(db, launched.run_id)
+        for fmt, path in launched.reports.items():
+            out.print(f"{fmt} report: {path}")
+        check_gates(results, fail_on_control_rejection, require_equivalent or [])
 
 
 def _stopped(error: Exception, db: object) -> None:

@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ._common import ConfigArgument, SetOption, out, parse_overrides
+from ._common import ConfigArgument, SetOption, out, parse_overrides, record_path
 
 if TYPE_CHECKING:
     from dbpa.analysis import EquivalenceSpec
@@ -29,7 +29,10 @@ AllOption = Annotated[
 RecordOption = Annotated[
     Path | None,
     typer.Option(
-        "--db", help="A record whose stored paraphrases to show (read-only; default: none)."
+        "--db",
+        metavar="PATH",
+        parser=record_path,
+        help="A record whose stored paraphrases to show (read-only; default: none).",
     ),
 ]
 
@@ -37,9 +40,12 @@ RecordOption = Annotated[
 def validate(
     config: ConfigArgument, set_: SetOption = None, all_: AllOption = False, db: RecordOption = None
 ) -> None:
-    """Check a config and show what it would sample and test (a family of more than 300
-    perturbations as counts and its first and last ones; ``--all`` lists every one).
-    Paraphrases not generated yet are announced; ``--db`` shows those a record holds."""
+    """Check a config and show what it would sample and test.
+
+    A family of more than 300 perturbations is shown as counts and its first and last ones
+    (``--all`` lists every one). Paraphrases not generated yet are announced; ``--db`` shows
+    those a record holds.
+    """
     from dbpa.launch import load_audit
 
     cfg, plan = load_audit(config, parse_overrides(set_), db)

@@ -17,10 +17,12 @@ def view(
         int, typer.Option(help="Port on 127.0.0.1 (0: any free one).", min=0, max=65535)
     ] = 0,
 ) -> None:
-    """Serve the record's runs and their reports on 127.0.0.1 until Ctrl-C or SIGTERM (pages
-    are rendered from the record when asked, also while an audit runs). A record not written
-    yet is served as one with no run, so the viewer can start with a worker before its
-    first audit."""
+    """Serve the record's runs and their reports on 127.0.0.1 until Ctrl-C or SIGTERM.
+
+    Pages are rendered from the record when asked, also while an audit runs. A record not
+    written yet is served as one with no run, so the viewer can start with a worker before
+    its first audit.
+    """
     from dbpa.report import RecordViewer
 
     if not db.parent.resolve().is_dir():

@@ -1,4 +1,5 @@
-"""The commands that only show or read stay light: no Prefect, model stack or scipy.stats."""
+"""The command line itself and the commands that only show or read stay light: ``--help`` and a
+mistyped command line load the CLI alone; the readers no Prefect, model stack or scipy.stats."""
 
 from __future__ import annotations
 
@@ -49,3 +50,48 @@ def test_compare_imports_neither_prefect_nor_a_model_stack(tmp_path):
     second = build_run(db, run_id="second", n_permutations=999)  # other tests, same arms
     loaded = loaded_after(["compare", first.run_id, second.run_id, "--db", str(db)])
     assert set(loaded) <= {"scipy.stats"}  # the statistics, never Prefect, torch or litellm
+
+
+PARSE_ONLY = [
+    ["--help"],
+    *([name, "--help"] for name in ("validate", "plan", "run", "runs", "results", "compare")),
+    *([name, "--help"] for name in ("export", "report", "view", "serve", "drift")),
+    ["monitor", "reset", "--help"],
+    ["run"],  # a missing argument
+    ["run", "audit.yaml", "--runer", "dask"],  # a mistyped option
+    ["results", "latest", "--format"],  # an option without its value
+    ["view", "--port", "http"],  # a value of the wrong type
+    ["runz"],  # no such command
+]
+"""Command lines that end while they are parsed: help, and each kind of argument error."""
+NEVER_AT_PARSE = (
+    *("numpy", "pandas", "pyarrow", "scipy", "duckdb", "yaml", "jinja2", "matplotlib"),
+    *("prefect", "sqlalchemy", "httpx", "anyio", "asyncio", "ssl", "litellm", "openai"),
+    *("torch", "sentence_transformers", "transformers", "storage", "flows", "tasks"),
+)
+"""Top-level packages the command line must not load before a command runs."""
+
+
+def test_help_and_argument_errors_load_the_command_line_alone():
+    script = textwrap.dedent(
+        f"""
+        import json, sys
+        from typer.testing import CliRunner
+        from dbpa.cli import app
+        found = []
+        for args in {PARSE_ONLY!r}:
+            code = CliRunner().invoke(app, args).exit_code
+            dbpa = [m for m in sys.modules if m.split(".")[0] == "dbpa"]
+            heavy = [m for m in {NEVER_AT_PARSE!r} if m in sys.modules]
+            found.append([args, code, dbpa, heavy])
+        print(json.dumps(found))
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    for args, code, dbpa, heavy in json.loads(done.stdout):
+        assert code == (0 if "--help" in args else 2), args
+        # dbpa's lazy __init__, the environment's defaults and the CLI's own modules only
+        others = [m for m in dbpa if m not in ("dbpa", "dbpa._env", "dbpa.cli")]
+        assert [m for m in others if not m.startswith("dbpa.cli.")] == [], args
+        assert heavy == [], args
