@@ -92,6 +92,6 @@ def test_help_and_argument_errors_load_the_command_line_alone():
     for args, code, dbpa, heavy in json.loads(done.stdout):
         assert code == (0 if "--help" in args else 2), args
         # dbpa's lazy __init__, the environment's defaults and the CLI's own modules only
-        others = [m for m in dbpa if m not in ("dbpa", "dbpa._env", "dbpa.cli")]
+        others = [m for m in dbpa if m not in ("dbpa", "dbpa.environment", "dbpa.cli")]
         assert [m for m in others if not m.startswith("dbpa.cli.")] == [], args
         assert heavy == [], args
