@@ -2,7 +2,8 @@
 
 Every permutation re-splits the pooled embeddings, recomputes the cosine similarities
 from the embeddings and bins P0 and P1 with ``numpy.histogram``; the JSD is
-``scipy.spatial.distance.jensenshannon(..., base=2) ** 2`` (the divergence in bits).
+``scipy.spatial.distance.jensenshannon(..., base=2) ** 2`` (the divergence in bits), or
+``scipy.stats.energy_distance`` of P0 and P1 (omega ``energy``).
 Nothing here shares code with ``dbpa.stats``.
 """
 
@@ -12,6 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 from scipy.spatial.distance import jensenshannon
+from scipy.stats import energy_distance
 
 
 def cosine_matrix(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -52,16 +54,22 @@ def algorithm1(
     rng: np.random.Generator,
     bins: int = 30,
     edges: Sequence[float] | None = None,
+    omega: str = "jsd",
 ) -> tuple[float, float, np.ndarray]:
-    """(T_obs, p, null) by Algorithm 1 with a random size-k_a subset per permutation."""
+    """(T_obs, p, null) by Algorithm 1 with a random size-k_a subset per permutation;
+    ``omega`` ``"jsd"`` (``bins``, ``edges``) or ``"energy"``."""
     z = np.vstack([a, b])
     k = len(a)
     e = pooled_edges(z, bins) if edges is None else np.linspace(edges[0], edges[1], bins + 1)
-    t_obs = jsd_bits(*p0_p1(a, b), e)
+
+    def statistic(p0: np.ndarray, p1: np.ndarray) -> float:
+        return jsd_bits(p0, p1, e) if omega == "jsd" else float(energy_distance(p0, p1))
+
+    t_obs = statistic(*p0_p1(a, b))
     null = np.empty(n_permutations)
     for i in range(n_permutations):
         chosen = rng.choice(len(z), size=k, replace=False)
         rest = np.setdiff1d(np.arange(len(z)), chosen)
-        null[i] = jsd_bits(*p0_p1(z[chosen], z[rest]), e)
+        null[i] = statistic(*p0_p1(z[chosen], z[rest]))
     p = (1 + np.count_nonzero(null >= t_obs)) / (1 + n_permutations)
     return t_obs, float(p), null
