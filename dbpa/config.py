@@ -94,7 +94,7 @@ class AuditConfig(Spec):
     when the config is loaded. Every perturbation applies to every prompt; each is tested
     by one pooled test over the prompts, with a drill-down to the prompts that moved."""
     perturbations: list[PerturbationSpec] = Field(min_length=1)
-    """The family of perturbations (see the README for every kind)."""
+    """The family of perturbations (every kind: docs/reference/perturbations.md)."""
     k: int = Field(default=20, ge=2, le=10_000)
     """Outputs sampled per arm."""
     embedder: EmbedderSpec = Field(default_factory=EmbedderSpec)
