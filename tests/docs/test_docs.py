@@ -5,10 +5,7 @@ key, table and column the code has, and every config the tutorials and guides sh
 from __future__ import annotations
 
 import html
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import duckdb
@@ -20,28 +17,11 @@ from dbpa.config import AuditConfig
 from dbpa.launch import load_audit
 from storage import MIGRATIONS
 
-pytestmark = pytest.mark.xdist_group("docs")  # one worker builds the site once
+pytestmark = pytest.mark.xdist_group("docs")  # one worker builds the site once (conftest)
 
 ROOT = Path(__file__).parents[2]
 DOCS = ROOT / "docs"
 README_MAX_LINES = 250
-
-
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The site as `mkdocs build --strict` writes it (the build fails on any warning)."""
-    out = tmp_path_factory.mktemp("site")
-    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
-    done = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "-d", str(out)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return out
 
 
 def _sections(page: Path) -> dict[str, str]:
