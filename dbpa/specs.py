@@ -55,7 +55,9 @@ class Message(Spec):
     """One chat message."""
 
     role: Literal["system", "user", "assistant"]
+    """Who speaks."""
     content: str
+    """The text."""
 
 
 class ModelSpec(_Endpoint):

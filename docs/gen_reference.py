@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import inspect
 import json
+import typing
 from typing import Any
 
 import duckdb
 import mkdocs_gen_files
 import typer
+from pydantic import BaseModel
 
 from dbpa.cli import app
 from dbpa.config import AuditConfig
@@ -190,9 +192,48 @@ perturbations:
 """Shown on the config page; ``tests/docs`` validates it."""
 
 
+def _models(model: type[BaseModel], found: dict[str, type[BaseModel]]) -> dict[str, Any]:
+    """Every model class reachable from ``model``'s fields, by name (the schema's ``$defs``)."""
+    found[model.__name__] = model
+    stack = [field.annotation for field in model.model_fields.values()]
+    while stack:
+        kind = stack.pop()
+        if isinstance(kind, type) and issubclass(kind, BaseModel):
+            if kind.__name__ not in found:
+                _models(kind, found)
+        else:
+            stack.extend(typing.get_args(kind))
+    return found
+
+
+def _inherited(model: type[BaseModel] | None, key: str) -> str:
+    """The description of ``key`` on the nearest base class that documents it (a subclass that
+    narrows a field's type or default redeclares it without its docstring)."""
+    for base in model.__mro__[1:] if model else ():
+        field = getattr(base, "model_fields", {}).get(key)
+        if field is not None and field.description:
+            return field.description
+    return "Selects this kind." if key == "kind" else ""
+
+
+def _described(schema: dict[str, Any], model: type[BaseModel] | None) -> dict[str, Any]:
+    """``schema``'s properties, each with a description (inherited where it has none); a key
+    with none at all fails the build, naming it."""
+    properties = {}
+    for key, value in schema.get("properties", {}).items():
+        if not value.get("description"):
+            value = {**value, "description": _inherited(model, key)}
+        if not value["description"]:
+            name = model.__name__ if model else schema.get("title")
+            raise ValueError(f"config key {name}.{key} has no docstring")
+        properties[key] = value
+    return properties
+
+
 def config_page() -> str:
     schema = AuditConfig.model_json_schema()
     definitions = schema.get("$defs", {})
+    classes = _models(AuditConfig, {})
     lines = [
         "# Config keys",
         "",
@@ -205,7 +246,7 @@ def config_page() -> str:
         "",
         "The top level of a config file.",
         "",
-        *_keys_table(schema["properties"], set(schema.get("required", []))),
+        *_keys_table(_described(schema, AuditConfig), set(schema.get("required", []))),
         "",
         "A minimal config (the other keys take their defaults):",
         "",
@@ -217,7 +258,7 @@ def config_page() -> str:
     for name, definition in sorted(definitions.items()):
         lines += [f"## {name} {{#{name.lower()}}}", ""]
         lines += [" ".join((definition.get("description") or "").replace("``", "`").split()), ""]
-        properties = definition.get("properties")
+        properties = _described(definition, classes.get(name))
         if properties:
             required = set(definition.get("required", []))
             lines += [*_keys_table(properties, required), ""]
