@@ -26,11 +26,31 @@ SERVING = {"view"}
 """Commands that run until Ctrl-C."""
 
 
-def _commands(page: Path) -> list[list[str]]:
-    """The ``dbpa`` command lines of the page's bash blocks, in order, comments dropped."""
-    blocks = re.findall(r"^```bash\n(.*?)^```", page.read_text(), re.S | re.M)
-    lines = [line.split("#", 1)[0].strip() for block in blocks for line in block.splitlines()]
-    return [shlex.split(line)[1:] for line in lines if line.startswith("dbpa ")]
+def _blocks(page: Path, language: str) -> list[str]:
+    return re.findall(rf"^```{language}\n(.*?)^```", page.read_text(), re.S | re.M)
+
+
+def _commands(page: Path) -> list[tuple[list[str], str | None]]:
+    """The ``dbpa`` command lines of the page's bash blocks, in order, comments dropped, each
+    with the file its output is redirected to (``> FILE``), if any."""
+    lines = [line.split("#", 1)[0].strip() for b in _blocks(page, "bash") for line in b.split("\n")]
+    commands = []
+    for line in lines:
+        if line.startswith("dbpa "):
+            command, _, redirect = line.partition(" > ")
+            commands.append((shlex.split(command)[1:], redirect.strip() or None))
+    return commands
+
+
+def _run_commands(page: Path, cwd: Path) -> None:
+    runner = CliRunner()
+    for args, redirect in _commands(page):
+        if args[0] in SERVING:
+            continue
+        result = runner.invoke(app, args, catch_exceptions=False)
+        assert result.exit_code == 0, (page.name, args, result.output)
+        if redirect:
+            (cwd / redirect).write_text(result.stdout)
 
 
 @pytest.mark.parametrize("name", TUTORIALS)
@@ -47,13 +67,15 @@ def test_a_tutorial_runs_as_written(name, provider, tmp_path, monkeypatch):  # n
             raw["embedder"] = scripted["embedder"]
             text = yaml.safe_dump(raw)
         (tmp_path / file).write_text(text)
-    commands = _commands(page)
-    assert [c[0] for c in commands[:2]] == ["validate", "run"]
-    runner = CliRunner()
-    for args in commands:
-        if args[0] in SERVING:
-            continue
-        result = runner.invoke(app, args, catch_exceptions=False)
-        assert result.exit_code == 0, (args, result.output)
+    assert [args[0] for args, _ in _commands(page)[:2]] == ["validate", "run"]
+    _run_commands(page, tmp_path)
     assert provider.counts.total > 0
     assert list((tmp_path / "reports").glob("*.html"))
+    if name == "first-audit":  # then read it as "SQL and pandas on the record" shows
+        guide = DOCS / "how-to" / "record-sql.md"
+        _run_commands(guide, tmp_path)
+        namespace: dict[str, object] = {}
+        for block in _blocks(guide, "python"):
+            exec(block, namespace)  # the guide's own code, on the tutorial's record
+        assert len(namespace["tests"]) == 2  # type: ignore[arg-type]
+        assert "results.csv" in {p.name for p in tmp_path.iterdir()}
