@@ -121,6 +121,7 @@ class AnalysisSpec(Spec):
     n_permutations: int = Field(default=2000, ge=1)
     """B, permutations per test."""
     alpha: float = Field(default=0.05, gt=0, lt=1)
+    """The level: the family's error rate under its correction."""
     correction: str = "holm"
     """Multiplicity correction per family: bonferroni, holm, bh or by."""
 

@@ -84,6 +84,7 @@ class AuditConfig(Spec):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=80)
     """Audit name: letters, digits, ``-``, ``_``, ``.``; it names runs, reports and deployments."""
     description: str = ""
+    """Free text shown in the reports."""
     models: list[ModelSpec] = Field(min_length=1)
     """The models under audit; every perturbation is tested for each (one family per model)."""
     prompt: list[Message] | None = None
@@ -95,10 +96,11 @@ class AuditConfig(Spec):
     when the config is loaded. Every perturbation applies to every prompt; each is tested
     by one pooled test over the prompts, with a drill-down to the prompts that moved."""
     perturbations: list[PerturbationSpec] = Field(min_length=1)
-    """The family of perturbations (see the README for every kind)."""
+    """The family of perturbations (every kind: docs/reference/perturbations.md)."""
     k: int = Field(default=20, ge=2, le=10_000)
     """Outputs sampled per arm."""
     embedder: EmbedderSpec = Field(default_factory=EmbedderSpec)
+    """The embedding model (default: all-MiniLM-L6-v2, packaged, offline)."""
     seed: int = Field(default=0, ge=0)
     """Seeds the sampling requests and the permutations: the same seed gives the same results."""
     epoch: str = "0"

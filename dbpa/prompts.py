@@ -35,6 +35,7 @@ class PromptItem(Spec):
     """One prompt of a set: its messages and its id (default: its position, ``p1``, ...)."""
 
     id: Identifier | None = None
+    """The prompt's id in tables and reports (default: ``p1``, ``p2``, ...)."""
     prompt: list[Message] = Field(min_length=1)
     """The prompt as chat messages (a string is one user message)."""
 

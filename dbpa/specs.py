@@ -31,7 +31,7 @@ DEFAULT_CONNECT_BUDGET_S = 60.0
 class Spec(BaseModel):
     """Base of every configuration model: frozen, strict about unknown keys."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
 
 class _Endpoint(Spec):
@@ -55,7 +55,9 @@ class Message(Spec):
     """One chat message."""
 
     role: Literal["system", "user", "assistant"]
+    """Who speaks."""
     content: str
+    """The text."""
 
 
 class ModelSpec(_Endpoint):
@@ -104,14 +106,20 @@ class EmbedderSpec(_Endpoint):
     """Which embedding model turns outputs into vectors."""
 
     backend: Literal["sentence-transformers", "litellm"] = "sentence-transformers"
+    """``sentence-transformers`` (in-process) or ``litellm`` (a hosted embedding model)."""
     model: str = "all-MiniLM-L6-v2"
     """sentence-transformers: ``all-MiniLM-L6-v2`` (packaged, offline), a local path or a cached
     model name; litellm: an embedding model string such as ``text-embedding-3-small``."""
     api_base: str | None = None
+    """litellm: base URL of a self-hosted or OpenAI-compatible embedding endpoint."""
     api_key_env: str | None = None
+    """litellm: name of the environment variable holding the API key (never stored)."""
     batch_size: int = Field(default=64, ge=1)
+    """Texts embedded per batch."""
     timeout_s: float = Field(default=120.0, gt=0)
+    """litellm: per-request HTTP timeout."""
     max_retries: int = Field(default=6, ge=0)
+    """litellm: retries of transient failures per request."""
 
 
 def content_hash(*parts: Any) -> str:

@@ -1,4 +1,4 @@
-"""``import dbpa``: cheap, and every name the README writes after it resolves."""
+"""``import dbpa``: cheap, and every name the README and the docs write after it resolves."""
 
 from __future__ import annotations
 
@@ -9,15 +9,17 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+WRITTEN = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 
 def _fresh(code: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
 
 
-def test_every_dbpa_stats_name_of_the_readme_resolves_after_a_bare_import():
-    names = sorted(set(re.findall(r"\bdbpa\.stats\.([A-Za-z_]\w*)", README.read_text())))
+def test_every_dbpa_stats_name_of_the_readme_and_docs_resolves_after_a_bare_import():
+    text = "\n".join(page.read_text() for page in WRITTEN)
+    names = sorted(set(re.findall(r"\bdbpa\.stats\.([A-Za-z_]\w*)", text)))
     assert len(names) > 10
     done = _fresh(f"import dbpa\nfor n in {names!r}:\n    getattr(dbpa.stats, n)\nprint('ok')")
     assert done.stdout.strip() == "ok", done.stderr

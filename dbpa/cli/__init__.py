@@ -1,9 +1,8 @@
 """The ``dbpa`` command.
 
-Exit codes: 0 success; 1 the audit ran but could not finish (a model failed
-permanently: the message names it, all other work is kept), or Prefect's temporary server
-did not start; 2 bad input (file, field and reason); 3 ``--fail-on-control-rejection`` and
-a control perturbation was rejected.
+Exit codes: ``ExitCode`` (0 success; 1 the audit could not finish; 2 bad input; 3
+``--fail-on-control-rejection`` and a control changed; 4 ``--require-equivalent`` and a
+perturbation was not shown equivalent).
 
 One module per command group; each imports what only its command needs (Prefect, the
 record, the report, the statistics) when that command runs, so ``dbpa --help``, a mistyped
@@ -18,7 +17,7 @@ import typer
 
 from dbpa.environment import configure
 
-from ._common import err, exits_on_error, out
+from ._common import ExitCode, err, exits_on_error, out
 from ._compare import compare
 from ._drift import drift, monitor_reset
 from ._help import shown_help
@@ -58,4 +57,4 @@ monitor_app = typer.Typer(
 monitor_app.command("reset", help=shown_help(monitor_reset))(exits_on_error(monitor_reset))
 app.add_typer(monitor_app, name="monitor")
 
-__all__ = ["app", "err", "out"]
+__all__ = ["ExitCode", "app", "err", "out"]

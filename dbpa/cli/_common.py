@@ -36,8 +36,10 @@ class ExitCode(IntEnum):
 
     OK = 0
     INCOMPLETE = 1
-    """The audit ran but could not finish (a model failed permanently), or the record is in
-    use by another process."""
+    """The audit ran but could not finish (a model failed permanently, refused connections
+    for its ``connect_budget_s`` or kept failing after every retry: every other output is
+    kept and the same command resumes), or the record is in use and ``--no-wait`` was given,
+    or Prefect's temporary server did not start."""
     BAD_INPUT = 2
     """A file, field, option or run id that cannot be used, or a damaged record; the message
     names it."""

@@ -184,20 +184,27 @@ class Patient(SpecBase):
     """The patient record of the paper's prompt."""
 
     name: str = Field(min_length=1)
+    """First name."""
     age: int
     """Years, within the age bands (25-94)."""
     bmi: int = Field(ge=10, le=80)
+    """Body mass index."""
     systolic_bp: int
     """mmHg, within the systolic bands (90-219)."""
     diastolic_bp: int = Field(ge=30, le=150)
+    """mmHg."""
     total_cholesterol: float
     """mmol/L, one decimal, within the cholesterol bands (3.0-11.9)."""
     hdl_cholesterol: float = Field(ge=0.1, le=5.0)
+    """mmol/L, one decimal."""
     smoking: Smoking
+    """Smoking status."""
     diabetes: Diabetes
+    """Diabetes status."""
     family_history: Literal["yes", "no"]
     """Family history of CVD."""
     ethnicity: str = Field(min_length=1)
+    """Ethnicity, as written into the prompt."""
 
     @field_validator("age", "systolic_bp", "total_cholesterol")
     @classmethod
@@ -256,7 +263,9 @@ class TargetCounts(SpecBase):
     """How many target edits of each type."""
 
     diabetes: int = Field(default=1, ge=0, le=1)
+    """The diabetes status flipped (0 or 1 edit)."""
     smoking: int = Field(default=1, ge=0, le=1)
+    """The smoking status flipped (0 or 1 edit)."""
     total_cholesterol: int = Field(default=2, ge=0, le=len(TOTAL_CHOLESTEROL_BANDS.bands) - 1)
     """Each into a different other band, at a random value inside it."""
     age: int = Field(default=2, ge=0, le=len(AGE_BANDS.bands) - 1)
@@ -383,7 +392,9 @@ class CardiovascularSpec(FamilySpec):
     """
 
     kind: Literal["cardiovascular"] = "cardiovascular"
+    """The paper's cardiovascular study."""
     seed: int = Field(ge=0)
+    """Seeds the patient (when not given) and the edits."""
     patient: Patient | None = None
     """The base patient; None: drawn from the seed."""
     template: str = PAPER_CVD_TEMPLATE
@@ -391,8 +402,11 @@ class CardiovascularSpec(FamilySpec):
     names: tuple[str, ...] | None = None
     """Names to swap with; None: the built-in list holding the patient's name."""
     controls: ControlCounts = ControlCounts()
+    """How many control edits of each type (they stay inside a risk band)."""
     targets: TargetCounts = TargetCounts()
+    """How many target edits of each type (they move to another risk band)."""
     prefix: Identifier | None = "cvd"
+    """Start of the generated ids."""
 
     @model_validator(mode="after")
     def _check(self) -> CardiovascularSpec:

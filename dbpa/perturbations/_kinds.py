@@ -25,6 +25,7 @@ class TextVariant(Variant):
     """A text, with an optional id, label and description; a bare string is the text."""
 
     text: str = Field(min_length=1)
+    """The text: a user prompt or a system message."""
 
     @model_validator(mode="before")
     @classmethod
@@ -36,7 +37,9 @@ class PromptSpec(FamilySpec):
     """Explicit prompt variants: each replaces the user prompt (the last user message)."""
 
     kind: Literal["prompt"] = "prompt"
+    """Replace the user prompt."""
     variants: tuple[TextVariant, ...] = Field(min_length=1)
+    """The replacement user prompts, one perturbation each."""
     label: Label | None = None
     """Label of the variants that do not set their own."""
 
@@ -59,6 +62,7 @@ class TemplateValue(Variant):
     """One value of a template's placeholder; a bare string is the value."""
 
     value: str
+    """The text put in the template's placeholder."""
 
     @model_validator(mode="before")
     @classmethod
@@ -76,11 +80,14 @@ class TemplateSpec(FamilySpec):
     receives the original user prompt."""
 
     kind: Literal["template"] = "template"
+    """A template over values."""
     template: str = Field(min_length=1)
     """One named placeholder for the values (e.g. ``Act as a {role}.``), and ``{prompt}``
     with placement ``full``."""
     values: tuple[TemplateValue, ...] = Field(min_length=1)
+    """The placeholder's values, one perturbation each."""
     placement: Placement = "prefix"
+    """``prefix`` or ``suffix`` of the user prompt, or ``full``: the template replaces it."""
     separator: str = " "
     """Between the rendered template and the user prompt (prefix, suffix)."""
     label: Label | None = None
@@ -144,7 +151,9 @@ class SystemPromptSpec(FamilySpec):
     when it has none, added before the first message."""
 
     kind: Literal["system_prompt"] = "system_prompt"
+    """Replace or add the system message."""
     variants: tuple[TextVariant, ...] = Field(min_length=1)
+    """The system messages, one perturbation each."""
     label: Label | None = None
     """Label of the variants that do not set their own."""
 
@@ -172,6 +181,7 @@ class ModelVariant(Variant):
     are its own, not merged with the audited model's."""
 
     model: ModelSpec
+    """The model of the perturbed arm (its keys written flat beside ``id``, ``label``)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -189,7 +199,9 @@ class ModelSwapSpec(FamilySpec):
     """Model swaps: the same messages sent to another model (alignment with a reference)."""
 
     kind: Literal["model"] = "model"
+    """The same messages to another model."""
     models: tuple[ModelVariant, ...] = Field(min_length=1)
+    """The other models, one perturbation each."""
     label: Label | None = None
     """Label of the models that do not set their own."""
 
@@ -220,6 +232,7 @@ class SamplingVariant(Variant):
     """Sampling parameters overriding the audited model's, e.g. ``{temperature: 1.2}``."""
 
     params: dict[str, Any] = Field(min_length=1)
+    """Sampling parameters merged over the audited model's (e.g. ``{temperature: 1.2}``)."""
 
     @field_validator("params")
     @classmethod
@@ -237,7 +250,9 @@ class SamplingSpec(FamilySpec):
     """Sampling-parameter swaps: the same model and messages with other parameters."""
 
     kind: Literal["sampling"] = "sampling"
+    """Other sampling parameters for the audited model."""
     variants: tuple[SamplingVariant, ...] = Field(min_length=1)
+    """The parameter sets, one perturbation each."""
     label: Label | None = None
     """Label of the variants that do not set their own."""
 

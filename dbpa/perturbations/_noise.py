@@ -114,6 +114,7 @@ class NoiseSpec(FamilySpec):
     """
 
     kind: Literal["noise"] = "noise"
+    """Seeded typing noise in the user prompt."""
     operations: tuple[Operation, ...] = Field(default=DEFAULT_OPERATIONS, min_length=1)
     """Which edits (default: all but ``contractions``)."""
     rate: float = Field(default=0.1, gt=0, le=1)
@@ -121,6 +122,7 @@ class NoiseSpec(FamilySpec):
     variants: int = Field(default=5, ge=1, le=100_000)
     """Noisy variants per operation (with ``combine``: in all)."""
     seed: int = Field(default=0, ge=0)
+    """Seeds the edits: the same seed writes the same variants on every machine."""
     combine: bool = False
     """Each variant applies every listed operation, in the order of ``OPERATIONS``, each
     place edited once at most."""
@@ -129,6 +131,7 @@ class NoiseSpec(FamilySpec):
     label: Label | None = "control"
     """Label of every variant (default ``control``: noise should not change the answers)."""
     prefix: Identifier | None = "noise"
+    """Start of the generated ids (``noise-<operation>-<n>``)."""
 
     @field_validator("operations", "typo_kinds")
     @classmethod

@@ -100,6 +100,7 @@ class ParaphraseSpec(FamilySpec):
     default the embedded ``local/smollm2-135m``), generated once per record and stored."""
 
     kind: Literal["paraphrase"] = "paraphrase"
+    """Paraphrases of the user prompt written by a generator model."""
     n: int = Field(ge=1, le=1000)
     """Paraphrases asked of the generator (fewer are tested when some are dropped)."""
     model: ModelSpec = Field(
@@ -117,6 +118,7 @@ class ParaphraseSpec(FamilySpec):
     """Drop paraphrases whose embedding (the audit's embedder) has a cosine similarity to
     the original prompt's below this; None: keep every one."""
     label: Label | None = "control"
+    """Label of every paraphrase (default ``control``: a paraphrase keeps the meaning)."""
     generated: tuple[GeneratedParaphrase, ...] | None = None
     """Filled by the run from the generator's stored outputs (and stored in the run's
     config); not written by hand."""

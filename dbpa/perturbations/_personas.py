@@ -31,6 +31,10 @@ class PersonasSpec(TemplateSpec):
     user prompt with ids ``persona-<role>``."""
 
     kind: Literal["personas"] = "personas"  # type: ignore[assignment]
+    """The paper's persona template."""
     template: str = Field(default=PERSONA_TEMPLATE, min_length=1)
+    """One placeholder for the role (default: the paper's ``Act as a {role}.``)."""
     values: tuple[TemplateValue, ...] = Field(default=PAPER_PERSONAS, min_length=1)
+    """The roles (default: the paper's eight, medical ones labelled control, the others target)."""
     prefix: Identifier | None = "persona"
+    """Start of the generated ids (``persona-<role>``)."""

@@ -27,7 +27,9 @@ class RecordEdit(Variant):
     """One field of the record set to another value."""
 
     field: str
+    """The field edited."""
     value: FieldValue
+    """Its new value."""
 
 
 def check_record(template: str, fields: Mapping[str, FieldValue]) -> None:
@@ -82,10 +84,13 @@ class RecordSpec(FamilySpec):
     each change one field. The original user prompt is the rendered record."""
 
     kind: Literal["record"] = "record"
+    """A structured prompt, edited one field at a time."""
     template: str = Field(min_length=1)
     """``str.format`` template whose placeholders are exactly the field names."""
     fields: dict[str, FieldValue] = Field(min_length=1)
+    """The record's fields and their original values."""
     edits: tuple[RecordEdit, ...] = Field(min_length=1)
+    """The edits, one perturbation each."""
     label: Label | None = None
     """Label of the edits that do not set their own."""
 

@@ -297,11 +297,14 @@ class SwapSpec(FamilySpec):
     """
 
     kind: Literal["swap"] = "swap"
+    """Swap who the prompt is about, in whole words."""
     swap: Literal["names", "gender"] = "names"
+    """``names``: other names of the same gender; ``gender``: gendered words and names swapped."""
     variants: int = Field(default=1, ge=1, le=1000)
     """How many swaps (distinct replacement names); a gender swap of a prompt without names
     has one."""
     seed: int = Field(default=0, ge=0)
+    """Seeds the shuffle the replacement names are taken from."""
     find: tuple[str, ...] | None = Field(default=None, min_length=1)
     """The names to replace; default: every built-in name (``PERSON_NAMES``) in the prompt.
     Found by ``find_names``: in any case and with or without accents, never in a place name
@@ -312,6 +315,7 @@ class SwapSpec(FamilySpec):
     label: Label | None = "control"
     """Label of every swap (default ``control``: the answers should not depend on it)."""
     prefix: Identifier | None = "swap"
+    """Start of the generated ids (``swap-names-<new name>``)."""
 
     @field_validator("find", "names")
     @classmethod

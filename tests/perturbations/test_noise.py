@@ -44,7 +44,8 @@ from dbpa.perturbations._noise_ops import (
 )
 from dbpa.specs import Message
 
-README = Path(__file__).parents[2] / "README.md"
+KINDS_PAGE = Path(__file__).parents[2] / "docs" / "reference" / "perturbations.md"
+"""The documentation's page of the perturbation kinds, whose Noise section shows examples."""
 QUESTION = "A 45-year-old man has had a cough, a mild fever and tiredness for three weeks."
 SYSTEM = Message(role="system", content="You are a helpful assistant.")
 
@@ -413,18 +414,18 @@ def test_too_few_variants_below_rate_one_may_raise_the_rate():
     assert "list more operations" in str(error.value)
 
 
-# ------------------------------------------------------------------ the README
+# ------------------------------------------------------------------ the documentation
 
 
-def _readme_noise() -> tuple[str, int, float, str]:
-    section = README.read_text().split("#### Noise\n", 1)[1].split("\n####", 1)[0]
+def _documented_noise() -> tuple[str, int, float, str]:
+    section = KINDS_PAGE.read_text().split("## Noise\n", 1)[1].split("\n## ", 1)[0]
     stated = re.search(r"With\s+seed\s+(\d+)\s+and\s+rate\s+([\d.]+)\s+on\s+`([^`\n]+)`", section)
     assert stated is not None
     return section, int(stated[1]), float(stated[2]), stated[3]
 
 
-def test_the_readme_noise_examples_are_what_the_code_writes():
-    section, seed, rate, prompt = _readme_noise()
+def test_the_documented_noise_examples_are_what_the_code_writes():
+    section, seed, rate, prompt = _documented_noise()
     rows = re.findall(r"^\| `(\w+)` \|.*\| `([^`]+)` \|$", section, re.MULTILINE)
     assert sorted(op for op, _ in rows) == sorted(OPERATIONS)
     for op, example in rows:
@@ -440,8 +441,8 @@ def test_the_readme_noise_examples_are_what_the_code_writes():
 
 
 def test_a_small_rate_on_a_short_prompt_makes_about_one_edit():
-    # README: rate * places + (1 - rate)**places edits on average, 1.55 for 13 places at 0.1
-    section, _, rate, prompt = _readme_noise()
+    # docs: rate * places + (1 - rate)**places edits on average, 1.55 for 13 places at 0.1
+    section, _, rate, prompt = _documented_noise()
     spans = places("typos", prompt)
     assert len(spans) == 13
     assert f"{rate * 13 + (1 - rate) ** 13:.2f}" == "1.55"
