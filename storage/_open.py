@@ -77,12 +77,13 @@ class Turn:
 
     def __init__(self, fd: int) -> None:
         self._fd: int | None = fd
+        self._close = os.close  # kept: a turn dropped at the interpreter's exit still closes
 
     def release(self) -> None:
         """End the turn (idempotent)."""
         fd, self._fd = self._fd, None
         if fd is not None:
-            os.close(fd)
+            self._close(fd)
 
     def __enter__(self) -> Turn:
         return self
