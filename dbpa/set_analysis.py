@@ -36,6 +36,7 @@ from dbpa.stats import (
     calibrate_set_margin,
     prompt_drilldown,
     prompt_set_test,
+    set_equivalence,
     set_equivalence_p_value,
 )
 
@@ -175,6 +176,23 @@ def set_equivalence_p(intervals: Sequence[EffectInterval | None], margin: float 
     if len(kept) > 1 and any(iv.distances is None for iv in kept):
         return 1.0
     return set_equivalence_p_value(kept, margin, rng=guard_seed(kept))
+
+
+def set_effect_upper(intervals: Sequence[EffectInterval | None], confidence: float) -> float | None:
+    """The ``(1 + confidence) / 2`` upper confidence bound of the mean effect over the prompts
+    (the side of ``[low, high]`` that a prompt's interval at ``confidence`` has): the
+    smallest margin the set-level equivalence test (``set_equivalence``, joint guard
+    included, seeded as ``set_equivalence_p``) rejects at ``(1 - confidence) / 2``. None on
+    the terms ``set_equivalence_p`` gives 1: a prompt without an interval, or over two or
+    more prompts one without its distances."""
+    if not intervals or any(iv is None for iv in intervals):
+        return None
+    kept = [iv for iv in intervals if iv is not None]
+    if len(kept) > 1 and any(iv.distances is None for iv in kept):
+        return None
+    # The margin is any positive number: only the bound, which does not depend on it, is read.
+    tested = set_equivalence(kept, 1.0, alpha=(1 - confidence) / 2, rng=guard_seed(kept))
+    return tested.upper
 
 
 def guard_seed(intervals: Sequence[EffectInterval]) -> int:

@@ -20,7 +20,7 @@ served by a writer; ``_salvage`` the export of a damaged file.
 
 from ._errors import DamagedRecordError, DatabaseInUseError, UnknownRunError
 from ._export import EXPORTS, export_sql
-from ._open import ready_to_write
+from ._open import Turn, lock_path, ready_to_write
 from ._reader import RecordReader
 from ._registry import get, register, unregister
 from ._remote import RemoteRecord, open_reader
@@ -39,9 +39,11 @@ __all__ = [
     "Salvage",
     "SalvagedTable",
     "Store",
+    "Turn",
     "UnknownRunError",
     "export_sql",
     "get",
+    "lock_path",
     "open_reader",
     "ready_to_write",
     "register",

@@ -11,6 +11,8 @@ uses them, in a write that then fails before it commits.
 
 from __future__ import annotations
 
+import fcntl
+import os
 import re
 import time
 from collections.abc import Callable
@@ -61,42 +63,130 @@ def open_connection(path: Path, *, read_only: bool) -> duckdb.DuckDBPyConnection
     return connect(path, read_only=False)
 
 
+class Turn:
+    """A run's turn at writing a record: an exclusive lock (``flock``) on ``<db>.lock``,
+    held until ``release`` (or the process ends: the system drops the lock of a killed one).
+
+    Runs take turns on this file rather than on DuckDB's own lock because a run opens and
+    closes the record several times (reading what is left, sampling its head start, the
+    flow): DuckDB's lock is free in between, and a run started at the same moment would
+    find it free, then lose it to the first when it opens the record to write. The file
+    holds the pid of the run whose turn it is, and is left in place (removing it would let
+    a waiter lock a file that a newcomer no longer sees).
+    """
+
+    def __init__(self, fd: int) -> None:
+        self._fd: int | None = fd
+        self._close = os.close  # kept: a turn dropped at the interpreter's exit still closes
+
+    def release(self) -> None:
+        """End the turn (idempotent)."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            self._close(fd)
+
+    def __enter__(self) -> Turn:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def __del__(self) -> None:
+        self.release()
+
+
+def lock_path(db: Path) -> Path:
+    """``<db>.lock``: the file on which runs take turns (see ``Turn``)."""
+    return db.with_name(db.name + ".lock")
+
+
 def ready_to_write(
     path: str | Path,
     *,
     wait: bool,
     on_wait: Callable[[int | None], None],
     poll_s: float = 1.0,
-) -> None:
-    """Return once ``path`` can be opened for writing: missing, or sound and held by no
-    other process; writes nothing.
+) -> Turn:
+    """This process's turn at writing ``path``, once it is missing, or sound and held by no
+    other process; writes nothing to it (the turn's lock file is created beside it).
 
-    While another process holds it: ``DatabaseInUseError`` at once unless ``wait``, else
-    ``on_wait(pid)`` once and a new try every ``poll_s`` seconds. ``DamagedRecordError``
-    and ``ValueError`` as for ``open_connection``; the whole file is read, as a writer does.
+    While another run has its turn, or another process holds the file:
+    ``DatabaseInUseError`` at once unless ``wait``, else ``on_wait(pid)`` once and a new
+    try every ``poll_s`` seconds. ``DamagedRecordError`` and ``ValueError`` as for
+    ``open_connection``; the whole file is read, as a writer does. The caller releases the
+    turn when its run has written its last (``Turn.release``, or ``with``).
     """
     path = Path(path).expanduser().resolve()
-    waiting = False
-    while True:
-        if path.is_dir():
-            raise ValueError(f"database {path} is a directory; name a database file")
-        if not path.exists():
-            return
-        try:
-            con = connect(path, read_only=True)
-        except DatabaseInUseError as error:
-            if not wait:
-                raise
-            if not waiting:
-                on_wait(error.pid)
-                waiting = True
-            time.sleep(poll_s)
-            continue
-        try:
-            verify(con, path, dbpa_only=False)
-        finally:
-            con.close()
-        return
+    if path.is_dir():
+        raise ValueError(f"database {path} is a directory; name a database file")
+    told: list[int | None] = []
+
+    def waiting(pid: int | None) -> None:
+        if not told:
+            on_wait(pid)
+            told.append(pid)
+        time.sleep(poll_s)
+
+    turn = _take_turn(path, wait=wait, waiting=waiting)
+    try:
+        while True:
+            if path.is_dir():
+                raise ValueError(f"database {path} is a directory; name a database file")
+            if not path.exists():
+                return turn
+            try:
+                con = connect(path, read_only=True)
+            except DatabaseInUseError as error:
+                if not wait:
+                    raise
+                waiting(error.pid)
+                continue
+            try:
+                verify(con, path, dbpa_only=False)
+            finally:
+                con.close()
+            return turn
+    except BaseException:
+        turn.release()
+        raise
+
+
+def _take_turn(path: Path, *, wait: bool, waiting: Callable[[int | None], None]) -> Turn:
+    """Lock ``<path>.lock`` for this process (see ``Turn``), its pid written in it."""
+    lock = lock_path(path)
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise ValueError(f"database {path}: cannot create {lock.name}: {exc.strerror}") from None
+    turn = Turn(fd)
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                pid = _holder(fd)
+                if not wait:
+                    holder = f"process {pid}" if pid else "another process"
+                    raise DatabaseInUseError(
+                        f"database {path} is in use by another run ({holder}); wait for it "
+                        "to finish or use another --db (one run writes a record at a time)",
+                        pid=pid,
+                    ) from None
+                waiting(pid)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+    except BaseException:
+        turn.release()
+        raise
+    return turn
+
+
+def _holder(fd: int) -> int | None:
+    """The pid written in a turn's lock file (None before its holder has written it)."""
+    text = os.pread(fd, 32, 0).decode(errors="replace").strip()
+    return int(text) if text.isdigit() and int(text) > 0 else None
 
 
 def connect(path: Path, *, read_only: bool) -> duckdb.DuckDBPyConnection:

@@ -11,7 +11,7 @@ import os
 import re
 import sys
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from enum import IntEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ParamSpec
@@ -202,11 +202,14 @@ def cell(value: Any) -> str:
 
 
 def whole_table(
-    columns: Sequence[tuple[str, bool, str]], rows: Sequence[Sequence[str]]
+    columns: Sequence[tuple[str, bool, str]],
+    rows: Sequence[Sequence[str]],
+    styles: Mapping[str, str] | None = None,
 ) -> Table | None:
     """``rows`` as a table in which each cell of a kept column (``(name, keep, justify)``
     with ``keep``: ids, numbers) shows whole on one line and the other columns wrap at
-    spaces; None when ``out`` is too narrow for that (a table then cuts or folds ids)."""
+    spaces; None when ``out`` is too narrow for that (a table then cuts or folds ids).
+    ``styles``: a cell's text -> its style (``changed`` in red)."""
     from rich import box
     from rich.table import Table
     from rich.text import Text
@@ -221,7 +224,7 @@ def whole_table(
     for name, keep, justify in columns:
         table.add_column(name, no_wrap=keep, overflow="fold", justify=justify)  # type: ignore[arg-type]
     for row in rows:
-        table.add_row(*(Text(s) for s in row))
+        table.add_row(*(Text(s, style=(styles or {}).get(s, "")) for s in row))
     return table
 
 

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 
 import typer
-from rich import box
 from rich.table import Table
 
 from ._common import (
@@ -42,7 +41,8 @@ def print_results(db: Path, run_id: str) -> pd.DataFrame:
     with open_record(db) as store:
         row = store.run(run_id)
         df = store.results(row["run_id"])
-    show_results(row, df)
+        effects = set_effects(store, row["run_id"], df)
+    show_results(row, df, effects=effects)
     return df
 
 
@@ -78,11 +78,18 @@ def check_gates(df: pd.DataFrame, fail_on_control_rejection: bool, require: list
             )
 
 
-def show_results(row: dict[str, Any], df: pd.DataFrame, all_rows: bool = False) -> None:
+def show_results(
+    row: dict[str, Any],
+    df: pd.DataFrame,
+    all_rows: bool = False,
+    effects: dict[tuple[str, str], str] | None = None,
+) -> None:
     """Print the table of a run's results (a family of more than ``SUMMARY_OVER`` as counts
     and its smallest p-values, unless ``all_rows``). A perturbation not yet decided (a
-    running run) is ``pending`` (see ``decisions``)."""
-    rows = _result_rows(df, decisions(row, df))
+    running run) is ``pending`` (see ``decisions``). A run over a set of prompts shows each
+    result's distance, a pooled one's from ``effects`` (see ``set_effects``), and says what
+    each column is."""
+    rows = _result_rows(df, decisions(row, df), effects or {})
     if is_set(df):  # how many of its prompts each perturbation moved, before its decision
         for cells, moved, n in zip(rows, df.prompts_moved, df.n_prompts, strict=True):
             cells.insert(-1, "-" if cell(n) == "" else f"{int(moved)}/{int(n)}")
@@ -91,7 +98,7 @@ def show_results(row: dict[str, Any], df: pd.DataFrame, all_rows: bool = False) 
         for cells, at, why in zip(rows, df.stopped_at, df.stop_reason, strict=True):
             cells.insert(-1, _stop_cell(at, why, cells[-1]))
     if len(df) <= SUMMARY_OVER:
-        out.print(_results_table(row, df, rows))
+        _print_results_table(row, df, rows)
     elif all_rows:
         _print_result_columns(row, df, rows)
     else:
@@ -106,6 +113,71 @@ def show_results(row: dict[str, Any], df: pd.DataFrame, all_rows: bool = False) 
         )
     for line in [*_margin_lines(df), *_settling_lines(df), *_calls_lines(row, df)]:
         out.print(line, highlight=False, markup=False)
+
+
+def set_effects(store: Any, run_id: str, df: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """The set-level effect of each pooled result of a run over a set of prompts, as its
+    distance cell, by (family, perturbation): the mean over its prompts of each prompt's
+    distance (their unbiased estimates, on the scale of a one-prompt result's distance) and,
+    where the record has every prompt's interval (a record read here, not through a running
+    run's writer), ``[≤ upper]``: the upper bound of that mean on the side of a prompt's
+    90% interval (``dbpa.set_analysis.set_effect_upper``, the bound the set-level
+    equivalence test inverts; no lower bound is computed). ``-`` without every prompt's
+    estimate."""
+    if not is_set(df):
+        return {}
+    from dbpa.analysis import INTERVAL_CONFIDENCE
+    from dbpa.set_analysis import set_effect_upper
+
+    prompts = store.prompt_results(run_id)
+    if prompts.empty:
+        return {}
+    read = getattr(store, "effect_intervals", None)  # a local record's; a writer serves none
+    intervals = read([str(t) for t in prompts.test_id.dropna()]) if read else {}
+    effects = {}
+    for (family, pid), group in prompts.groupby(["family", "perturbation_id"], sort=False):
+        estimates = group.effect_estimate.astype(float)
+        if estimates.isna().any():
+            effects[(str(family), str(pid))] = "-"
+            continue
+        upper = (
+            set_effect_upper([intervals.get(str(t)) for t in group.test_id], INTERVAL_CONFIDENCE)
+            if intervals
+            else None
+        )
+        effects[(str(family), str(pid))] = _mean_cell(float(estimates.mean()), upper)
+    return effects
+
+
+def _mean_cell(estimate: float, upper: float | None) -> str:
+    """A pooled result's distance: the mean, clipped into ``[0, upper]`` as a prompt's
+    estimate is into its interval, and ``[≤ upper]``."""
+    import math
+
+    if upper is None:
+        return _number(max(estimate, 0.0))
+    bound = _number(upper) if math.isfinite(upper) else "inf"
+    return f"{_number(min(max(estimate, 0.0), upper))} [\N{LESS-THAN OR EQUAL TO}{bound}]"
+
+
+def _number(value: float) -> str:
+    """Two significant digits, as the distance cells show them."""
+    import numpy as np
+
+    return np.format_float_positional(value, precision=2, unique=False, fractional=False, trim="-")
+
+
+def _set_legend(df: pd.DataFrame) -> str:
+    """What each column of a run over a set of prompts shows."""
+    prompts = int(df.n_prompts.dropna().max())
+    return (
+        "distance [90% CI]: energy distance between the outputs with and without the "
+        "perturbation (0: unchanged); a pooled row's is the mean over its "
+        f"{prompts} prompts of each prompt's distance, with [\N{LESS-THAN OR EQUAL TO} its upper "
+        "95% bound] (no lower bound). p: the pooled permutation test's over the prompts; adj. "
+        "p: adjusted within the model's family; prompts moved: those whose own change the "
+        "drill-down confirms."
+    )
 
 
 def is_set(df: pd.DataFrame) -> bool:
@@ -219,9 +291,12 @@ def _margin_lines(df: pd.DataFrame) -> list[str]:
     return lines
 
 
-def _result_rows(df: pd.DataFrame, decided: list[str]) -> list[list[str]]:
+def _result_rows(
+    df: pd.DataFrame, decided: list[str], effects: dict[tuple[str, str], str]
+) -> list[list[str]]:
     """The cells of each result, the model first when there are several; its decision
-    (``decided``, see ``decisions``) last."""
+    (``decided``, see ``decisions``) last. In a run over a set of prompts, one distance
+    column in place of omega and effect: a pooled result's from ``effects``."""
     from dbpa.analysis import stars
 
     several = df.family.nunique() > 1
@@ -230,17 +305,22 @@ def _result_rows(df: pd.DataFrame, decided: list[str]) -> list[list[str]]:
     columns += ("margin", "interval_confidence", "k_a", "k_b", "alpha", "equivalence_p")
     columns += ("adjusted_equivalence_p",)
     with_margin = has_margin(df)
+    pooled = is_set(df)
     rows = []
     # Column lists, not itertuples: iterating Arrow-backed rows costs 60 us a row.
     values = zip(*(_column(df, c) for c in columns), strict=True)
     for r, decision in zip(map(_Result._make, values), decided, strict=True):
         first = [r.family] if several else []
         if not r.tested:
-            rows.append([*first, r.perturbation_id, cell(r.label), *"----", decision])
+            dashes = "---" if pooled else "----"
+            rows.append([*first, r.perturbation_id, cell(r.label), *dashes, decision])
             continue
-        # with a margin, the distance and its interval take the place of the test's effect
-        effect = _interval_cell(r) if with_margin else f"{r.effect:+.3f}"
-        tested = [f"{r.statistic:.3f}{stars(r.p_value)}", effect, f"{r.p_value:.4f}"]
+        if pooled:  # a pooled statistic is on no scale of its own: the mean distance instead
+            distance = effects.get((r.family, r.perturbation_id)) or _interval_cell(r)
+            tested = [distance, f"{r.p_value:.4f}"]
+        else:  # with a margin, the distance and its interval take the place of the effect
+            effect = _interval_cell(r) if with_margin else f"{r.effect:+.3f}"
+            tested = [f"{r.statistic:.3f}{stars(r.p_value)}", effect, f"{r.p_value:.4f}"]
         adjusted = "-" if cell(r.adjusted_p) == "" else f"{r.adjusted_p:.4f}"
         rows.append([*first, r.perturbation_id, cell(r.label), *tested, adjusted, decision])
     return rows
@@ -343,30 +423,39 @@ def _settling(r: _Result) -> Any:
     )
 
 
-def _results_table(row: dict[str, Any], df: pd.DataFrame, rows: list[list[str]]) -> Table:
-    table = Table(
-        title=f"run {row['run_id']} ({row['status']})",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
-        padding=0,  # the box's blank divider alone separates columns: 30-character ids fit 80
-    )
-    if df.family.nunique() > 1:
-        table.add_column("model", overflow="fold")
-    table.add_column("perturbation", overflow="fold")
-    table.add_column("label", no_wrap=True, min_width=7)
-    effect = "distance [90% CI]" if has_margin(df) else "effect"
-    for name in ("omega", effect, "p", "adj. p"):
-        table.add_column(name, justify="right", no_wrap=True, min_width=6)
+def _print_results_table(row: dict[str, Any], df: pd.DataFrame, rows: list[list[str]]) -> None:
+    """The results under their run's title: a table with every id whole, or aligned lines
+    where the terminal is too narrow for one (as ``runs`` and ``compare``)."""
+    _print_title(row, df)
+    columns = _result_columns(df, row)
+    table = whole_table(columns, rows, styles={"changed": "red"})
+    if table is None:
+        header = [name for name, _, _ in columns]
+        print_columns(header, rows, {i for i, (_, _, j) in enumerate(columns) if j == "right"})
+    else:
+        out.print(table)
+
+
+def _print_title(row: dict[str, Any], df: pd.DataFrame) -> None:
+    """The run's id and status; for a run over a set of prompts, what each column shows."""
+    out.print(f"run {row['run_id']} ({row['status']})", highlight=False, markup=False)
     if is_set(df):
-        table.add_column("prompts moved", justify="right", no_wrap=True)
-    if is_sequential(df, row):
-        table.add_column("stopped", no_wrap=True)
-    table.add_column("decision", no_wrap=True, min_width=9)
-    for cells in rows:
-        decision = "[red]changed[/]" if cells[-1] == "changed" else cells[-1]
-        table.add_row(*cells[:-1], decision)
-    return table
+        out.print(_set_legend(df), highlight=False, markup=False)
+
+
+def _result_columns(df: pd.DataFrame, row: dict[str, Any]) -> list[tuple[str, bool, str]]:
+    """The results' columns as ``whole_table`` takes them: (name, kept whole, justify)."""
+    columns = [*([("model", True, "left")] if df.family.nunique() > 1 else [])]
+    columns += [("perturbation", True, "left"), ("label", False, "left")]
+    distance = "distance [90% CI]"
+    if is_set(df):
+        tested = [distance, "p", "adj. p"]
+    else:
+        tested = ["omega", distance if has_margin(df) else "effect", "p", "adj. p"]
+    columns += [(name, True, "right") for name in tested]
+    columns += [("prompts moved", False, "right")] if is_set(df) else []
+    columns += [("stopped", True, "left")] if is_sequential(df, row) else []
+    return [*columns, ("decision", False, "left")]
 
 
 def _print_results_summary(row: dict[str, Any], df: pd.DataFrame, rows: list[list[str]]) -> None:
@@ -400,19 +489,15 @@ def _print_results_summary(row: dict[str, Any], df: pd.DataFrame, rows: list[lis
         "or json gives every field):",
         highlight=False,
     )
-    out.print(_results_table(row, df.iloc[by_p], [rows[i] for i in by_p]))
+    _print_results_table(row, df.iloc[by_p], [rows[i] for i in by_p])
 
 
 def _print_result_columns(row: dict[str, Any], df: pd.DataFrame, rows: list[list[str]]) -> None:
     """Every result on one line, in aligned columns."""
-    several = df.family.nunique() > 1
-    header = [*(["model"] if several else []), "perturbation", "label"]
-    header += ["omega", "distance [90% CI]" if has_margin(df) else "effect", "p", "adj. p"]
-    numeric = set(range(len(header) - 4, len(header)))
-    header += ["prompts moved"] if is_set(df) else []
-    header += [*(["stopped"] if is_sequential(df, row) else []), "decision"]
-    out.print(f"run {row['run_id']} ({row['status']})", highlight=False, markup=False)
-    print_columns(header, rows, numeric)
+    columns = _result_columns(df, row)
+    header = [name for name, _, _ in columns]
+    _print_title(row, df)
+    print_columns(header, rows, {i for i, (_, _, j) in enumerate(columns) if j == "right"})
 
 
 def runs(db: DbOption = DEFAULT_DB) -> None:
@@ -507,10 +592,11 @@ def results(
         row = store.run(run_id)
         df = store.results(row["run_id"])
         prompts = store.prompt_results(row["run_id"]) if is_set(df) and fmt == "json" else None
+        effects = set_effects(store, row["run_id"], df) if fmt == "table" else {}
     if not is_set(df):  # a run of one prompt: its fields as before prompt sets
         df = df.drop(columns=["n_prompts", "prompts_moved"], errors="ignore")
     if fmt == "table":
-        show_results(row, df, all_)
+        show_results(row, df, all_, effects)
     elif fmt == "csv":
         sys.stdout.write(df.assign(decision=decisions(row, df)).to_csv(index=False))
     else:

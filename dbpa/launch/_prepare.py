@@ -17,6 +17,7 @@ from ._work import PendingWork, generation_work, pending_work
 if TYPE_CHECKING:
     from dbpa.config import AuditConfig
     from dbpa.plan import AuditPlan
+    from storage import Turn
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,14 @@ class Prepared:
     work: PendingWork
     """What the record says is still to do."""
     db: Path
+    turn: Turn | None = None
+    """This run's turn at writing ``db`` (``storage.ready_to_write``), held until
+    ``run_prepared`` ends: a run started at the same moment waits for it."""
+
+    def release(self) -> None:
+        """End this run's turn at writing the record (idempotent)."""
+        if self.turn is not None:
+            self.turn.release()
 
     @property
     def finished(self) -> bool:
@@ -95,9 +104,10 @@ def prepare(
     on_wait: Callable[[int | None], None],
     needs_margin: str | None = None,
 ) -> Prepared:
-    """Load, bind and plan ``config`` once, wait until the record ``db`` can be written
-    (``on_wait`` is told the holder's pid once; with ``wait`` False, ``DatabaseInUseError``
-    at once) and read what is left to do. ``needs_margin`` names an option that needs the
+    """Load, bind and plan ``config`` once, wait for this run's turn at writing the record
+    ``db`` (``on_wait`` is told the holder's pid once; with ``wait`` False,
+    ``DatabaseInUseError`` at once) and read what is left to do. The turn is held until
+    ``run_prepared`` ends (``Prepared.release``). ``needs_margin`` names an option that needs the
     config's equivalence margin (a ``ConfigError`` without one, before any wait)."""
     from dbpa.config import ConfigError
     from dbpa.plan import plan_audit
@@ -109,16 +119,20 @@ def prepare(
             f"{needs_margin}: the config has no equivalence margin (set `equivalence:` in "
             "it, or --set equivalence=true)"
         )
-    ready_to_write(db, wait=wait, on_wait=on_wait)
-    cfg = bind_stored(cfg, db)  # paraphrases: bound here when the record holds them (a re-run)
-    # With paraphrases still to generate, the flow generates, then plans; the arms that need
-    # none (the original's, other specs') are sampled from the start all the same.
-    plannable = cfg.ready_part() if cfg.ungenerated else cfg
-    planned = plan_audit(plannable)
-    plan = None if cfg.ungenerated else planned
-    ready = first_look(planned, cfg)
-    work = pending_work(ready, db) if plan is not None else generation_work(cfg)
-    return Prepared(cfg, plan, ready, work, db)
+    turn = ready_to_write(db, wait=wait, on_wait=on_wait)
+    try:
+        cfg = bind_stored(cfg, db)  # paraphrases: bound here when the record holds them
+        # With paraphrases still to generate, the flow generates, then plans; the arms that
+        # need none (the original's, other specs') are sampled from the start all the same.
+        plannable = cfg.ready_part() if cfg.ungenerated else cfg
+        planned = plan_audit(plannable)
+        plan = None if cfg.ungenerated else planned
+        ready = first_look(planned, cfg)
+        work = pending_work(ready, db) if plan is not None else generation_work(cfg)
+    except BaseException:
+        turn.release()
+        raise
+    return Prepared(cfg, plan, ready, work, db, turn)
 
 
 def first_look(plan: AuditPlan, cfg: AuditConfig) -> AuditPlan:

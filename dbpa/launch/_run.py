@@ -53,7 +53,23 @@ def run_prepared(
     Raises ``TemporaryServerError`` (saying how many outputs the head start kept) when the
     server does not start, ``SamplingStopped`` when the model requests were stopped (a
     signal) before the flow, and the flow's own errors (``AuditIncomplete``, model errors).
+    The run's turn at writing the record ends with it, however it ends.
     """
+    try:
+        return _carry_out(prepared, server, out_dir, runner, say, warn, around_flow)
+    finally:
+        prepared.release()
+
+
+def _carry_out(
+    prepared: Prepared,
+    server: PrefectServer,
+    out_dir: Path | None,
+    runner: str,
+    say: Say,
+    warn: Callable[[str], None],
+    around_flow: Callable[[], AbstractContextManager[object]],
+) -> Launched:
     cfg, db = prepared.config, prepared.db
     if prepared.finished and _without_prefect(server):
         say(

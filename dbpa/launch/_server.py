@@ -36,6 +36,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from ._events import LOGGERS, ShortFailures, quiet_failures, send_pending
+
 DEFAULT_STARTUP_TIMEOUT_S = 90
 """Seconds to wait for the server when the user has not set Prefect's own timeout."""
 ATTEMPTS = 2
@@ -117,6 +119,11 @@ class TemporaryServer:
             time.sleep(_POLL_S)
         return f"it did not answer within {timeout:g} s{self._last_output()}"
 
+    @property
+    def running(self) -> bool:
+        """Whether its process has not ended (stopped here, or by a signal of its own)."""
+        return self._process.poll() is None
+
     def stop(self) -> None:
         """End the server (and its log file); safe to call twice."""
         if self._process.poll() is None:
@@ -148,6 +155,8 @@ class PrefectServer:
 
     def __init__(self) -> None:
         self._server: TemporaryServer | None = None
+        self._quiet: ShortFailures | None = None
+        """What shortens Prefect's failures to send to the server (see ``_events``)."""
         self._environment: dict[str, str] = {}
         """What :meth:`ready` set in ``os.environ`` (removed again by :meth:`stop`)."""
 
@@ -199,6 +208,8 @@ class PrefectServer:
             self._environment["PREFECT_UI_URL"] = ""
         os.environ.update(self._environment)
         _refresh_prefect_settings()
+        server = self._server
+        self._quiet = quiet_failures(lambda: not server.running)
         logging.getLogger("prefect").info(
             "Started a temporary server on %s (it stops when dbpa exits). See "
             "https://docs.prefect.io/v3/concepts/server#how-to-guides for more information "
@@ -207,7 +218,14 @@ class PrefectServer:
         )
 
     def stop(self) -> None:
-        """Stop the server and forget its URL (safe to call twice)."""
+        """Send the events and logs Prefect still holds for the server while it runs, stop it
+        and forget its URL (safe to call twice)."""
+        if self._environment and self._server is not None and self._server.running:
+            send_pending(_STOP_TIMEOUT_S)
+        if self._quiet is not None:  # Prefect's exit sends what it holds before this hook
+            for name in LOGGERS:
+                logging.getLogger(name).removeFilter(self._quiet)
+            self._quiet = None
         if self._environment:
             for name in self._environment:
                 os.environ.pop(name, None)

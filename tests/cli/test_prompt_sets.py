@@ -4,8 +4,12 @@ perturbation with how many prompts moved; json rows carry each prompt's ``prompt
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -154,3 +158,74 @@ def test_validate_says_a_set_margin_is_calibrated_on_the_mean_over_its_prompts(
         "every two samples of the unperturbed model (3 replicate arm(s) of each original, "
         "sampled too), each distance the mean over the 5 prompts" in text(result)
     )
+
+
+LONG_ID = "system-answer-in-one-short-sentence"
+
+
+@pytest.fixture
+def long_ids_run(one_answer_provider: ScriptedServer, tmp_path: Path, prefect_harness) -> Path:  # noqa: F811
+    """A set of prompts under perturbations whose ids are as long as a system prompt's."""
+    raw = make_config(one_answer_provider, n_permutations=999, prompts=PROMPTS)
+    raw["perturbations"] = [
+        PERSONAS,
+        {"kind": "system_prompt", "variants": [{"text": "Answer in one short sentence."}]},
+    ]
+    del raw["prompt"]
+    db = tmp_path / "long.duckdb"
+    audit(config=parse_config(raw), db=str(db))
+    return db
+
+
+def _energy_distance(a: np.ndarray, b: np.ndarray) -> float:
+    """The unbiased (U-statistic) energy distance of two arms, Euclidean, written out."""
+
+    def mean_distance(x: np.ndarray, y: np.ndarray, within: bool) -> float:
+        d = np.linalg.norm(x[:, None, :].astype(float) - y[None, :, :], axis=-1)
+        n = len(x)
+        return float(d.sum() / (n * (n - 1))) if within else float(d.mean())
+
+    return 2 * mean_distance(a, b, False) - mean_distance(a, a, True) - mean_distance(b, b, True)
+
+
+def _results_at(db: Path, columns: int) -> str:
+    env = os.environ | {"COLUMNS": str(columns)}
+    shown = subprocess.run(
+        [sys.executable, "-m", "dbpa.cli", "results", "latest", "--db", str(db)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=True,
+    )
+    return shown.stdout
+
+
+@pytest.mark.parametrize("columns", [80, 200])
+def test_results_of_a_set_keep_ids_whole_and_show_the_mean_distance(long_ids_run, columns):
+    from storage import Store
+
+    with Store(long_ids_run, read_only=True) as store:
+        run_id = store.run("latest")["run_id"]
+        prompts = store.prompt_results(run_id)
+        comedian = prompts[prompts.perturbation_id == "persona-comedian"]
+        embedder = store.tests(list(comedian.test_id)).embedder.iloc[0]
+        arms = [*comedian.original_arm, *comedian.perturbed_arm]
+        vectors = store.arms_vectors(list(dict.fromkeys(arms)), embedder, 8)
+    distances = [
+        _energy_distance(vectors[a], vectors[b])
+        for a, b in zip(comedian.original_arm, comedian.perturbed_arm, strict=True)
+    ]
+    assert len(distances) == 5
+    mean = np.format_float_positional(
+        np.mean(distances), precision=2, unique=False, fractional=False, trim="-"
+    )
+    shown = _results_at(long_ids_run, columns)
+    lines = shown.splitlines()
+    assert any(LONG_ID in line for line in lines), shown
+    assert "…" not in shown
+    row = next(line for line in lines if line.startswith("persona-comedian"))
+    assert row.split()[2] == mean, row  # perturbation, label, then the set-level distance
+    assert "omega" not in shown
+    assert "distance [90% CI]: energy distance" in shown  # what each column is
+    assert "mean over its 5 prompts" in shown
