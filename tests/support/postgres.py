@@ -26,9 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
-from psycopg import sql
 
 __all__ = ["FAST", "PostgresServer", "initdb_path", "postgres", "throwaway_cluster"]
 
@@ -56,7 +54,9 @@ class PostgresServer:
 
     def conninfo(self, dbname: str = "postgres", *, password: str | None = None) -> str:
         """A libpq connection string to ``dbname`` over TCP (``password``: another one)."""
-        return psycopg.conninfo.make_conninfo(
+        from psycopg.conninfo import make_conninfo  # not imported by every test process
+
+        return make_conninfo(
             host=self.host,
             port=self.port,
             user=self.user,
@@ -67,6 +67,9 @@ class PostgresServer:
 
     def create_database(self) -> str:
         """A new empty database of a name of its own; returns its name."""
+        import psycopg
+        from psycopg import sql
+
         name = f"t_{uuid.uuid4().hex}"
         with psycopg.connect(self.conninfo(), autocommit=True) as con:
             con.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
