@@ -96,10 +96,6 @@ class Batch:
     columns: dict[str, Any]
     """column -> list of values, or of numpy arrays for a list column."""
 
-    @property
-    def rows(self) -> int:
-        return len(next(iter(self.columns.values())))
-
 
 @dataclass(frozen=True)
 class Audit:

@@ -245,7 +245,11 @@ def _report(
         lost = sum(expected[t] - f["counts"][t][1] for t in expected)
         duplicated = sum(f["counts"][t][0] - f["counts"][t][1] for t in expected)
         errors = sorted(
-            {r["error"].split(' on file "')[0] for r in f["writers"] if not r.get("ok")}
+            {
+                r["error"].split(' on file "')[0].splitlines()[0]
+                for r in f["writers"]
+                if not r.get("ok")
+            }
         )
         rows.append([
             LABELS[engine], f"{len(done)}/{WRITERS}", wall, wall / serial,
