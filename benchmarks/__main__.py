@@ -25,6 +25,7 @@ SUITES = {
     "monitor": "benchmarks.bench_monitor",
     "prompt_scale": "benchmarks.bench_prompt_scale",
     "rates": "benchmarks.bench_rates",
+    "shared_record_engines": "benchmarks.bench_shared_record",
 }
 
 

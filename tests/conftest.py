@@ -67,4 +67,5 @@ pytest_plugins = [
     "tests.support.providers",
     "tests.support.cli_process",
     "tests.support.checkout",
+    "tests.support.postgres",
 ]
