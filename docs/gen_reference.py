@@ -13,7 +13,6 @@ import json
 import typing
 from typing import Any
 
-import duckdb
 import mkdocs_gen_files
 import typer
 from pydantic import BaseModel
@@ -21,7 +20,7 @@ from pydantic import BaseModel
 from dbpa.cli import app
 from dbpa.config import AuditConfig
 from dbpa.environment import DEFAULTS
-from storage import MIGRATIONS
+from storage import MIGRATIONS, record_layout
 
 TABLES = {
     "meta": "The record's own settings (its schema version).",
@@ -278,28 +277,8 @@ def config_page() -> str:
 
 
 def record_page() -> str:
-    db = duckdb.connect()
-    added: dict[tuple[str, str], int] = {}
-    descriptions = {}
-    for version, description, statements in MIGRATIONS:
-        descriptions[version] = description
-        for statement in statements:
-            db.execute(statement)
-        for table, column in db.execute(
-            "SELECT table_name, column_name FROM information_schema.columns"
-        ).fetchall():
-            added.setdefault((table, column), version)
-    columns = db.execute(
-        "SELECT table_name, column_name, data_type, is_nullable, column_default "
-        "FROM information_schema.columns ORDER BY table_name, ordinal_position"
-    ).fetchall()
-    keys = {
-        table: names
-        for table, names in db.execute(
-            "SELECT table_name, constraint_column_names FROM duckdb_constraints() "
-            "WHERE constraint_type = 'PRIMARY KEY'"
-        ).fetchall()
-    }
+    layout = record_layout()
+    descriptions = {version: description for version, description, _ in MIGRATIONS}
     lines = [
         "# The record's tables",
         "",
@@ -313,22 +292,23 @@ def record_page() -> str:
         *(f"| {v} | {_cell(d)} |" for v, d in descriptions.items()),
         "",
     ]
-    tables = dict.fromkeys(table for table, *_ in columns)
+    tables = dict.fromkeys(column.table for column in layout.columns)
     undescribed = sorted(set(tables) - set(TABLES))
     if undescribed:
         raise ValueError(f"TABLES: describe the record's table(s) {', '.join(undescribed)}")
     for table in tables:
         lines += [f"## `{table}` {{#{table}}}", "", TABLES[table], ""]
-        if table in keys:
-            lines += ["Primary key: " + ", ".join(f"`{c}`" for c in keys[table]), ""]
+        if table in layout.primary_keys:
+            key = ", ".join(f"`{c}`" for c in layout.primary_keys[table])
+            lines += [f"Primary key: {key}", ""]
         lines += ["| column | type | null | default | migration |", "|---|---|---|---|---|"]
-        for name, column, kind, nullable, default in columns:
-            if name != table:
+        for column in layout.columns:
+            if column.table != table:
                 continue
-            shown = "" if default is None else f"`{default}`"
+            shown = "" if column.default is None else f"`{column.default}`"
             lines.append(
-                f"| `{column}` | {kind} | {'yes' if nullable == 'YES' else 'no'} | {shown} "
-                f"| {added[(table, column)]} |"
+                f"| `{column.name}` | {column.type} | {'yes' if column.nullable else 'no'} "
+                f"| {shown} | {column.migration} |"
             )
         lines.append("")
     return "\n".join(lines)

@@ -20,6 +20,7 @@ served by a writer; ``_salvage`` the export of a damaged file.
 
 from ._errors import DamagedRecordError, DatabaseInUseError, UnknownRunError
 from ._export import EXPORTS, export_sql
+from ._layout import Column, Layout, record_layout
 from ._open import Turn, lock_path, ready_to_write
 from ._reader import RecordReader
 from ._registry import get, register, unregister
@@ -32,8 +33,10 @@ from ._store import Store
 __all__ = [
     "EXPORTS",
     "MIGRATIONS",
+    "Column",
     "DamagedRecordError",
     "DatabaseInUseError",
+    "Layout",
     "RecordReader",
     "RemoteRecord",
     "Salvage",
@@ -46,6 +49,7 @@ __all__ = [
     "lock_path",
     "open_reader",
     "ready_to_write",
+    "record_layout",
     "register",
     "salvage",
     "sidecar_path",
