@@ -13,7 +13,8 @@ untouched; ``salvage`` exports what can still be read).
 ``_runs`` (runs, run families, arm failures, corrections, sequential looks, results, usage;
 their SQL in ``_results``), ``_drift`` (epochs and drift tests), ``_monitor`` (the drift
 monitor's evidence per tick and its resets) and ``_export`` (tables to
-Parquet or CSV). ``_schema`` holds the migrations; ``_open`` the checks of a file before
+Parquet or CSV). ``_schema`` holds the migrations (``_layout`` reads back the tables they
+build, for the docs); ``_open`` the checks of a file before
 it is used; ``_serve``, ``_wire``, ``_sidecar``, ``_reader`` and ``_remote`` the reads
 served by a writer; ``_salvage`` the export of a damaged file.
 """
