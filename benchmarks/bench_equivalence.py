@@ -1,12 +1,14 @@
 """Equivalence: how often "equivalent" is wrongly shown when the effect is exactly the margin,
 and how many outputs per arm show it when nothing changed; the product's test against the
-two it replaced, on the same audits.
+ones it replaced, on the same audits.
 
 Simulated audits on the synthetic answer spaces of ``tests/stats/synthetic_effects`` (d=384),
 one test at alpha=0.05: the effect interval (``dbpa.stats.effect_interval``, B=1000) and
-three p-values of ``theta >= margin`` from its draws: the product's (``equivalence_p_value``:
-the least-favourable test intersected with the tilted-bootstrap guard, since 2026-11-27),
-the least-favourable test alone (the product's 2026-11-26), and the percentile bootstrap's
+four p-values of ``theta >= margin`` from it: the product's (``equivalence_p_value``: the
+tilted bootstrap on its fine grid, the least-favourable test below it, since 2026-12-06),
+the product's of 2026-11-27 (the least-favourable test intersected with the tilted
+bootstrap on a grid of ratio 1.15, recomputed here from the interval's distances), the
+least-favourable test alone (the product's 2026-11-26), and the percentile bootstrap's
 ``(1 + #{replicates >= margin}) / (1 + B)`` (the product's until 2026-11-26). Three tables:
 
 1. the effect exactly at the margin (the margin set to each scenario's true effect): the
@@ -28,8 +30,21 @@ import numpy as np
 from scipy.stats import binomtest
 
 from benchmarks._table import print_table
-from dbpa.stats import EffectInterval, calibrate_margin, effect_interval, equivalence_p_value
-from dbpa.stats._boundary import NO_GUARD, boundary_p_value
+from dbpa.stats import (
+    EffectInterval,
+    TiltedSteps,
+    calibrate_margin,
+    effect_interval,
+    equivalence_p_value,
+)
+from dbpa.stats._boundary import (
+    NO_GUARD,
+    guard_p_value,
+    least_favourable_bound,
+    least_favourable_p_value,
+)
+from dbpa.stats._interval import GUARD_START
+from dbpa.stats._tilted import tilted_steps
 from tests.stats.synthetic_effects import scenario, true_effect
 
 ALPHA = 0.05
@@ -56,16 +71,33 @@ UNEQUAL = (("few_texts", 20, 80), ("collapse_hard", 10, 40), ("collapse_hard", 4
 """Scenarios at the margin with unequal arms (original, perturbed outputs)."""
 REPLICATES = 3
 QUANTILE = 0.95
-METHODS = ("product (guarded)", "least favourable alone", "percentile")
+METHODS = ("product", "2026-11-27 (intersection)", "least favourable alone", "percentile")
+OLD_GRID = {"ratio": 1.15, "size": 40, "coarse": 1}
+"""The tilted bootstrap's grid of 2026-11-27."""
 
 
-def _p_values(interval: EffectInterval, margin: float) -> tuple[float, float, float]:
-    """The product's p-value of ``theta >= margin``, the least-favourable test's alone, and
-    the percentile bootstrap's."""
+def _intersection_guard(interval: EffectInterval, rng: np.random.Generator) -> TiltedSteps:
+    """The tilted bootstrap's steps as the product computed them on 2026-11-27: its grid
+    from the same start, the p-value the larger of them and the least-favourable test's."""
+    assert interval.distances is not None
+    alone = replace(interval.boundary, guard=NO_GUARD)
+    start = max(
+        least_favourable_bound(alone, GUARD_START), least_favourable_bound(alone, 0.05) / 10
+    )
+    return tilted_steps(
+        interval.distances, interval.k_a, start, interval.n_bootstrap, rng, **OLD_GRID
+    )
+
+
+def _p_values(
+    interval: EffectInterval, old_guard: TiltedSteps, margin: float
+) -> tuple[float, float, float, float]:
+    """Per method (``METHODS``) the p-value of ``theta >= margin``."""
     above = int(np.count_nonzero(interval.bootstrap >= margin))
-    alone = boundary_p_value(replace(interval.boundary, guard=NO_GUARD), margin)
+    alone = least_favourable_p_value(interval.boundary, margin)
     return (
         equivalence_p_value(interval, margin),
+        max(alone, guard_p_value(old_guard, margin)),
         alone,
         (1 + above) / (1 + interval.n_bootstrap),
     )
@@ -86,7 +118,8 @@ def _at_the_margin(name: str, k: int, k_b: int, sims: int, rng: np.random.Genera
         if k_b != k:
             perturbed = s.draw(rng, k_b)[1]
         interval = effect_interval(original, perturbed, n_bootstrap=N_BOOTSTRAP, rng=rng)
-        hits += np.array(_p_values(interval, margin)) <= ALPHA
+        old_guard = _intersection_guard(interval, rng)
+        hits += np.array(_p_values(interval, old_guard, margin)) <= ALPHA
     return hits
 
 
@@ -99,10 +132,11 @@ def _null_audits(k: int, sims: int, rng: np.random.Generator) -> tuple[np.ndarra
     for i in range(sims):
         original, perturbed = null.draw(rng, k)
         interval = effect_interval(original, perturbed, n_bootstrap=N_BOOTSTRAP, rng=rng)
-        fixed[i] = np.array([_p_values(interval, m) for m in MARGINS]).T <= ALPHA
+        old_guard = _intersection_guard(interval, rng)
+        fixed[i] = np.array([_p_values(interval, old_guard, m) for m in MARGINS]).T <= ALPHA
         copies = [original, *(null.draw(rng, k)[0] for _ in range(REPLICATES))]
         margin = calibrate_margin(list(itertools.combinations(copies, 2)), quantile=QUANTILE)
-        calibrated[i] = np.array(_p_values(interval, margin.margin)) <= ALPHA
+        calibrated[i] = np.array(_p_values(interval, old_guard, margin.margin)) <= ALPHA
     return fixed, calibrated
 
 
@@ -113,24 +147,31 @@ def _smallest_k(ks: tuple[int, ...], shares: np.ndarray) -> str:
     )
 
 
-def main(quick: bool = False, sims: int | None = None, ks: tuple[int, ...] | None = None) -> None:
+def main(
+    quick: bool = False,
+    sims: int | None = None,
+    ks: tuple[int, ...] | None = None,
+    shapes: tuple[str, ...] = AT_MARGIN,
+) -> None:
     sims = sims or (60 if quick else 400)
     ks = ks or ((20, 40) if quick else (10, 20, 40, 80, 160))
     root = np.random.SeedSequence(ROOT_SEED)
     start = time.perf_counter()
     print(f"equivalence: {sims} audits per cell, alpha={ALPHA}, B={N_BOOTSTRAP}")
-    cells = [(name, k, k) for name in AT_MARGIN for k in ks] + list(UNEQUAL)
+    cells = [(name, k, k) for name in shapes for k in ks]
+    cells += [cell for cell in UNEQUAL if cell[0] in shapes]
     rows = []
     for (name, k, k_b), seed in zip(cells, root.spawn(len(cells)), strict=True):
         hits = _at_the_margin(name, k, k_b, sims, np.random.default_rng(seed))
         size = str(k) if k == k_b else f"{k}/{k_b}"
         rows.append([name, f"{true_effect(name):.4f}", size, *(_rate(int(h), sims) for h in hits)])
         print(*rows[-1], sep=" | ", flush=True)
-    print_table(
-        f"effect exactly at the margin: share declared equivalent (nominal <= {ALPHA})",
-        ["scenario", "margin = effect", "k", *METHODS],
-        rows,
-    )
+    if rows:
+        print_table(
+            f"effect exactly at the margin: share declared equivalent (nominal <= {ALPHA})",
+            ["scenario", "margin = effect", "k", *METHODS],
+            rows,
+        )
     calibrated_rows, fixed_rows = [], []
     shares = np.zeros((len(ks), len(METHODS), len(MARGINS)))
     for i, (k, seed) in enumerate(zip(ks, root.spawn(len(ks)), strict=True)):
@@ -166,5 +207,9 @@ if __name__ == "__main__":
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--sims", type=int, help="audits per cell")
     parser.add_argument("--ks", type=int, nargs="+", help="outputs per arm")
+    parser.add_argument(
+        "--shapes", nargs="*", choices=AT_MARGIN, default=AT_MARGIN, help="scenarios at the margin"
+    )
     args = parser.parse_args()
-    main(quick=args.quick, sims=args.sims, ks=tuple(args.ks) if args.ks else None)
+    ks = tuple(args.ks) if args.ks else None
+    main(quick=args.quick, sims=args.sims, ks=ks, shapes=tuple(args.shapes))

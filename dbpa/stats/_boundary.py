@@ -34,9 +34,11 @@ The noise is learnt from the arms' own samples, and where a sample shows less va
 its arm has (a perturbed arm collapsing onto one answer, an original arm whose sample
 over-represents it) it is too small exactly when ``v`` is: on such shapes this test alone
 showed "equivalent" in up to 0.09 of audits at the margin for alpha 0.05 (measured
-2026-11-27). The p-value is therefore the larger of this test's and a guard's, the bootstrap
-from arms tilted onto the boundary (``_tilted``), kept in ``BoundaryDraws.guard`` as a step
-function of the margin; the bound inverts the larger one.
+2026-11-27). The equivalence p-value is therefore, since 2026-12-06, the bootstrap from arms
+tilted onto the boundary (``_tilted``), kept in ``BoundaryDraws.guard`` as a step function
+of the margin; this test decides only below that function's grid, where its p-value is
+large (from 2026-11-27 the larger of the two p-values decided, at a third of the power);
+the bound inverts the p-value.
 
 The plug-in ``v`` rather than the unbiased U is what makes the shift exact: U subtracts
 within-arm terms that the shift does not move but the resample does, and with a few
@@ -91,7 +93,7 @@ class BoundaryDraws:
     residuals in the kernel's feature space, shape (B, ``N_DIRECTIONS``) (read-only)."""
     guard: TiltedSteps = NO_GUARD
     """The tilted bootstrap's p-value on a grid of margins (``_tilted``): the equivalence
-    p-value is the larger of the two tests'."""
+    p-value from the grid's first margin on."""
 
 
 def principal_axes(distances: Matrix, k_a: int | None = None, count: int = N_DIRECTIONS) -> Matrix:
@@ -132,29 +134,48 @@ def quadratic_forms(distances: Matrix, coefficients: Matrix) -> Vector:
 
 
 def boundary_p_value(draws: BoundaryDraws, margin: float) -> float:
-    """p-value of H0 ``theta >= margin`` (``margin`` > 0): the larger of the least
-    favourable test's, ``(1 + max count) / (1 + B)`` (module docstring), and the tilted
-    bootstrap guard's (``_tilted``)."""
+    """p-value of H0 ``theta >= margin`` (``margin`` > 0): on the tilted bootstrap's grid
+    (``draws.guard``, ``_tilted``) its p-value; below the grid, or without one, the least
+    favourable test's, ``(1 + max count) / (1 + B)`` (module docstring), no lower than the
+    guard's first step (so the p-value never rises with the margin)."""
+    steps = draws.guard
+    if steps.margins.size and margin >= steps.margins[0]:
+        return guard_p_value(steps, margin)
+    first = float(steps.p_values[0]) if steps.margins.size else 0.0
+    return max(least_favourable_p_value(draws, margin), first)
+
+
+def least_favourable_p_value(draws: BoundaryDraws, margin: float) -> float:
+    """The least-favourable test's p-value of ``theta >= margin`` alone (module docstring)."""
     root = math.sqrt(margin)
     count = 0
     for lo, hi in _inside(draws):
         lo = np.maximum(lo, root)
         keep = hi >= lo
         count = max(count, _deepest(lo[keep], hi[keep]))
-    least_favourable = (1.0 + count) / (1.0 + draws.noise.size)
-    return max(least_favourable, guard_p_value(draws.guard, margin))
+    return (1.0 + count) / (1.0 + draws.noise.size)
 
 
 def boundary_bound(draws: BoundaryDraws, tail: float) -> float:
-    """The smallest margin whose p-value is at most ``tail``: the one-sided ``1 - tail``
-    upper confidence bound for theta; ``inf`` when B draws are too few for ``tail``."""
+    """The smallest margin whose p-value (``boundary_p_value``) is at most ``tail``: the
+    one-sided ``1 - tail`` upper confidence bound for theta; ``inf`` when B draws are too
+    few for ``tail``."""
+    steps = draws.guard
+    below = least_favourable_bound(draws, tail)
+    if steps.margins.size and not (below < steps.margins[0] and steps.p_values[0] <= tail):
+        return guard_bound(steps, tail)
+    return below
+
+
+def least_favourable_bound(draws: BoundaryDraws, tail: float) -> float:
+    """The smallest margin whose least-favourable p-value alone is at most ``tail``."""
     allowed = _allowed(draws, tail)
     if allowed < 0:
         return math.inf
     reach = 0.0
     for lo, hi in _inside(draws):
         reach = max(reach, _last_deeper(np.maximum(lo, 0.0), hi, allowed))
-    return max(reach * reach, guard_bound(draws.guard, tail))
+    return reach * reach
 
 
 def guard_p_value(steps: TiltedSteps, margin: float) -> float:

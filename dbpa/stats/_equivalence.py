@@ -3,13 +3,14 @@
 The effect theta (the energy distance of ``_interval``) is nonnegative, so the
 equivalence region is ``[0, margin)`` and of Schuirmann's two one-sided tests (TOST,
 1987) only the upper one is needed: H0 ``theta >= margin`` against H1 ``theta < margin``.
-Its p-value is the larger of two (an intersection, valid where either is): the least
-favourable one over the boundary (``_boundary``: the observed plug-in distance against
-bootstrap draws of the noise, each arm's resampled residuals, shifted to distance ``margin``
-along the direction where that is likeliest to look small) and the bootstrap from the arms
-tilted onto the boundary (``_tilted``, for arms whose samples hide their spread);
-"equivalent" at alpha is the same claim as the upper bound of the ``1 - 2 alpha`` interval
-lying below the margin.
+Its p-value is the bootstrap's from the arms tilted onto the boundary (``_tilted``: the
+resampled estimate at the likeliest point of the boundary, valid also where an arm's
+sample hides its spread), and below that test's grid of margins, where its p-value is large,
+the least-favourable one over the boundary (``_boundary``: the observed plug-in distance
+against bootstrap draws of the noise, each arm's resampled residuals, shifted to distance
+``margin`` along the direction where that is likeliest to look small); "equivalent" at
+alpha is the same claim as the upper bound of the ``1 - 2 alpha`` interval lying below the
+margin.
 
 A perturbation is
 
@@ -57,8 +58,7 @@ class Decision:
     change_p_value: float
     """The permutation test's p-value (raw)."""
     equivalence_p_value: float
-    """p-value of ``theta >= margin`` (raw; least favourable over the boundary, with the
-    tilted guard)."""
+    """p-value of ``theta >= margin`` (raw; the tilted bootstrap's, ``_boundary``)."""
     margin: float
     """The equivalence margin, on the interval's scale."""
     alpha: float
@@ -128,10 +128,10 @@ def _as_margins(margins: float | ArrayLike, m: int) -> NDArray[np.float64]:
 
 
 def equivalence_p_value(interval: EffectInterval, margin: float) -> float:
-    """p-value of H0 ``theta >= margin``: the larger of the least-favourable test's (the
-    largest over the boundary of the share of shifted noise draws whose distance is at most
-    the observed one, ``(1 + #) / (1 + B)``, ``dbpa.stats._boundary``) and the tilted
-    bootstrap guard's (``dbpa.stats._tilted``)."""
+    """p-value of H0 ``theta >= margin``: the tilted bootstrap's (``dbpa.stats._tilted``:
+    the share of resamples from the arms tilted onto the boundary whose estimate is at most
+    the observed one), below its grid the least-favourable test's (``dbpa.stats._boundary``,
+    ``boundary_p_value``)."""
     if not isinstance(interval, EffectInterval):
         raise ValueError(f"interval: expected an EffectInterval, got {type(interval).__name__}")
     return boundary_p_value(interval.boundary, _as_margin(margin))

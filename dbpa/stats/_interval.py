@@ -17,15 +17,14 @@ Each bound is a one-sided confidence bound at ``(1 + confidence) / 2``, so the p
 with probability at least ``confidence``.
 
 The **upper bound** is the smallest margin that the equivalence test of
-``theta >= margin`` (``_boundary``) rejects at ``(1 - confidence) / 2``: the observed
-plug-in distance against bootstrap draws of the noise (each arm's resampled residuals)
-shifted to the least favourable point of the boundary, intersected with the bootstrap from
+``theta >= margin`` (``_boundary``) rejects at ``(1 - confidence) / 2``: the bootstrap from
 the arms tilted onto the boundary (``_tilted``: each arm reweighted, on the pooled outputs,
 as little as the margin needs), so that an arm whose sample shows less variety than it has
-does not make the noise look small. It holds its level whatever the direction of the change;
-where a change moves the answers along a direction in which they vary little (a drift of
-every answer alike, a change of spread), it is conservative, since data at the scale of the
-noise cannot tell such a change from one along the direction they vary most.
+does not make the noise look small; below that test's grid of margins the observed plug-in
+distance against bootstrap draws of the noise (each arm's resampled residuals) shifted to
+the least favourable point of the boundary. Where a change moves the answers along a
+direction in which they vary little (a drift of every answer alike, a change of spread), it
+is conservative.
 
 The same resamples give a percentile bootstrap (Efron & Tibshirani, *An Introduction to
 the Bootstrap*, 1993, ch. 13), kept as ``bootstrap`` for the difference of two runs'
@@ -87,10 +86,10 @@ MIN_ROWS = 5
 CHUNK = 256
 """Bootstrap replicates (or relabellings) evaluated per vectorized step."""
 METHOD = (
-    "least-favourable test inversion on the plug-in statistic; lower: relabellings of the "
-    "pooled outputs shifted along their top principal directions; upper: within-arm "
-    "bootstrap of residuals shifted along theirs, intersected with the bootstrap from arms "
-    "tilted onto the boundary"
+    "test inversion; lower: least-favourable test on the plug-in statistic, relabellings of "
+    "the pooled outputs shifted along their top principal directions; upper: the bootstrap "
+    "from arms tilted onto the boundary (below its grid the least-favourable test, within-arm "
+    "bootstrap of residuals shifted along theirs)"
 )
 GUARD_START = 0.5
 """The tilted-bootstrap guard is evaluated for margins from the least-favourable test's
@@ -127,7 +126,7 @@ class EffectInterval:
     distance rejects there), at most ``high``."""
     high: float
     """Upper bound: the smallest margin the equivalence test rejects at
-    ``(1 - confidence) / 2`` (``_boundary``, with its tilted guard); a margin above it is
+    ``(1 - confidence) / 2`` (``_boundary``: the tilted bootstrap); a margin above it is
     shown; ``inf`` where no margin can be (outputs that never vary)."""
     confidence: float
     """Two-sided confidence level of ``[low, high]``."""

@@ -212,9 +212,12 @@ def test_a_margin_below_the_resolution_of_exact_repeats_is_not_shown():
         ("gauss_shift", 40, None),
         ("few_texts", 20, 80),
         ("few_texts", 80, 20),
+        ("collapse", 10, None),
         ("collapse", 20, None),
+        ("collapse_hard", 20, None),
         ("collapse_hard", 40, None),
         ("collapse_hard", 10, 40),
+        ("collapse_hard", 40, 10),
     ],
 )
 def test_level_at_the_margin(name, k, k_b):

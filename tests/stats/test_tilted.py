@@ -10,14 +10,17 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from dbpa.stats import TiltedSteps, effect_interval, equivalence_p_value
+from dbpa.stats import BoundaryDraws, TiltedSteps, effect_interval, equivalence_p_value
 from dbpa.stats._boundary import (
     NO_GUARD,
     boundary_bound,
     boundary_p_value,
     guard_bound,
     guard_p_value,
+    least_favourable_bound,
+    least_favourable_p_value,
 )
+from dbpa.stats._tilted import COARSE, FINE_BELOW, GRID_RATIO
 
 STEPS = TiltedSteps(np.array([0.1, 0.2, 0.4]), np.array([0.5, 0.04, 0.001]))
 
@@ -31,6 +34,58 @@ def test_a_margin_takes_the_p_value_of_the_grid_margin_below_it():
     assert guard_bound(STEPS, 0.05) == 0.2
     assert guard_bound(STEPS, 0.0001) == math.inf
     assert guard_bound(NO_GUARD, 0.05) == 0.0
+
+
+def _draws(noise: float, guard: TiltedSteps) -> BoundaryDraws:
+    """An observed distance of 1, 100 noise draws all of squared length ``noise`` and no
+    direction along the noise: the least-favourable p-value is 1 at every margin up to
+    ``1 - noise`` and 1/101 beyond."""
+    return BoundaryDraws(1.0, np.full(100, noise), np.zeros((100, 2)), guard)
+
+
+def test_on_its_grid_the_tilted_bootstrap_decides_alone():
+    """From the grid's first margin on, the p-value is the tilted bootstrap's, also where
+    the least-favourable test's is larger (until 2026-12-06 the larger of the two decided)."""
+    draws = _draws(0.0, STEPS)
+    assert least_favourable_p_value(draws, 0.2) == 1.0
+    assert boundary_p_value(draws, 0.2) == 0.04
+    assert boundary_p_value(draws, 0.5) == 0.001
+    assert boundary_bound(draws, 0.05) == 0.2
+    assert boundary_bound(draws, 0.0001) == math.inf
+
+
+def test_below_the_grid_the_least_favourable_test_decides_no_lower_than_the_first_step():
+    shown = _draws(0.99, STEPS)  # the least-favourable test alone rejects every margin
+    assert least_favourable_p_value(shown, 0.05) == pytest.approx(1 / 101)
+    assert boundary_p_value(shown, 0.05) == 0.5  # the first step: never rising with the margin
+    assert boundary_bound(shown, 0.05) == 0.2
+    early = TiltedSteps(STEPS.margins, np.array([0.04, 0.01, 0.001]))
+    low = least_favourable_bound(_draws(0.99, early), 0.05)
+    assert low < 0.1
+    assert boundary_p_value(_draws(0.99, early), 0.05) == 0.04
+    assert boundary_bound(_draws(0.99, early), 0.05) == low
+    assert boundary_p_value(_draws(0.99, NO_GUARD), 0.05) == pytest.approx(1 / 101)
+
+
+def test_the_grid_is_fine_where_a_level_can_decide(rng):
+    """Every ``COARSE``-th grid margin is evaluated while the p-value exceeds ``FINE_BELOW``
+    (no level decides there), every one after: the step function's margins are then
+    ``GRID_RATIO`` apart, so a margin between two takes a p-value at most 5% of margin
+    too high."""
+    from tests.stats.synthetic_effects import scenario
+
+    a, b = scenario("null").draw(rng, 20)
+    steps = effect_interval(a, b, n_bootstrap=500, rng=rng).boundary.guard
+    ratios = steps.margins[1:] / steps.margins[:-1]
+    fine = steps.p_values[:-1] <= FINE_BELOW
+    assert fine.any()
+    assert (~fine).any()
+    np.testing.assert_allclose(ratios[fine], GRID_RATIO, rtol=1e-9)
+    assert np.all(
+        np.isclose(ratios, GRID_RATIO, rtol=1e-9)
+        | np.isclose(ratios, GRID_RATIO**COARSE, rtol=1e-9)
+    )
+    assert np.isclose(ratios[0], GRID_RATIO**COARSE, rtol=1e-9)
 
 
 def _one_answer_unlike_the_rest():
