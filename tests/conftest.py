@@ -68,4 +68,5 @@ pytest_plugins = [
     "tests.support.cli_process",
     "tests.support.checkout",
     "tests.support.postgres",
+    "tests.support.chromium",
 ]

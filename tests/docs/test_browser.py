@@ -5,26 +5,19 @@ newcomer types."""
 from __future__ import annotations
 
 import functools
-import os
 import threading
 from collections.abc import Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, sync_playwright
 
-CHROMIUM = Path("/usr/bin/chromium")
-"""Debian's chromium, driven through the playwright package; no browser is downloaded."""
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
+from tests.support.chromium import NEEDS_CHROMIUM
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.xdist_group("docs"),
-    pytest.mark.skipif(
-        not CHROMIUM.exists() and os.environ.get("CI") != "true",
-        reason="Debian's chromium is not at /usr/bin/chromium (apt-get install -y chromium)",
-    ),
+    NEEDS_CHROMIUM,
 ]
 
 SEARCHES = {
@@ -50,14 +43,6 @@ def served(site: Path) -> Iterator[str]:
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
     server.server_close()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
 
 
 def test_every_page_loads_without_an_error_or_a_foreign_request(site, served, browser):

@@ -6,8 +6,7 @@ decision a real correction (``decide_family``); nothing here calls the report co
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from importlib.resources import files
@@ -15,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from playwright.sync_api import Browser, sync_playwright
 
 from dbpa.analysis import (
     AnalysisSpec,
@@ -31,24 +29,6 @@ from dbpa.specs import EmbeddingBatch, Generation, Message, ModelSpec, content_h
 from storage import Store
 
 EMBEDDER = "sentence-transformers/all-MiniLM-L6-v2"
-CHROMIUM = Path("/usr/bin/chromium")
-"""Debian's chromium (``apt-get install -y chromium``), driven through the playwright
-package; no browser is ever downloaded."""
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-NEEDS_CHROMIUM = pytest.mark.skipif(
-    not CHROMIUM.exists() and os.environ.get("CI") != "true",
-    reason="Debian's chromium is not at /usr/bin/chromium (apt-get install -y chromium)",
-)
-"""Skipped on a machine without Debian's chromium, never in CI (where ``.ci/setup`` installs it)."""
 REPORT_SCRIPT = files("dbpa.report").joinpath("report.js").read_text(encoding="utf-8")
 """The HTML report's own script, inlined in every page."""
 PROMPT = "A 58-year-old patient has chest pain after climbing stairs. What should they do?"
@@ -382,12 +362,3 @@ def html_tables(page: str) -> list[HtmlTable]:
     parser = _TableParser()
     parser.feed(page)
     return parser.tables
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    """Headless Chromium for one test module (mark the module ``NEEDS_CHROMIUM``)."""
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()

@@ -17,10 +17,10 @@ from storage import Store
 from tests.report.conftest import (
     HOSTILE_FAMILY,
     HOSTILE_ID,
-    NEEDS_CHROMIUM,
     PAYLOADS,
     REPORT_SCRIPT,
 )
+from tests.support.chromium import NEEDS_CHROMIUM
 
 pytestmark = NEEDS_CHROMIUM
 

@@ -22,8 +22,9 @@ from playwright.sync_api import Browser, Page
 from dbpa.report import RecordViewer, ReportData, gather, render_html
 from dbpa.stats import CORRECTIONS, correct
 from storage import Store
-from tests.report.conftest import NEEDS_CHROMIUM, BuiltRun, build_run
+from tests.report.conftest import BuiltRun, build_run
 from tests.report.large import build_large
+from tests.support.chromium import NEEDS_CHROMIUM
 
 pytestmark = NEEDS_CHROMIUM
 
