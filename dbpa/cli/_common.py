@@ -121,6 +121,7 @@ RunnerOption = Annotated[
 # does not import storage or Prefect into a command that does not use them.
 _EXIT_CODES: tuple[tuple[str, str, ExitCode], ...] = (
     ("flows.audit", "AuditIncomplete", ExitCode.INCOMPLETE),
+    ("dbpa.llm", "SpendCapReached", ExitCode.INCOMPLETE),
     ("dbpa.launch", "TemporaryServerError", ExitCode.INCOMPLETE),
     ("storage", "DatabaseInUseError", ExitCode.INCOMPLETE),
     ("storage", "DamagedRecordError", ExitCode.BAD_INPUT),
