@@ -56,14 +56,19 @@ class SpendCapReached(Exception):
         self.spent, self.cap, self.missing = spent, cap, missing
         super().__init__(self.line())
 
-    def line(self, command: str = "the same command") -> str:
-        """The one line that says so: spent, cap, outputs missing, how to resume."""
+    def line(self, command: str | None = None) -> str:
+        """The one line that says so: spent, cap, outputs missing, how to resume (with
+        ``command``, the ``dbpa run`` that does; else the key to raise, as a tick needs)."""
         missing = "" if self.missing is None else f"; {self.missing} output(s) still missing"
-        larger = _round_up(max(2 * self.cap, self.spent + self.cap))
+        larger = f"max_cost_usd={_round_up(max(2 * self.cap, self.spent + self.cap)):g}"
+        resume = (
+            f"{command} --set {larger}"
+            if command is not None
+            else f"{larger} in the config (or its --set / the deployment's overrides)"
+        )
         return (
             f"spend cap reached: ${self.spent:.4f} spent of max_cost_usd=${self.cap:g}{missing}"
-            f"; every answer is stored; resume with a larger cap: {command} "
-            f"--set max_cost_usd={larger:g}"
+            f"; every answer is stored; resume with a larger cap: {resume}"
         )
 
     def __reduce__(self) -> tuple[object, ...]:

@@ -83,9 +83,7 @@ def test_a_run_stops_at_its_cap_and_resumes_with_a_larger_one(tmp_path, provider
     resumed = invoke("run", str(config), "--db", str(db), "--set", "max_cost_usd=1")
     assert resumed.exit_code == 0, resumed.output
     asked = [
-        (str(body["messages"]), body["seed"])
-        for body in provider.counts.requests
-        if "seed" in body
+        (str(body["messages"]), body["seed"]) for body in provider.counts.requests if "seed" in body
     ]
     assert len(asked) == 40
     assert len(set(asked)) == 40  # nothing asked twice
