@@ -65,9 +65,10 @@ def load_audit(
     from dbpa.spend import check_prices
 
     cfg = bind_stored(_loaded(config, overrides), db)
-    plan = plan_audit(cfg.ready_part() if cfg.ungenerated else cfg)
-    check_prices(cfg, plan)  # a capped run of a model of unknown price: refused
-    return cfg, None if cfg.ungenerated else plan
+    plan = None if cfg.ungenerated else plan_audit(cfg)
+    if cfg.max_cost_usd is not None:  # a capped run of a model of unknown price: refused
+        check_prices(cfg, plan or plan_audit(cfg.ready_part()))
+    return cfg, plan
 
 
 def _loaded(config: Path, overrides: dict[str, Any] | None) -> AuditConfig:

@@ -27,6 +27,7 @@ def _priced(server, **overrides):
         ("max_cost_usd", -1, "max_cost_usd"),
         ("models.0.input_cost_per_token", -1e-6, "models[0].input_cost_per_token"),
         ("models.0.output_cost_per_token", -1e-6, "models[0].output_cost_per_token"),
+        ("models.0.output_cost_per_token", "null", "models[0]: input_cost_per_token and"),
     ],
 )
 def test_a_bad_cap_or_price_exits_2_naming_the_key(provider, write_config, key, value, named):
