@@ -111,6 +111,10 @@ class AuditConfig(Spec):
     sequential: SequentialSpec | None = None
     """Sample in rounds and stop each test once its answer is clear (``true`` for the
     defaults); ``k`` is then the most outputs an arm gets."""
+    max_cost_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """Most a run may spend on sampling, in USD at litellm's prices (or a model's
+    ``input_cost_per_token``/``output_cost_per_token``), counting what its arms' stored
+    outputs cost and reserving each request's most before it is sent (docs/how-to/planning.md)."""
 
     @field_validator("equivalence", "sequential", mode="before")
     @classmethod
@@ -136,7 +140,12 @@ class AuditConfig(Spec):
     def _flat_analysis(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         """The analysis settings dumped flat, first, as in the file."""
         data = handler(self)
-        for optional in ("equivalence", "sequential", "prompts"):  # absent: dumped as before
+        for optional in (
+            "equivalence",
+            "sequential",
+            "prompts",
+            "max_cost_usd",
+        ):  # absent: dumped as before
             if data.get(optional, ...) is None:
                 del data[optional]
         if "prompts" in data:  # ``prompt`` is then the first prompt's, filled in

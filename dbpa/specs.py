@@ -20,6 +20,7 @@ from pydantic import (
     SerializerFunctionWrapHandler,
     field_validator,
     model_serializer,
+    model_validator,
 )
 
 LOCAL_MODEL_PREFIX = "local/"
@@ -48,6 +49,9 @@ class _Endpoint(Spec):
         data: dict[str, Any] = handler(self)
         if data.get("connect_budget_s") == DEFAULT_CONNECT_BUDGET_S:
             del data["connect_budget_s"]
+        for price in ("input_cost_per_token", "output_cost_per_token"):
+            if data.get(price, ...) is None:
+                del data[price]
         return data
 
 
@@ -82,6 +86,11 @@ class ModelSpec(_Endpoint):
     max_retries: int = Field(default=6, ge=0)
     """Retries of transient failures (rate limit, timeout, 5xx, malformed answers); failed
     connections are retried for ``connect_budget_s`` instead."""
+    input_cost_per_token: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    """USD per prompt token, for a model litellm's price map lacks (with
+    ``output_cost_per_token``); overrides the map. Needed under ``max_cost_usd``."""
+    output_cost_per_token: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    """USD per completion token (see ``input_cost_per_token``)."""
 
     @field_validator("params")
     @classmethod
@@ -90,6 +99,12 @@ class ModelSpec(_Endpoint):
         if reserved:
             raise ValueError(f"set {sorted(reserved)[0]!r} through its own field, not params")
         return value
+
+    @model_validator(mode="after")
+    def _both_prices(self) -> ModelSpec:
+        if (self.input_cost_per_token is None) != (self.output_cost_per_token is None):
+            raise ValueError("input_cost_per_token and output_cost_per_token: give both or neither")
+        return self
 
     @property
     def is_local(self) -> bool:

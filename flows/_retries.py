@@ -18,13 +18,19 @@ from prefect.client.orchestration import get_client
 from prefect.runtime import flow_run
 
 from dbpa.config import ConfigError
-from dbpa.llm import PermanentModelError
+from dbpa.llm import PermanentModelError, SpendCapReached
 from flows.audit import AuditIncomplete
 
-PERMANENT: tuple[type[Exception], ...] = (AuditIncomplete, PermanentModelError, ConfigError)
+PERMANENT: tuple[type[Exception], ...] = (
+    AuditIncomplete,
+    PermanentModelError,
+    ConfigError,
+    SpendCapReached,
+)
 """Failures a retry a minute later would meet again: arms that failed permanently (a
 rejected key, an unknown model, a bad request, an endpoint unreachable for its whole connect
-budget), an embedder or generator that did, a config that cannot be used."""
+budget), an embedder or generator that did, a config that cannot be used, a spend cap
+reached (it fails once, its line in the UI, until the cap is raised)."""
 
 
 @contextmanager

@@ -20,7 +20,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 import storage
 from dbpa.arms import Arm
-from dbpa.llm import allow_requests, stop_requests
+from dbpa.llm import SpendCap, SpendCapReached, allow_requests, stop_requests
 from dbpa.plan import AuditPlan
 from dbpa.progress import Counter
 from flows._progress import ProgressArtifact
@@ -52,8 +52,10 @@ class Sampling:
         task_runs: int,
         threads: int,
         progress_key: str,
+        cap: SpendCap | None = None,
     ) -> None:
         self._plan, self._store, self._db, self._run_id = plan, store, db, run_id
+        self._cap = cap
         self._progress_key = progress_key
         self._todo, self._counter = todo, counter
         self._task_runs, self._threads = task_runs, threads
@@ -126,6 +128,10 @@ class Sampling:
                 label,
                 "; ".join(reasons),
             )
+        if isinstance(self._held, SpendCapReached) and self._cap is not None:
+            have = _stored_counts(self._plan, self._store)
+            missing = self._plan.k * len(self._plan.arms) - sum(have.values())
+            raise SpendCapReached(self._cap.spent, self._cap.cap, missing) from None
         if self._held is not None:
             raise self._held
         return dict(self._failures)
@@ -134,23 +140,29 @@ class Sampling:
         self._held = self._held or exc
 
     def _parameters(self, batch: list[Arm]) -> dict[str, Any]:
-        return _arm_jobs(self._plan, self._db, batch, self._labels, self._counter)
+        return _arm_jobs(self._plan, self._db, batch, self._labels, self._counter, self._cap)
 
 
 @contextmanager
 def sampled_meanwhile(
-    plan: AuditPlan, store: storage.Store, db: str, task_runs: int, threads: int
+    plan: AuditPlan,
+    store: storage.Store,
+    db: str,
+    task_runs: int,
+    threads: int,
+    cap: SpendCap | None = None,
 ) -> Iterator[None]:
-    """Sample the arms of ``plan`` short of k in task runs while the block runs; leaving the
-    block waits for them. Their outputs are in the record for the sampling phase, which
-    meets their arms again (and with them any error, reported there)."""
+    """Sample the arms of ``plan`` short of k in task runs while the block runs (under the
+    run's spend ``cap``); leaving the block waits for them. Their outputs are in the record
+    for the sampling phase, which meets their arms again (and with them any error, reported
+    there)."""
     have = _stored_counts(plan, store)
     todo = [a for a in plan.arms if have[a.arm_id] < plan.k]
     labels = arm_labels(plan)
     runner: ThreadPoolTaskRunner[SampleOutcome] = ThreadPoolTaskRunner(max_workers=threads)
     with runner, requests_stopped_on_signal():
         futures = [
-            runner.submit(sample_arms, _arm_jobs(plan, db, batch, labels))
+            runner.submit(sample_arms, _arm_jobs(plan, db, batch, labels, cap=cap))
             for batch in batches(todo, task_runs)
         ]
         yield
@@ -189,6 +201,7 @@ def _arm_jobs(
     batch: list[Arm],
     labels: dict[str, str],
     counter: Counter | None = None,
+    cap: SpendCap | None = None,
 ) -> dict[str, Any]:
     """The parameters of a sampling task run of ``batch``."""
     first = labels[batch[0].arm_id]
@@ -198,6 +211,7 @@ def _arm_jobs(
         "k": plan.k,
         "label": first if len(batch) == 1 else f"{len(batch)} arms from {first}",
         "counter": counter,
+        "cap": cap,
     }
 
 
@@ -210,10 +224,12 @@ def sample_phase(
     threads: int,
     progress_key: str,
     counter: Counter | None = None,
+    cap: SpendCap | None = None,
 ) -> Sampling:
     """The sampling still to do: every arm short of k outputs (counted from what is stored).
     Outputs count on ``counter`` when given (a sequential audit's, across its looks), else on
-    a counter of this phase; the progress artifact ``progress_key`` shows it."""
+    a counter of this phase; the progress artifact ``progress_key`` shows it. Requests
+    are held to the run's spend ``cap`` (when the config sets one)."""
     logger = get_run_logger()
     have = _stored_counts(plan, store)
     todo = [a for a in plan.arms if have[a.arm_id] < plan.k]
@@ -225,7 +241,25 @@ def sample_phase(
         logger.info("sampling %d outputs for %d arms (k=%d)", missing, len(todo), plan.k)
     else:
         logger.info("sampling: all %d outputs already stored (k=%d)", total, plan.k)
-    return Sampling(plan, store, db, run_id, todo, counter, task_runs, threads, progress_key)
+    return Sampling(plan, store, db, run_id, todo, counter, task_runs, threads, progress_key, cap)
+
+
+def spend_cap(
+    max_cost_usd: float | None, store: storage.Store, arms: Sequence[Arm]
+) -> SpendCap | None:
+    """The run's spend cap (None without ``max_cost_usd``), counting what the stored outputs
+    of ``arms`` (the arms the run samples) cost already."""
+    if max_cost_usd is None:
+        return None
+    return SpendCap(max_cost_usd, stored_cost(store, arms))
+
+
+def stored_cost(store: storage.Store, arms: Sequence[Arm]) -> float:
+    """USD the stored outputs of ``arms`` cost (outputs of unknown cost count 0)."""
+    if not arms:
+        return 0.0
+    costs = store.samples([a.arm_id for a in arms])["cost_usd"]
+    return float(costs.fillna(0.0).sum())
 
 
 def _stored_counts(plan: AuditPlan, store: storage.Store) -> dict[str, int]:

@@ -28,15 +28,18 @@ from prefect.settings import (
 
 import storage
 from dbpa.config import AuditConfig
-from dbpa.llm import PermanentModelError
+from dbpa.llm import PermanentModelError, SpendCap
 from dbpa.plan import AuditPlan, plan_audit
+from dbpa.spend import check_prices
 from flows import record
 from flows._analysis import ArmAnalysis, correct_families
 from flows._sampling import (
     requests_stopped_on_signal,
     sample_phase,
     sampled_meanwhile,
+    spend_cap,
     stop_lifted_at_the_end,
+    stored_cost,
 )
 from flows._sequential import Counters, SequentialOutcome, run_looks
 from tasks.artifacts import artifact_key
@@ -121,8 +124,20 @@ def audit(
         run_id = _run_id(config)
         try:
             if plan is None:
-                config = _generated(db, store, config)
+                ready = plan_audit(config.ready_part())
+                check_prices(config, ready)
+                cap = spend_cap(config.max_cost_usd, store, ready.arms)
+                config = _generated(db, store, config, ready, cap)
                 plan = plan_audit(config)
+                check_prices(config, plan)
+                if cap is not None:  # the arms of the generated paraphrases
+                    counted = {a.arm_id for a in ready.arms}
+                    cap.add_spent(
+                        stored_cost(store, [a for a in plan.arms if a.arm_id not in counted])
+                    )
+            else:
+                check_prices(config, plan)
+                cap = spend_cap(config.max_cost_usd, store, plan.arms)
             _start_run(store, plan, config, run_id)
             if config.sequential:
                 outcome = run_looks(
@@ -138,6 +153,7 @@ def audit(
                         run_id,
                         background,
                         counters,
+                        cap,
                     ),
                     logger.info,
                 )
@@ -145,7 +161,7 @@ def audit(
                 _log_savings(outcome)
             else:
                 outcome = None
-                failures = _sample_and_test(plan, store, config, db, run_id, background)
+                failures = _sample_and_test(plan, store, config, db, run_id, background, cap=cap)
             with _timed("correcting"):
                 correct_families(plan, store, config, run_id, outcome)
             status = "incomplete" if failures else "completed"
@@ -174,11 +190,12 @@ def _sample_and_test(
     run_id: str,
     background: ExitStack,
     counters: Counters | None = None,
+    cap: SpendCap | None = None,
 ) -> dict[str, str]:
     """Fill every arm of ``plan`` to k outputs, embed them and run the plan's tests (the
     arms of each sampling task run as it ends, the rest after); returns the arms that
     failed permanently. A sequential audit runs this once per look, its progress on the
-    audit's ``counters``."""
+    audit's ``counters``. Requests are held to the run's spend ``cap``."""
     analysis = ArmAnalysis(
         plan,
         store,
@@ -198,6 +215,7 @@ def _sample_and_test(
             SAMPLING_THREADS,
             artifact_key(config.name, "progress"),
             None if counters is None else counters.sample,
+            cap,
         )
         for arm_ids in sampling.completed_arms(background):  # as each task run ends
             with sampling.holding_errors():  # raised by finish(), once all have ended
@@ -229,12 +247,14 @@ def _log_savings(outcome: SequentialOutcome) -> None:
     )
 
 
-def _generated(db: str, store: storage.Store, config: AuditConfig) -> AuditConfig:
+def _generated(
+    db: str, store: storage.Store, config: AuditConfig, ready: AuditPlan, cap: SpendCap | None
+) -> AuditConfig:
     """``config`` with its paraphrases generated (or read from the record), while the arms
     that need no paraphrase are sampled (they wait for no generation); a generator that
-    fails permanently stops the audit, with what was sampled kept."""
-    ready = plan_audit(config.ready_part())
-    with sampled_meanwhile(ready, store, db, SAMPLE_TASK_RUNS, SAMPLING_THREADS):
+    fails permanently stops the audit, with what was sampled kept. ``ready``: the plan of
+    the part that needs no paraphrase; ``cap``: the run's spend cap."""
+    with sampled_meanwhile(ready, store, db, SAMPLE_TASK_RUNS, SAMPLING_THREADS, cap):
         try:
             return generate_paraphrases(db, config)
         except PermanentModelError as exc:

@@ -13,7 +13,7 @@ from prefect.states import Failed
 
 import storage
 from dbpa.arms import Arm
-from dbpa.llm import PermanentModelError, TransientModelError, Warn, sample
+from dbpa.llm import PermanentModelError, SpendCap, TransientModelError, Warn, sample
 from dbpa.progress import Counter
 from dbpa.specs import Generation
 
@@ -73,13 +73,20 @@ def _transient_only(task: Any, task_run: Any, state: Any) -> bool:
     retry_condition_fn=_transient_only,
 )
 def sample_arms(
-    db: str, jobs: list[ArmJob], k: int, label: str, counter: Counter | None = None
+    db: str,
+    jobs: list[ArmJob],
+    k: int,
+    label: str,
+    counter: Counter | None = None,
+    cap: SpendCap | None = None,
 ) -> SampleOutcome | State[Any]:
     """Fill every arm of ``jobs`` up to k outputs, asking only for the missing ones (so a
     retry or a resumed run never requests a stored output again); a permanent model error
     ends that arm only. The arms of the batch are sampled concurrently. With arms that
     failed permanently the task run ends Failed with :class:`ArmsFailed` (no retry: it
-    would fail again), its message the reasons; the flow reports them once per model."""
+    would fail again), its message the reasons; the flow reports them once per model.
+    ``cap``: the run's spend cap; once it is reached the task raises ``SpendCapReached``
+    (not retried) after its arms' answers in flight are stored."""
     store = storage.get(db)
     present = store.sample_indices([j.arm.arm_id for j in jobs])
     threads = min(len(jobs), ARMS_IN_FLIGHT)
@@ -93,6 +100,7 @@ def sample_arms(
                 [i for i in range(k) if i not in present[job.arm.arm_id]],
                 counter,
                 warn,
+                cap,
             )
             for job in jobs
         }
@@ -119,6 +127,7 @@ def _fill(
     missing: list[int],
     counter: Counter | None,
     warn: Warn,
+    cap: SpendCap | None,
 ) -> int:
     if not missing:
         return 0
@@ -129,5 +138,13 @@ def _fill(
             counter.add(len(outputs))
 
     return len(
-        sample(job.arm.model, job.arm.messages, missing, seed=job.seed, on_outputs=keep, warn=warn)
+        sample(
+            job.arm.model,
+            job.arm.messages,
+            missing,
+            seed=job.seed,
+            on_outputs=keep,
+            warn=warn,
+            cap=cap,
+        )
     )

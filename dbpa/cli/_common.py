@@ -38,7 +38,8 @@ class ExitCode(IntEnum):
     INCOMPLETE = 1
     """The audit ran but could not finish (a model failed permanently, refused connections
     for its ``connect_budget_s`` or kept failing after every retry: every other output is
-    kept and the same command resumes), or the record is in use and ``--no-wait`` was given,
+    kept and the same command resumes), or the run reached its spend cap (``max_cost_usd``:
+    the message says how to resume), or the record is in use and ``--no-wait`` was given,
     or Prefect's temporary server did not start."""
     BAD_INPUT = 2
     """A file, field, option or run id that cannot be used, or a damaged record; the message
@@ -121,6 +122,7 @@ RunnerOption = Annotated[
 # does not import storage or Prefect into a command that does not use them.
 _EXIT_CODES: tuple[tuple[str, str, ExitCode], ...] = (
     ("flows.audit", "AuditIncomplete", ExitCode.INCOMPLETE),
+    ("dbpa.llm", "SpendCapReached", ExitCode.INCOMPLETE),
     ("dbpa.launch", "TemporaryServerError", ExitCode.INCOMPLETE),
     ("storage", "DatabaseInUseError", ExitCode.INCOMPLETE),
     ("storage", "DamagedRecordError", ExitCode.BAD_INPUT),

@@ -21,6 +21,7 @@ from ._common import (
 )
 
 if TYPE_CHECKING:
+    from dbpa.config import AuditConfig
     from dbpa.set_sizing import SetBudget, SetSizes
     from dbpa.sizing import Budget, SizePlan
 
@@ -60,7 +61,12 @@ def plan(
         raise ValueError(f"--simulations: {simulations} is too few (at least 10)")
     from dbpa.launch import load_audit
 
-    cfg, _ = load_audit(config, parse_overrides(set_), db)  # paraphrases: the pilot's
+    cfg, planned = load_audit(config, parse_overrides(set_), db)  # paraphrases: the pilot's
+    if cfg.max_cost_usd is not None and planned is not None:
+        from dbpa.spend import check_estimate, check_prices, lowest_cost
+
+        lowest = lowest_cost(cfg, planned, check_prices(cfg, planned))
+        check_estimate(cfg, lowest, "the least its prompts alone can cost")
     with open_record(db) as store:
         if cfg.prompts is not None:
             set_sizes = estimate_set_sizes(
@@ -84,6 +90,16 @@ def plan(
         out.print_json(json.dumps(_as_json(sizes)))
     else:
         _print(sizes)
+    configured = set_sizes.configured if cfg.prompts is not None else sizes.configured
+    if configured.cost_usd is not None:  # shown above, then refused
+        check_estimate_at_k(cfg, configured.cost_usd)
+
+
+def check_estimate_at_k(cfg: AuditConfig, cost_usd: float) -> None:
+    """Refuse a cap below the pilot's estimate of the run at the config's k."""
+    from dbpa.spend import check_estimate
+
+    check_estimate(cfg, cost_usd, f"the pilot's estimate of the run at k={cfg.k}")
 
 
 def _as_json(sizes: SizePlan) -> dict[str, object]:

@@ -7,6 +7,7 @@ the head start, the flow or the record) is carried out below the command line.
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING, Annotated
@@ -153,11 +154,27 @@ def run(
             )
         except Exception as stopped:
             _stopped(stopped, db)
+            _capped(stopped, config, db, set_)
             raise
         results = print_results(db, launched.run_id)
         for fmt, path in launched.reports.items():
             out.print(f"{fmt} report: {path}")
         check_gates(results, fail_on_control_rejection, require_equivalent or [])
+
+
+def _capped(error: Exception, config: object, db: object, set_: list[str] | None) -> None:
+    """A spend cap reached: this command's one-line exit message, saying how to resume."""
+    from dbpa.llm import SpendCapReached
+
+    if not isinstance(error, SpendCapReached):
+        return
+    error.__traceback__ = None
+    kept = [s for s in set_ or [] if not s.startswith("max_cost_usd=")]
+    command = " ".join(
+        ["dbpa run", shlex.quote(str(config)), "--db", shlex.quote(str(db))]
+        + [f"--set {shlex.quote(s)}" for s in kept]
+    )
+    raise fail(ExitCode.INCOMPLETE, error.line(command), one_line=True) from None
 
 
 def _stopped(error: Exception, db: object) -> None:

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from dbpa.analysis import EquivalenceSpec
     from dbpa.config import AuditConfig
     from dbpa.perturbations import GeneratedParaphrase, Perturbation
+    from dbpa.plan import AuditPlan
 
 SUMMARY_OVER = 300
 """Families with more perturbations than this are summarised unless ``--all`` is given."""
@@ -52,6 +53,8 @@ def validate(
     if plan is None:
         _print_ungenerated(cfg, all_)
         return
+    if cfg.max_cost_usd is not None:
+        _check_cap(cfg, plan)
     analysis = cfg.analysis
     prompts = f" x {len(cfg.prompt_set)} prompts" if cfg.prompts is not None else ""
     tests = f"{len(plan.tests)} tests"
@@ -69,6 +72,19 @@ def validate(
     _print_notes(cfg)
     _print_family(cfg.family, all_)
     _print_dropped(cfg)
+
+
+def _check_cap(cfg: AuditConfig, plan: AuditPlan) -> None:
+    """Refuse a cap below the least the run can cost (every request's prompt alone)."""
+    from dbpa.spend import check_estimate, check_prices, lowest_cost
+
+    lowest = lowest_cost(cfg, plan, check_prices(cfg, plan))
+    check_estimate(cfg, lowest, "the least its prompts alone can cost")
+    out.print(
+        f"spend cap: max_cost_usd=${cfg.max_cost_usd:g}, at least ${lowest:.4f} for the prompts "
+        "(the answers cost more: dbpa plan estimates them from a pilot)",
+        highlight=False,
+    )
 
 
 def _print_notes(cfg: AuditConfig) -> None:

@@ -62,9 +62,13 @@ def load_audit(
     (see :func:`bind_stored`).
     """
     from dbpa.plan import plan_audit
+    from dbpa.spend import check_prices
 
     cfg = bind_stored(_loaded(config, overrides), db)
-    return cfg, None if cfg.ungenerated else plan_audit(cfg)
+    plan = None if cfg.ungenerated else plan_audit(cfg)
+    if cfg.max_cost_usd is not None:  # a capped run of a model of unknown price: refused
+        check_prices(cfg, plan or plan_audit(cfg.ready_part()))
+    return cfg, plan
 
 
 def _loaded(config: Path, overrides: dict[str, Any] | None) -> AuditConfig:
@@ -111,6 +115,7 @@ def prepare(
     config's equivalence margin (a ``ConfigError`` without one, before any wait)."""
     from dbpa.config import ConfigError
     from dbpa.plan import plan_audit
+    from dbpa.spend import check_prices
     from storage import ready_to_write
 
     cfg = _loaded(config, overrides)
@@ -126,6 +131,7 @@ def prepare(
         # need none (the original's, other specs') are sampled from the start all the same.
         plannable = cfg.ready_part() if cfg.ungenerated else cfg
         planned = plan_audit(plannable)
+        check_prices(cfg, planned)  # a capped run of a model of unknown price: refused
         plan = None if cfg.ungenerated else planned
         ready = first_look(planned, cfg)
         work = pending_work(ready, db) if plan is not None else generation_work(cfg)

@@ -52,6 +52,13 @@ from ._providers import KEYLESS_PLACEHOLDER, api_key, choices_per_request, provi
 from ._retry import DEFAULT_RETRY, Retrier, RetryPolicy
 from ._runner import allow_requests, stop_requests, stopping
 from ._sampler import OnOutputs, Warn, block_seed, requests_needed, sample, sample_async
+from ._spend import (
+    Prices,
+    SpendCap,
+    SpendCapReached,
+    UnknownPriceError,
+    model_prices,
+)
 
 __all__ = [
     "DEFAULT_RETRY",
@@ -64,10 +71,14 @@ __all__ = [
     "ModelError",
     "OnOutputs",
     "PermanentModelError",
+    "Prices",
     "Retrier",
     "RetryPolicy",
     "SamplingStopped",
+    "SpendCap",
+    "SpendCapReached",
     "TransientModelError",
+    "UnknownPriceError",
     "UnreachableModelError",
     "Warn",
     "allow_requests",
@@ -78,6 +89,7 @@ __all__ = [
     "endpoint_for",
     "litellm",
     "local_server",
+    "model_prices",
     "provider_name",
     "requests_needed",
     "sample",

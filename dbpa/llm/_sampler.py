@@ -12,6 +12,11 @@ Delivery. ``on_outputs(list[Generation])`` is called once per successful request
 as it returns (the pipeline stores them at once); every output is also returned, in index
 order. ``on_outputs`` doubles as the progress hook: it sees every output exactly once.
 
+Spend cap. With a ``cap`` (:class:`~dbpa.llm._spend.SpendCap`), each request reserves its
+most before it is sent and settles at its real cost; once the cap refuses a request, no
+request of the arm is sent any more, those in flight deliver, and the arm raises
+:class:`~dbpa.llm._spend.SpendCapReached`.
+
 Failures. Transient errors are retried (:class:`RetryPolicy`, ``ModelSpec.max_retries``),
 then :class:`TransientModelError`; permanent ones raise :class:`PermanentModelError` at once.
 Failed connections are retried until the endpoint has been unreachable for
@@ -51,6 +56,15 @@ from ._limits import limit_for
 from ._providers import Route, choices_per_request, route_for
 from ._retry import DEFAULT_RETRY, Retrier, RetryPolicy
 from ._runner import stopping, submit
+from ._spend import (
+    Prices,
+    SpendCap,
+    SpendCapReached,
+    UnknownPriceError,
+    model_prices,
+    priced_cost,
+    prompt_tokens_high,
+)
 
 OnOutputs = Callable[[list[Generation]], object]
 Warn = Callable[[str], object]
@@ -79,12 +93,14 @@ async def sample_async(
     retry: RetryPolicy = DEFAULT_RETRY,
     rng: random.Random | None = None,
     warn: Warn | None = None,
+    cap: SpendCap | None = None,
 ) -> list[Generation]:
     """Sample the outputs ``indices`` of the arm (``model``, ``messages``, ``seed``).
 
     ``rng`` only jitters the retry waits (default: a fresh ``random.Random()``); the texts
     depend on ``seed`` alone. ``warn`` is told, on the event loop, when the model's endpoint
-    starts refusing connections (once per outage, whichever arm meets it first).
+    starts refusing connections (once per outage, whichever arm meets it first). ``cap``
+    is the run's spend cap (see the module's docstring).
     """
     _model_iv(model)
     payload = _messages_iv(messages)
@@ -93,6 +109,8 @@ async def sample_async(
     if not wanted:
         return []
     route = await asyncio.to_thread(route_for, model)
+    priced = model.input_cost_per_token is not None or (cap is not None and not model.is_local)
+    prices = await asyncio.to_thread(model_prices, model) if priced else None
     arm = _Arm(
         model=model,
         route=route,
@@ -111,6 +129,8 @@ async def sample_async(
         messages=payload,
         seed=seed,
         stop=asyncio.Event(),
+        cap=None if model.is_local else cap,
+        prices=prices,
     )
     blocks: dict[int, list[int]] = {}
     for i in wanted:
@@ -118,12 +138,19 @@ async def sample_async(
     tasks = [asyncio.create_task(arm.request(b, offsets)) for b, offsets in blocks.items()]
     outputs: list[Generation] = []
     unsent = 0
+    capped: SpendCapReached | None = None
     try:
         for finished in asyncio.as_completed(tasks):
             try:
                 delivered = await finished
             except _ProcessStopping:  # the requests in flight still deliver
                 unsent += 1
+                continue
+            except (SpendCapReached, _ArmStopped) as exc:  # so do they here
+                if isinstance(exc, SpendCapReached):
+                    capped = capped or exc
+                elif capped is None:
+                    raise
                 continue
             if on_outputs is not None:
                 on_outputs(delivered)
@@ -134,6 +161,8 @@ async def sample_async(
         await asyncio.gather(*tasks, return_exceptions=True)
     if unsent:
         raise _not_sent(model, unsent)
+    if capped is not None:
+        raise capped
     return sorted(outputs, key=operator.attrgetter("index"))
 
 
@@ -147,6 +176,7 @@ def sample(
     retry: RetryPolicy = DEFAULT_RETRY,
     rng: random.Random | None = None,
     warn: Warn | None = None,
+    cap: SpendCap | None = None,
 ) -> list[Generation]:
     """Blocking :func:`sample_async`; ``on_outputs`` runs in the calling thread, ``warn`` on
     dbpa's event loop thread.
@@ -165,6 +195,7 @@ def sample(
             retry=retry,
             rng=rng,
             warn=warn,
+            cap=cap,
         )
     )
     if future.cancelled():  # the process is stopping: the coroutine never ran
@@ -191,12 +222,16 @@ class _Arm:
     seed: int
     stop: asyncio.Event
     """Set when a request failed for good: requests still waiting for a slot are not sent."""
+    cap: SpendCap | None = None
+    """The run's spend cap (None: uncapped, or the embedded model)."""
+    prices: Prices | None = None
+    """The model's prices where the cap or the spec's own prices need them."""
 
     async def request(self, block: int, offsets: list[int]) -> list[Generation]:
         """The outputs at ``offsets`` of ``block``, from one successful request."""
         try:
             return await self._request(block, offsets)
-        except ModelError:
+        except (ModelError, SpendCapReached):
             # Set before any waiting request of the arm resumes (no await in between).
             self.stop.set()
             raise
@@ -220,8 +255,16 @@ class _Arm:
                 if self.stop.is_set():
                     raise _ArmStopped
                 self.retrier.check()  # the endpoint may have rejected the key meanwhile
+                reserved = self._reserve(n)
                 start = time.perf_counter()
-                response = await acompletion(**kwargs)
+                try:
+                    response = await acompletion(**kwargs)
+                except BaseException:
+                    if self.cap is not None:
+                        self.cap.release(reserved)
+                    raise
+                if self.cap is not None:
+                    self.cap.settle(reserved, _request_cost(response, self.prices))
                 return response, time.perf_counter() - start
 
         response, latency = await self.retrier.call_async(attempt, asyncio.sleep)
@@ -231,7 +274,7 @@ class _Arm:
                 model.label,
                 f"asked for {n} choices, got {len(choices)}: the server ignores n; set max_n=1",
             )
-        usage = _Usage.of(response, route, len(offsets), n)
+        usage = _Usage.of(response, route, len(offsets), n, self.prices)
         request_id = getattr(response, "id", None) or uuid.uuid4().hex
         return [
             Generation(
@@ -248,6 +291,18 @@ class _Arm:
             )
             for k, j in enumerate(offsets)
         ]
+
+    def _reserve(self, n: int) -> float:
+        """Reserve the most a request of ``n`` choices can cost; the amount reserved."""
+        if self.cap is None or self.prices is None:
+            return 0.0
+        prices = self.prices
+        try:
+            most = prices.request_most(prompt_tokens_high(self.messages), n)
+        except UnknownPriceError as exc:
+            raise PermanentModelError(self.model.label, str(exc)) from None
+        self.cap.reserve(most)
+        return most
 
 
 def _not_sent(model: ModelSpec, requests: int) -> SamplingStopped:
@@ -279,13 +334,15 @@ class _Usage:
     cost_usd: float | None
 
     @classmethod
-    def of(cls, response: Any, route: Route, delivered: int, asked: int) -> _Usage:
+    def of(
+        cls, response: Any, route: Route, delivered: int, asked: int, prices: Prices | None = None
+    ) -> _Usage:
         usage = getattr(response, "usage", None)
         prompt = getattr(usage, "prompt_tokens", None)
         completion = getattr(usage, "completion_tokens", None)
         if asked > 1 and not route.usage_sums_choices:
             completion = None
-        cost = None if route.is_local else _cost(response)
+        cost = None if route.is_local else _request_cost(response, prices)
         return cls(
             _split(prompt, delivered),
             _split(completion, delivered),
@@ -299,6 +356,19 @@ def _split(total: int | None, parts: int) -> list[int | None]:
         return [None] * parts
     share, extra = divmod(int(total), parts)
     return [share + (1 if k < extra else 0) for k in range(parts)]
+
+
+def _request_cost(response: Any, prices: Prices | None) -> float | None:
+    """The request's cost: at the spec's own prices where it gives them (from the answer's
+    usage), else litellm's."""
+    if prices is not None and prices.own:
+        usage = getattr(response, "usage", None)
+        return priced_cost(
+            prices,
+            getattr(usage, "prompt_tokens", None),
+            getattr(usage, "completion_tokens", None),
+        )
+    return _cost(response)
 
 
 def _cost(response: Any) -> float | None:
