@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from dbpa.analysis import Decision, Margin
 
-from ._core import StoreCore
+from ._core import StoreCore, retried
 from ._errors import UnknownRunError
 from ._results import results_sql, runs_sql
 
@@ -36,6 +36,7 @@ _FAMILY_KEYS = (
 class RunRecord(StoreCore):
     """Runs, run families, arm failures, corrections, sequential looks, results and usage."""
 
+    @retried
     def start_run(
         self,
         run_id: str,
@@ -65,6 +66,7 @@ class RunRecord(StoreCore):
                 ],
             )
 
+    @retried
     def mark_interrupted_runs(self) -> int:
         """Runs left 'running' by a process that died become 'crashed'; returns how many."""
         with self._transaction() as con:
@@ -78,6 +80,7 @@ class RunRecord(StoreCore):
             )
         return int(count)
 
+    @retried
     def finish_run(
         self, run_id: str, status: str, message: str | None = None, report_path: str | None = None
     ) -> None:
@@ -89,6 +92,7 @@ class RunRecord(StoreCore):
                 [status, message, report_path, run_id],
             )
 
+    @retried
     def set_report_path(self, run_id: str, report_path: str) -> None:
         """Remember where the run's report was written."""
         with self._transaction() as con:
@@ -98,7 +102,7 @@ class RunRecord(StoreCore):
         """Every run, newest first; a running run with its progress so far (outputs stored of
         those planned, tests stored of those planned, whether it is sequential: then the
         planned outputs are a maximum; missing for the others)."""
-        return self._df(runs_sql(self.schema_version))
+        return self._df(runs_sql(self.schema_version, postgres=self.postgres))
 
     def run(self, run_id: str) -> dict[str, Any]:
         """One run's row; ``UnknownRunError`` naming the id when absent. ``latest`` is accepted."""
@@ -111,11 +115,14 @@ class RunRecord(StoreCore):
         else:
             df = self._df("SELECT * FROM runs WHERE run_id = ?", [run_id])
         if df.empty:
-            raise UnknownRunError(f"run {run_id!r} is not in {self.path}; `dbpa runs` lists them")
+            raise UnknownRunError(
+                f"run {run_id!r} is not in {self.location}; `dbpa runs` lists them"
+            )
         return df
 
     # ---------------------------------------------------------------------- a run's family
 
+    @retried
     def add_family(self, run_id: str, rows: Sequence[Mapping[str, Any]]) -> None:
         """The perturbations tested by a run (keys: family, perturbation_id, position, kind,
         label, description, original_arm, perturbed_arm, test_id)."""
@@ -123,6 +130,7 @@ class RunRecord(StoreCore):
         with self._transaction() as con:
             self._insert(con, "run_tests", pa.Table.from_pylist(values), "ON CONFLICT DO NOTHING")
 
+    @retried
     def add_arm_failure(self, run_id: str, arm_id: str, model: str, reason: str) -> None:
         """Record that an arm could not be sampled in this run."""
         with self._transaction() as con:
@@ -136,6 +144,7 @@ class RunRecord(StoreCore):
         """Arms that failed in a run, with the reason."""
         return self._df("SELECT * FROM arm_failures WHERE run_id = ? ORDER BY arm_id", [run_id])
 
+    @retried
     def add_corrections(
         self,
         run_id: str,
@@ -181,6 +190,7 @@ class RunRecord(StoreCore):
             ]
             self._insert(con, "corrections", pa.Table.from_pylist(rows, schema=_CORRECTIONS))
 
+    @retried
     def add_sequential_looks(
         self, run_id: str, family: str, rows: Sequence[Mapping[str, Any]]
     ) -> None:
@@ -191,26 +201,21 @@ class RunRecord(StoreCore):
         Written after every look, so a running run's results show the stops so far."""
         values = [{"run_id": run_id, "family": family, "stop": None, **row} for row in rows]
         last = {row["perturbation_id"]: row["test_id"] for row in rows}
-        pointers = pa.table(
-            {"perturbation_id": list(last), "test_id": list(last.values())},
-            pa.schema([("perturbation_id", pa.string()), ("test_id", pa.string())]),
-        )
         with self._transaction() as con:
             con.execute(
                 "DELETE FROM sequential_looks WHERE run_id = ? AND family = ?", [run_id, family]
             )
             if values:
                 self._insert(con, "sequential_looks", pa.Table.from_pylist(values, _LOOKS))
-            con.register("last_looks", pointers)
-            try:  # one statement: a family of thousands updated row by row took seconds
-                con.execute(
-                    "UPDATE run_tests SET test_id = l.test_id FROM last_looks l "
-                    "WHERE run_tests.run_id = ? AND run_tests.family = ? "
-                    "AND run_tests.perturbation_id = l.perturbation_id",
-                    [run_id, family],
-                )
-            finally:
-                con.unregister("last_looks")
+            # one statement: a family of thousands updated row by row took seconds
+            con.execute(
+                "UPDATE run_tests SET test_id = l.test_id FROM (SELECT "
+                "unnest(CAST(? AS VARCHAR[])) AS perturbation_id, "
+                "unnest(CAST(? AS VARCHAR[])) AS test_id) AS l "
+                "WHERE run_tests.run_id = ? AND run_tests.family = ? "
+                "AND run_tests.perturbation_id = l.perturbation_id",
+                [list(last), list(last.values()), run_id, family],
+            )
 
     def sequential_looks(self, run_id: str) -> pd.DataFrame:
         """Every look of a sequential run, in family and look order (empty for a fixed-k
@@ -225,6 +230,7 @@ class RunRecord(StoreCore):
             [run_id],
         )
 
+    @retried
     def set_run_outputs(self, run_id: str, used: int, fixed: int) -> None:
         """Outputs per arm a sequential run's design asked for, summed over its arms
         (``used``), and what the fixed-k design asks (``fixed``)."""
@@ -250,7 +256,8 @@ class RunRecord(StoreCore):
             "count(*) FILTER (WHERE status = 'filtered') AS filtered, "
             "sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens, "
             "sum(cost_usd) AS cost_usd, avg(latency_s) AS mean_latency_s "
-            "FROM samples WHERE arm_id IN (SELECT unnest(?)) GROUP BY arm_id ORDER BY arm_id",
+            "FROM samples WHERE arm_id IN (SELECT unnest(CAST(? AS VARCHAR[]))) "
+            "GROUP BY arm_id ORDER BY arm_id",
             [list(arm_ids)],
         )
 
