@@ -149,8 +149,10 @@ class SampleRecord(StoreCore):
     @retried
     def _insert_samples(self, rows: list[tuple[object, ...]], *, arrow: bool) -> None:
         """One INSERT of ``rows`` (the first of two with one key wins): over an Arrow table,
-        or as a VALUES list (faster up to a few dozen rows)."""
-        unique = list({(row[0], row[1]): row for row in reversed(rows)}.values())[::-1]
+        or as a VALUES list (faster up to a few dozen rows). In one order of their keys for
+        every writer, so that writers of one PostgreSQL record wait rather than deadlock."""
+        first = {(row[0], row[1]): row for row in reversed(rows)}
+        unique = [first[key] for key in sorted(first, key=lambda k: (k[0], repr(k[1])))]
         columns = ", ".join(_SAMPLE_COLUMNS)
         with self._transaction() as con:
             if arrow:
