@@ -64,7 +64,9 @@ def connect(url: str, *, read_only: bool) -> PostgresConnection:
     try:
         con = psycopg.connect(url, autocommit=True, options=options)
     except psycopg.Error as exc:
-        kind = "refused the login" if getattr(exc, "sqlstate", None) else "cannot be reached"
+        said = str(exc).lower()  # libpq's words, not repeated: they may name the user
+        kind = "refused the login" if "password" in said or "authentication" in said else ""
+        kind = kind or "cannot be reached"
         raise ConnectionError(f"PostgreSQL at {where} {kind}") from None
     _load_json_as_text(con)
     return PostgresConnection(con)

@@ -33,8 +33,25 @@ _FAMILY_KEYS = (
 )
 
 
+_RUN_LOCKS = 500_002
+"""The class of PostgreSQL's advisory locks by which the process running a run says it is
+alive (the second key: the hash of the run's id)."""
+_CRASHED = "the process running it stopped before it finished (killed or crashed)"
+
+
 class RunRecord(StoreCore):
-    """Runs, run families, arm failures, corrections, sequential looks, results and usage."""
+    """Runs, run families, arm failures, corrections, sequential looks, results and usage.
+
+    On a PostgreSQL record the process running a run holds an advisory lock of its own
+    (``_RUN_LOCKS``, the run's id) on its connection until it finishes the run; the server
+    lets go of it when that connection ends, so a run left running whose lock is free had
+    a process that died, wherever it ran."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._live_runs: set[str] = set()
+        """Runs this store started and has not finished (on PostgreSQL: their locks, held
+        once each)."""
+        super().__init__(*args, **kwargs)
 
     @retried
     def start_run(
@@ -65,18 +82,32 @@ class RunRecord(StoreCore):
                     json.dumps(dict(versions), sort_keys=True),
                 ],
             )
+        if self.postgres and run_id not in self._live_runs:
+            self._rows("SELECT pg_try_advisory_lock(?, hashtext(?))", [_RUN_LOCKS, run_id])
+        self._live_runs.add(run_id)
 
     @retried
     def mark_interrupted_runs(self) -> int:
-        """Runs left 'running' by a process that died become 'crashed'; returns how many."""
+        """Runs left 'running' by a process that died become 'crashed'; returns how many.
+
+        On PostgreSQL not the runs of another live process, on any machine (their locks are
+        held); this store's own count as interrupted, as on a file (the flow asks before it
+        starts its run)."""
+        if self.postgres:
+            with self._transaction() as con:
+                crashed = con.execute(
+                    "UPDATE runs SET status = 'crashed', message = ? WHERE status = 'running' "
+                    "AND pg_try_advisory_xact_lock(?, hashtext(run_id)) RETURNING run_id",
+                    [_CRASHED, _RUN_LOCKS],
+                ).fetchall()
+            return len(crashed)
         with self._transaction() as con:
             (count,) = con.execute(
                 "SELECT count(*) FROM runs WHERE status = 'running'"
             ).fetchone() or (0,)
             con.execute(
-                "UPDATE runs SET status = 'crashed', message = "
-                "'the process running it stopped before it finished (killed or crashed)' "
-                "WHERE status = 'running'"
+                "UPDATE runs SET status = 'crashed', message = ? WHERE status = 'running'",
+                [_CRASHED],
             )
         return int(count)
 
@@ -91,6 +122,9 @@ class RunRecord(StoreCore):
                 "finished_at = current_timestamp WHERE run_id = ?",
                 [status, message, report_path, run_id],
             )
+        if self.postgres and run_id in self._live_runs:
+            self._rows("SELECT pg_advisory_unlock(?, hashtext(?))", [_RUN_LOCKS, run_id])
+        self._live_runs.discard(run_id)
 
     @retried
     def set_report_path(self, run_id: str, report_path: str) -> None:

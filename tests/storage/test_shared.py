@@ -125,3 +125,51 @@ def test_a_write_that_lost_to_another_runs_again(sqlstate, calls):
     else:
         assert write() == "written"
     assert len(made) == calls
+
+
+def _start(store: Store, run_id: str) -> None:
+    store.start_run(
+        run_id, audit="shared", config={"k": 4}, config_hash="h", epoch="0",
+        flow_run_id=None, versions={},
+    )  # fmt: skip
+
+
+def test_only_runs_whose_process_is_gone_are_marked_crashed(postgres, monkeypatch):
+    """On a shared record another machine's running run is alive, not interrupted: only a
+    run whose process has gone (its connection closed) is marked crashed."""
+    monkeypatch.setenv("PGPASSWORD", postgres.password)
+    url = postgres_url(postgres, postgres.create_database())
+    with Store(url) as elsewhere, Store(url) as here:
+        _start(elsewhere, "elsewhere")
+        with Store(url) as died:
+            _start(died, "died")  # its process stops without finishing it
+        _start(here, "done")
+        here.finish_run("done", "completed")
+        assert here.mark_interrupted_runs() == 1
+        status = dict(here._rows("SELECT run_id, status FROM runs"))
+        assert status == {"elsewhere": "running", "died": "crashed", "done": "completed"}
+        elsewhere.finish_run("elsewhere", "completed")
+        _start(elsewhere, "again")  # its lock is taken again
+        assert here.mark_interrupted_runs() == 0
+        assert here.run("again")["status"] == "running"
+
+
+def test_a_url_never_carries_the_password_and_errors_name_only_host_and_port(postgres, monkeypatch):
+    dbname = postgres.create_database()
+    url = postgres_url(postgres, dbname)
+    secret = postgres.password
+    with pytest.raises(ValueError, match="must not hold the password") as held:
+        Store(url.replace(f"{postgres.user}@", f"{postgres.user}:{secret}@"))
+    assert secret not in str(held.value)
+    monkeypatch.setenv("PGPASSWORD", "wrong-" + secret)
+    with pytest.raises(ConnectionError) as refused:
+        Store(url)
+    assert str(refused.value) == f"PostgreSQL at 127.0.0.1:{postgres.port} refused the login"
+    assert refused.value.__suppress_context__
+    with pytest.raises(ConnectionError, match=r"^PostgreSQL at 127.0.0.1:1 cannot be reached$"):
+        Store(f"postgresql://{postgres.user}@127.0.0.1:1/{dbname}")
+    monkeypatch.setenv("PGPASSWORD", secret)
+    with Store(url) as store:
+        assert store.location == f"postgresql://127.0.0.1:{postgres.port}/{dbname}"
+    with Store(url, read_only=True) as store, pytest.raises(Exception, match="read-only"):
+        store.add_arms([make_arm()])
