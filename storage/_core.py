@@ -10,13 +10,15 @@ them.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any, Protocol, Self, TypeVar
+from typing import Any, ParamSpec, Protocol, Self, TypeVar
 
 import duckdb
 import pandas as pd
@@ -31,11 +33,42 @@ from ._open import (
     is_interrupt,
     open_connection,
 )
+from ._postgres import (
+    RETRIED,
+    PostgresConnection,
+    connect,
+    is_postgres_url,
+    location,
+    pg_statement,
+)
 from ._schema import MIGRATIONS
 
-__all__ = ["StoreCore"]
+__all__ = ["StoreCore", "retried"]
 
 T = TypeVar("T")
+P = ParamSpec("P")
+_MIGRATION_LOCK = 50_0001
+"""The advisory lock that lets one process at a time migrate a PostgreSQL record."""
+_ATTEMPTS = 8
+"""Tries of a write that loses to another writer on PostgreSQL (``RETRIED``)."""
+
+
+def retried(write: Callable[P, T]) -> Callable[P, T]:
+    """``write`` (one whole, idempotent write) run again when it lost to another writer of
+    a PostgreSQL record (serialization failure or deadlock), after a growing pause."""
+
+    @functools.wraps(write)
+    def again(*args: P.args, **kwargs: P.kwargs) -> T:
+        for attempt in range(_ATTEMPTS):
+            try:
+                return write(*args, **kwargs)
+            except Exception as exc:
+                if getattr(exc, "sqlstate", None) not in RETRIED or attempt == _ATTEMPTS - 1:
+                    raise
+            time.sleep(0.01 * 2**attempt)
+        raise AssertionError("unreachable")
+
+    return again
 
 
 class _Closing(Protocol):
@@ -46,17 +79,26 @@ class StoreCore:
     """An open audit database: the connection, its lock and the helpers every record uses."""
 
     def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
-        """Open the record at ``path`` (created when missing, unless ``read_only``).
+        """Open the record at ``path``: a file (created when missing, unless ``read_only``)
+        or a PostgreSQL URL ``postgresql://USER@HOST:PORT/DBNAME`` (see ``_postgres``).
 
         ``DamagedRecordError`` for a file that cannot be used (nothing is written to it),
         ``DatabaseInUseError`` when another process holds it.
         """
-        self.path = Path(path).expanduser().resolve()
-        if read_only and not self.path.exists():
-            raise FileNotFoundError(f"database {self.path} does not exist (run an audit first)")
-        if not read_only:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._attach(open_connection(self.path, read_only=read_only), read_only=read_only)
+        self.postgres = is_postgres_url(path)
+        """Whether the record is a PostgreSQL database (else a DuckDB file)."""
+        if self.postgres:
+            self.path = Path()  # a file's: no file here
+            self.location = location(str(path))
+            self._attach(connect(str(path), read_only=read_only), read_only=read_only)
+        else:
+            self.path = Path(path).expanduser().resolve()
+            self.location = str(self.path)
+            if read_only and not self.path.exists():
+                raise FileNotFoundError(f"database {self.path} does not exist (run an audit first)")
+            if not read_only:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._attach(open_connection(self.path, read_only=read_only), read_only=read_only)
         self._server: _Closing | None = None
         """What serves this record's reads to other processes (``Store`` starts it)."""
         try:
@@ -67,8 +109,8 @@ class StoreCore:
             self.close()
             raise
 
-    def _attach(self, con: duckdb.DuckDBPyConnection, *, read_only: bool) -> None:
-        self._con: duckdb.DuckDBPyConnection | None = con
+    def _attach(self, con: Any, *, read_only: bool) -> None:
+        self._con: Any = con
         self._lock = threading.RLock()
         self.read_only = read_only
 
@@ -76,17 +118,18 @@ class StoreCore:
         """Another read-only view of this open record over its own DuckDB cursor, for the
         thread that serves other processes (reads there do not wait for this one's lock)."""
         view = type(self).__new__(type(self))
-        view.path = self.path
+        view.path, view.postgres, view.location = self.path, self.postgres, self.location
         view._attach(self._connection.cursor(), read_only=True)
         view._server = None
         view.database_id = self.database_id
         return view
 
     @property
-    def _connection(self) -> duckdb.DuckDBPyConnection:
-        """The open DuckDB connection (``RuntimeError`` once closed)."""
+    def _connection(self) -> Any:
+        """The open connection: DuckDB's, or ``PostgresConnection`` (``RuntimeError`` once
+        closed)."""
         if self._con is None:
-            raise RuntimeError(f"database {self.path} is closed")
+            raise RuntimeError(f"database {self.location} is closed")
         return self._con
 
     @property
@@ -120,7 +163,7 @@ class StoreCore:
     # ---------------------------------------------------------------------- for the records
 
     @contextmanager
-    def _transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+    def _transaction(self) -> Iterator[Any]:
         """One write, committed whole or not at all. Damage that the check before opening
         cannot see (an index block, read when a write first uses it) is a
         ``DamagedRecordError``; the write is not committed."""
@@ -179,7 +222,7 @@ class StoreCore:
         raise error
 
     @staticmethod
-    def _insert(con: duckdb.DuckDBPyConnection, table: str, data: pa.Table, tail: str = "") -> None:
+    def _insert(con: Any, table: str, data: pa.Table, tail: str = "") -> None:
         """INSERT the rows of ``data`` (its column names: the table's) into ``table`` in one
         statement (DuckDB's ``executemany`` runs one statement per row: ~2 ms each).
 
@@ -187,6 +230,9 @@ class StoreCore:
         the record classes, never from data; the values travel as Arrow.
         """
         if data.num_rows == 0:
+            return
+        if isinstance(con, PostgresConnection):
+            con.insert(table, data, tail)
             return
         columns = ", ".join(data.column_names)
         con.register("new_rows", data)
@@ -199,7 +245,12 @@ class StoreCore:
     # ---------------------------------------------------------------------- schema and meta
 
     def _migrate(self) -> None:
+        """Apply the migrations not yet applied (on PostgreSQL through the type map, one
+        process at a time: a lock for the transaction)."""
+        translate = pg_statement if self.postgres else str
         with self._transaction() as con:
+            if self.postgres:
+                con.execute("SELECT pg_advisory_xact_lock(?)", [_MIGRATION_LOCK])
             con.execute(
                 "CREATE TABLE IF NOT EXISTS schema_migrations ("
                 "version INTEGER PRIMARY KEY, description VARCHAR NOT NULL, "
@@ -210,7 +261,7 @@ class StoreCore:
                 if version in done:
                     continue
                 for statement in statements:
-                    con.execute(statement)
+                    con.execute(translate(statement))
                 con.execute(
                     "INSERT INTO schema_migrations (version, description) VALUES (?, ?)",
                     [version, description],

@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from ._core import StoreCore
+from ._core import StoreCore, retried
 
 _DRIFT_KEYS = (
     "reference_epoch",
@@ -40,12 +40,15 @@ class DriftRecord(StoreCore):
         """The epochs of ``audit`` that have a completed run, oldest first (by the start of
         their first run): epoch, started_at, and the run_id and config of the latest one."""
         return self._df(
-            "SELECT epoch, min(started_at) AS started_at, arg_max(run_id, started_at) AS run_id, "
-            "arg_max(config, started_at) AS config FROM runs "
-            "WHERE audit = ? AND status = 'completed' GROUP BY epoch ORDER BY 2, 1",
+            "SELECT epoch, started_at, run_id, config FROM (SELECT epoch, run_id, config, "
+            "min(started_at) OVER (PARTITION BY epoch) AS started_at, row_number() OVER "
+            "(PARTITION BY epoch ORDER BY started_at DESC, run_id DESC) AS newest FROM runs "
+            "WHERE audit = ? AND status = 'completed') AS completed WHERE newest = 1 "
+            "ORDER BY 2, 1",
             [audit],
         )
 
+    @retried
     def add_drift(
         self, audit: str, epoch: str, against: str, rows: Sequence[Mapping[str, Any]]
     ) -> None:

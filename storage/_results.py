@@ -106,15 +106,14 @@ its corrections and, in a sequential run, the look a test stopped at (``{driver}
 
 RUNS_SQL = """
     WITH running AS (
-        SELECT run_id, TRY_CAST(json_extract_string(config, '$.k') AS INTEGER) AS k,
-               json_extract(config, '$.sequential') IS NOT NULL AS sequential
+        SELECT run_id, {k} AS k, {sequential} AS sequential
         FROM runs WHERE status = 'running'),
     run_arms AS (
         SELECT DISTINCT rt.run_id, arm.arm_id, r.k
         FROM running r JOIN {family_tests} rt USING (run_id),
         LATERAL (VALUES (rt.original_arm), (rt.perturbed_arm)) AS arm(arm_id)),
     sampled AS (
-        SELECT a.run_id, count(DISTINCT a.arm_id) * any_value(a.k) AS outputs_planned,
+        SELECT a.run_id, count(DISTINCT a.arm_id) * max(a.k) AS outputs_planned,
                count(s.idx) AS outputs_stored
         FROM run_arms a LEFT JOIN samples s ON s.arm_id = a.arm_id AND s.idx < a.k
         GROUP BY a.run_id),
@@ -133,13 +132,30 @@ RUNS_SQL = """
 see ``runs_sql``)."""
 
 
-def runs_sql(schema_version: int) -> str:
-    """The runs query for a record at ``schema_version``: from migration ``PROMPT_SETS`` a
-    run over a set of prompts counts every prompt's arms and tests, the pooled tests too."""
+_RUN_CONFIG = {
+    False: (
+        "TRY_CAST(json_extract_string(config, '$.k') AS INTEGER)",
+        "json_extract(config, '$.sequential') IS NOT NULL",
+    ),
+    True: (
+        "CASE WHEN (config::jsonb ->> 'k') ~ '^-?[0-9]+$' "
+        "THEN (config::jsonb ->> 'k')::integer END",
+        "(config::jsonb -> 'sequential') IS NOT NULL",
+    ),
+}
+"""A running run's k and whether it is sequential, from its config: DuckDB's, PostgreSQL's."""
+
+
+def runs_sql(schema_version: int, *, postgres: bool = False) -> str:
+    """The runs query for a record at ``schema_version`` (on PostgreSQL if ``postgres``):
+    from migration ``PROMPT_SETS`` a run over a set of prompts counts every prompt's arms
+    and tests, the pooled tests too."""
+    k, sequential = _RUN_CONFIG[postgres]
+    sql = RUNS_SQL.replace("{k}", k).replace("{sequential}", sequential)
     if schema_version < PROMPT_SETS:
-        return RUNS_SQL.replace("{family_tests}", "run_tests").replace("{all_tests}", "run_tests")
+        return sql.replace("{family_tests}", "run_tests").replace("{all_tests}", "run_tests")
     members = (
         "(SELECT run_id, original_arm, perturbed_arm, test_id FROM run_tests UNION ALL "
         "SELECT run_id, original_arm, perturbed_arm, test_id FROM run_prompt_tests)"
     )
-    return RUNS_SQL.replace("{family_tests}", members).replace("{all_tests}", members)
+    return sql.replace("{family_tests}", members).replace("{all_tests}", members)

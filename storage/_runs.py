@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from dbpa.analysis import Decision, Margin
 
-from ._core import StoreCore
+from ._core import StoreCore, retried
 from ._errors import UnknownRunError
 from ._results import results_sql, runs_sql
 
@@ -33,9 +33,27 @@ _FAMILY_KEYS = (
 )
 
 
-class RunRecord(StoreCore):
-    """Runs, run families, arm failures, corrections, sequential looks, results and usage."""
+_RUN_LOCKS = 500_002
+"""The class of PostgreSQL's advisory locks by which the process running a run says it is
+alive (the second key: the hash of the run's id)."""
+_CRASHED = "the process running it stopped before it finished (killed or crashed)"
 
+
+class RunRecord(StoreCore):
+    """Runs, run families, arm failures, corrections, sequential looks, results and usage.
+
+    On a PostgreSQL record the process running a run holds an advisory lock of its own
+    (``_RUN_LOCKS``, the run's id) on its connection until it finishes the run; the server
+    lets go of it when that connection ends, so a run left running whose lock is free had
+    a process that died, wherever it ran."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._live_runs: set[str] = set()
+        """Runs this store started and has not finished (on PostgreSQL: their locks, held
+        once each)."""
+        super().__init__(*args, **kwargs)
+
+    @retried
     def start_run(
         self,
         run_id: str,
@@ -64,20 +82,36 @@ class RunRecord(StoreCore):
                     json.dumps(dict(versions), sort_keys=True),
                 ],
             )
+        if self.postgres and run_id not in self._live_runs:
+            self._rows("SELECT pg_try_advisory_lock(?, hashtext(?))", [_RUN_LOCKS, run_id])
+        self._live_runs.add(run_id)
 
+    @retried
     def mark_interrupted_runs(self) -> int:
-        """Runs left 'running' by a process that died become 'crashed'; returns how many."""
+        """Runs left 'running' by a process that died become 'crashed'; returns how many.
+
+        On PostgreSQL not the runs of another live process, on any machine (their locks are
+        held); this store's own count as interrupted, as on a file (the flow asks before it
+        starts its run)."""
+        if self.postgres:
+            with self._transaction() as con:
+                crashed = con.execute(
+                    "UPDATE runs SET status = 'crashed', message = ? WHERE status = 'running' "
+                    "AND pg_try_advisory_xact_lock(?, hashtext(run_id)) RETURNING run_id",
+                    [_CRASHED, _RUN_LOCKS],
+                ).fetchall()
+            return len(crashed)
         with self._transaction() as con:
             (count,) = con.execute(
                 "SELECT count(*) FROM runs WHERE status = 'running'"
             ).fetchone() or (0,)
             con.execute(
-                "UPDATE runs SET status = 'crashed', message = "
-                "'the process running it stopped before it finished (killed or crashed)' "
-                "WHERE status = 'running'"
+                "UPDATE runs SET status = 'crashed', message = ? WHERE status = 'running'",
+                [_CRASHED],
             )
         return int(count)
 
+    @retried
     def finish_run(
         self, run_id: str, status: str, message: str | None = None, report_path: str | None = None
     ) -> None:
@@ -88,7 +122,11 @@ class RunRecord(StoreCore):
                 "finished_at = current_timestamp WHERE run_id = ?",
                 [status, message, report_path, run_id],
             )
+        if self.postgres and run_id in self._live_runs:
+            self._rows("SELECT pg_advisory_unlock(?, hashtext(?))", [_RUN_LOCKS, run_id])
+        self._live_runs.discard(run_id)
 
+    @retried
     def set_report_path(self, run_id: str, report_path: str) -> None:
         """Remember where the run's report was written."""
         with self._transaction() as con:
@@ -98,7 +136,7 @@ class RunRecord(StoreCore):
         """Every run, newest first; a running run with its progress so far (outputs stored of
         those planned, tests stored of those planned, whether it is sequential: then the
         planned outputs are a maximum; missing for the others)."""
-        return self._df(runs_sql(self.schema_version))
+        return self._df(runs_sql(self.schema_version, postgres=self.postgres))
 
     def run(self, run_id: str) -> dict[str, Any]:
         """One run's row; ``UnknownRunError`` naming the id when absent. ``latest`` is accepted."""
@@ -111,11 +149,14 @@ class RunRecord(StoreCore):
         else:
             df = self._df("SELECT * FROM runs WHERE run_id = ?", [run_id])
         if df.empty:
-            raise UnknownRunError(f"run {run_id!r} is not in {self.path}; `dbpa runs` lists them")
+            raise UnknownRunError(
+                f"run {run_id!r} is not in {self.location}; `dbpa runs` lists them"
+            )
         return df
 
     # ---------------------------------------------------------------------- a run's family
 
+    @retried
     def add_family(self, run_id: str, rows: Sequence[Mapping[str, Any]]) -> None:
         """The perturbations tested by a run (keys: family, perturbation_id, position, kind,
         label, description, original_arm, perturbed_arm, test_id)."""
@@ -123,6 +164,7 @@ class RunRecord(StoreCore):
         with self._transaction() as con:
             self._insert(con, "run_tests", pa.Table.from_pylist(values), "ON CONFLICT DO NOTHING")
 
+    @retried
     def add_arm_failure(self, run_id: str, arm_id: str, model: str, reason: str) -> None:
         """Record that an arm could not be sampled in this run."""
         with self._transaction() as con:
@@ -136,6 +178,7 @@ class RunRecord(StoreCore):
         """Arms that failed in a run, with the reason."""
         return self._df("SELECT * FROM arm_failures WHERE run_id = ? ORDER BY arm_id", [run_id])
 
+    @retried
     def add_corrections(
         self,
         run_id: str,
@@ -181,6 +224,7 @@ class RunRecord(StoreCore):
             ]
             self._insert(con, "corrections", pa.Table.from_pylist(rows, schema=_CORRECTIONS))
 
+    @retried
     def add_sequential_looks(
         self, run_id: str, family: str, rows: Sequence[Mapping[str, Any]]
     ) -> None:
@@ -191,26 +235,21 @@ class RunRecord(StoreCore):
         Written after every look, so a running run's results show the stops so far."""
         values = [{"run_id": run_id, "family": family, "stop": None, **row} for row in rows]
         last = {row["perturbation_id"]: row["test_id"] for row in rows}
-        pointers = pa.table(
-            {"perturbation_id": list(last), "test_id": list(last.values())},
-            pa.schema([("perturbation_id", pa.string()), ("test_id", pa.string())]),
-        )
         with self._transaction() as con:
             con.execute(
                 "DELETE FROM sequential_looks WHERE run_id = ? AND family = ?", [run_id, family]
             )
             if values:
                 self._insert(con, "sequential_looks", pa.Table.from_pylist(values, _LOOKS))
-            con.register("last_looks", pointers)
-            try:  # one statement: a family of thousands updated row by row took seconds
-                con.execute(
-                    "UPDATE run_tests SET test_id = l.test_id FROM last_looks l "
-                    "WHERE run_tests.run_id = ? AND run_tests.family = ? "
-                    "AND run_tests.perturbation_id = l.perturbation_id",
-                    [run_id, family],
-                )
-            finally:
-                con.unregister("last_looks")
+            # one statement: a family of thousands updated row by row took seconds
+            con.execute(
+                "UPDATE run_tests SET test_id = l.test_id FROM (SELECT "
+                "unnest(CAST(? AS VARCHAR[])) AS perturbation_id, "
+                "unnest(CAST(? AS VARCHAR[])) AS test_id) AS l "
+                "WHERE run_tests.run_id = ? AND run_tests.family = ? "
+                "AND run_tests.perturbation_id = l.perturbation_id",
+                [list(last), list(last.values()), run_id, family],
+            )
 
     def sequential_looks(self, run_id: str) -> pd.DataFrame:
         """Every look of a sequential run, in family and look order (empty for a fixed-k
@@ -225,6 +264,7 @@ class RunRecord(StoreCore):
             [run_id],
         )
 
+    @retried
     def set_run_outputs(self, run_id: str, used: int, fixed: int) -> None:
         """Outputs per arm a sequential run's design asked for, summed over its arms
         (``used``), and what the fixed-k design asks (``fixed``)."""
@@ -250,7 +290,8 @@ class RunRecord(StoreCore):
             "count(*) FILTER (WHERE status = 'filtered') AS filtered, "
             "sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens, "
             "sum(cost_usd) AS cost_usd, avg(latency_s) AS mean_latency_s "
-            "FROM samples WHERE arm_id IN (SELECT unnest(?)) GROUP BY arm_id ORDER BY arm_id",
+            "FROM samples WHERE arm_id IN (SELECT unnest(CAST(? AS VARCHAR[]))) "
+            "GROUP BY arm_id ORDER BY arm_id",
             [list(arm_ids)],
         )
 

@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 from dbpa.arms import Arm
 from dbpa.specs import EmbeddingBatch, Generation, text_hash
 
-from ._core import StoreCore
+from ._core import StoreCore, retried
 
 _SAMPLE_COLUMNS = (
     "arm_id",
@@ -64,6 +64,7 @@ class SampleRecord(StoreCore):
 
     # ---------------------------------------------------------------------- arms and samples
 
+    @retried
     def add_arms(self, arms: Iterable[Arm]) -> None:
         """Record arms (idempotent)."""
         rows = [
@@ -145,10 +146,13 @@ class SampleRecord(StoreCore):
         for waiting in batch:
             waiting.done = True
 
+    @retried
     def _insert_samples(self, rows: list[tuple[object, ...]], *, arrow: bool) -> None:
         """One INSERT of ``rows`` (the first of two with one key wins): over an Arrow table,
-        or as a VALUES list (faster up to a few dozen rows)."""
-        unique = list({(row[0], row[1]): row for row in reversed(rows)}.values())[::-1]
+        or as a VALUES list (faster up to a few dozen rows). In one order of their keys for
+        every writer, so that writers of one PostgreSQL record wait rather than deadlock."""
+        first = {(row[0], row[1]): row for row in reversed(rows)}
+        unique = [first[key] for key in sorted(first, key=lambda k: (k[0], repr(k[1])))]
         columns = ", ".join(_SAMPLE_COLUMNS)
         with self._transaction() as con:
             if arrow:
@@ -167,7 +171,7 @@ class SampleRecord(StoreCore):
         found: dict[str, set[int]] = {a: set() for a in arm_ids}
         if arm_ids:
             for arm_id, idx in self._rows(
-                "SELECT arm_id, idx FROM samples WHERE list_contains(?, arm_id)", [list(arm_ids)]
+                "SELECT arm_id, idx FROM samples WHERE arm_id = ANY(?)", [list(arm_ids)]
             ):
                 found[arm_id].add(int(idx))
         return found
@@ -176,7 +180,7 @@ class SampleRecord(StoreCore):
         """The first k outputs of each arm: arm_id, idx, text, text_hash."""
         return self._df(
             "SELECT arm_id, idx, text, text_hash FROM samples "
-            "WHERE list_contains(?, arm_id) AND idx < ? ORDER BY arm_id, idx",
+            "WHERE arm_id = ANY(?) AND idx < ? ORDER BY arm_id, idx",
             [list(arm_ids), k],
         )
 
@@ -189,7 +193,8 @@ class SampleRecord(StoreCore):
         if arm_ids is None:
             return self._df(f"SELECT * FROM samples WHERE true{below} ORDER BY arm_id, idx", last)
         return self._df(
-            f"SELECT * FROM samples WHERE arm_id IN (SELECT unnest(?)){below} ORDER BY arm_id, idx",
+            f"SELECT * FROM samples WHERE arm_id IN (SELECT unnest(CAST(? AS VARCHAR[]))){below} "
+            "ORDER BY arm_id, idx",
             [list(arm_ids), *last],
         )
 
@@ -198,7 +203,9 @@ class SampleRecord(StoreCore):
         if arm_ids is None:
             return self._df("SELECT * FROM arms ORDER BY created_at, arm_id")
         return self._df(
-            "SELECT * FROM arms WHERE arm_id IN (SELECT unnest(?)) ORDER BY arm_id", [list(arm_ids)]
+            "SELECT * FROM arms WHERE arm_id IN (SELECT unnest(CAST(? AS VARCHAR[]))) "
+            "ORDER BY arm_id",
+            [list(arm_ids)],
         )
 
     # ---------------------------------------------------------------------- embeddings
@@ -209,11 +216,12 @@ class SampleRecord(StoreCore):
         if not wanted:
             return set()
         have = self._rows(
-            "SELECT text_hash FROM embeddings WHERE embedder = ? AND list_contains(?, text_hash)",
+            "SELECT text_hash FROM embeddings WHERE embedder = ? AND text_hash = ANY(?)",
             [embedder, sorted(wanted)],
         )
         return wanted - {h for (h,) in have}
 
+    @retried
     def add_embeddings(self, embedder: str, hashes: Sequence[str], batch: EmbeddingBatch) -> None:
         """Store vectors keyed by (text hash, embedder) (idempotent)."""
         if len(hashes) != len(batch.vectors):
@@ -250,7 +258,7 @@ class SampleRecord(StoreCore):
         table = self._arrow(
             "SELECT s.arm_id, s.idx, e.vector FROM samples s JOIN embeddings e "
             "ON e.text_hash = s.text_hash AND e.embedder = $embedder "
-            "WHERE list_contains($arms, s.arm_id) AND s.idx < $k ORDER BY s.arm_id, s.idx",
+            "WHERE s.arm_id = ANY($arms) AND s.idx < $k ORDER BY s.arm_id, s.idx",
             {"embedder": embedder, "arms": list(arm_ids), "k": k},
         )
         if table.num_rows == 0:
@@ -267,7 +275,7 @@ class SampleRecord(StoreCore):
         rows = self._rows(
             "SELECT s.arm_id, count(*) FILTER (WHERE e.truncated) FROM samples s "
             "JOIN embeddings e ON e.text_hash = s.text_hash AND e.embedder = ? "
-            "WHERE list_contains(?, s.arm_id) AND s.idx < ? GROUP BY s.arm_id",
+            "WHERE s.arm_id = ANY(?) AND s.idx < ? GROUP BY s.arm_id",
             [embedder, list(arm_ids), k],
         )
         return {a: int(n) for a, n in rows}

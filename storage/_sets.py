@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from dbpa.set_analysis import SetTestRecord
 
-from ._core import StoreCore
+from ._core import StoreCore, retried
 from ._schema import PROMPT_SETS
 
 _MEMBER_KEYS = (
@@ -34,6 +34,7 @@ _DECISION_KEYS = ("prompt_id", "set_test_id", "position", "within", "level", "ad
 class SetRecord(StoreCore):
     """Pooled tests' prompts and runs' drill-downs."""
 
+    @retried
     def add_prompt_tests(self, run_id: str, rows: Sequence[Mapping[str, Any]]) -> None:
         """A run's per-prompt tests (keys: family, perturbation_id, prompt_id,
         prompt_position, original_arm, perturbed_arm, test_id): its arms, for its progress."""
@@ -44,6 +45,7 @@ class SetRecord(StoreCore):
                     con, "run_prompt_tests", pa.Table.from_pylist(values), "ON CONFLICT DO NOTHING"
                 )
 
+    @retried
     def add_set_tests(self, records: Sequence[SetTestRecord]) -> None:
         """Store pooled tests (idempotent): their prompts first, so a stored test always has
         its prompts."""
@@ -76,12 +78,14 @@ class SetRecord(StoreCore):
         found: dict[str, list[float]] = {}
         for set_id, p in self._rows(
             "SELECT set_test_id, p_value FROM set_prompts "
-            "WHERE set_test_id IN (SELECT unnest(?)) ORDER BY set_test_id, position",
+            "WHERE set_test_id IN (SELECT unnest(CAST(? AS VARCHAR[]))) "
+            "ORDER BY set_test_id, position",
             [list(set_test_ids)],
         ):
             found.setdefault(str(set_id), []).append(float(p))
         return found
 
+    @retried
     def add_prompt_decisions(
         self, run_id: str, family: str, rows: Sequence[Mapping[str, Any]]
     ) -> None:

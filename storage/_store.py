@@ -1,8 +1,10 @@
-"""The audit record in one DuckDB file: every record over one connection.
+"""The audit record in one DuckDB file, or a PostgreSQL database: every record over one
+connection.
 
-DuckDB allows one writing process per file. A ``Store`` owns the connection of its
-process; threads share it under a lock, every write is one transaction and is
-idempotent (primary keys + ``ON CONFLICT DO NOTHING``), so a retried or resumed
+DuckDB allows one writing process per file (PostgreSQL many, each over its own
+connection). A ``Store`` owns the connection of its process; threads share it under a
+lock, every write is one transaction (on PostgreSQL run again when it loses to another
+writer) and is idempotent (primary keys + ``ON CONFLICT DO NOTHING``), so a retried or resumed
 write never duplicates a row.
 """
 
@@ -40,10 +42,11 @@ class Store(
     def __init__(
         self, path: str | Path, *, read_only: bool = False, serve_readers: bool = True
     ) -> None:
-        """Open the record at ``path`` (see ``StoreCore``). A writer serves reads of its
-        record to other processes until it closes it, unless ``serve_readers`` is False."""
+        """Open the record at ``path``, a file or a PostgreSQL URL (see ``StoreCore``). A
+        writer of a file serves reads of its record to other processes until it closes it,
+        unless ``serve_readers`` is False (on PostgreSQL every reader connects itself)."""
         super().__init__(path, read_only=read_only)
-        if read_only or not serve_readers:
+        if read_only or not serve_readers or self.postgres:
             return
         try:
             self._server = RecordServer.start(self._view(), self.path)

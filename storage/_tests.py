@@ -16,7 +16,7 @@ import pyarrow as pa
 from dbpa.analysis import PerturbationTestRecord
 from dbpa.stats import INTERVAL_MIN_ROWS, BoundaryDraws, EffectInterval, TiltedSteps
 
-from ._core import StoreCore
+from ._core import StoreCore, retried
 from ._schema import PROMPT_SETS, SET_GUARD
 
 
@@ -44,11 +44,12 @@ class PermutationRecord(StoreCore):
             current += " OR t.n_prompts IS NOT NULL"
         rows = self._rows(
             "SELECT t.test_id FROM tests t LEFT JOIN effect_intervals ei USING (test_id) "
-            f"WHERE list_contains(?, t.test_id) AND ({current} OR least(t.k_a, t.k_b) < ?)",
+            f"WHERE t.test_id = ANY(?) AND ({current} OR least(t.k_a, t.k_b) < ?)",
             [ids, INTERVAL_MIN_ROWS],
         )
         return {t for (t,) in rows}
 
+    @retried
     def add_tests(self, records: Sequence[PerturbationTestRecord]) -> None:
         """Store test results (idempotent)."""
         if not records:
@@ -98,7 +99,7 @@ class PermutationRecord(StoreCore):
             if intervals.num_rows:  # one from before the current equivalence test is replaced
                 con.execute(
                     "DELETE FROM effect_intervals "
-                    "WHERE (guard_p IS NULL OR distances IS NULL) AND list_contains(?, test_id)",
+                    "WHERE (guard_p IS NULL OR distances IS NULL) AND test_id = ANY(?)",
                     [intervals.column("test_id").to_pylist()],
                 )
                 self._insert(con, "effect_intervals", intervals, "ON CONFLICT DO NOTHING")
@@ -110,7 +111,8 @@ class PermutationRecord(StoreCore):
             return pd.DataFrame({"test_id": [], "bootstrap": []})
         return self._df(
             "SELECT test_id, bootstrap FROM effect_intervals "
-            "WHERE test_id IN (SELECT unnest(?)) ORDER BY test_id",
+            "WHERE test_id IN (SELECT unnest(CAST(? AS VARCHAR[]))) "
+            "ORDER BY test_id",
             [list(test_ids)],
         )
 
@@ -125,7 +127,7 @@ class PermutationRecord(StoreCore):
             "ei.method, ei.n_bootstrap, ei.bootstrap, ei.plug_in, ei.noise, "
             f"ei.directions, ei.guard_margins, ei.guard_p, t.k_a, t.k_b, {distances} "
             "FROM effect_intervals ei JOIN tests t USING (test_id) "
-            "WHERE ei.test_id IN (SELECT unnest(?)) "
+            "WHERE ei.test_id IN (SELECT unnest(CAST(? AS VARCHAR[]))) "
             f"AND {_current_interval(self.schema_version)}",
             [list(test_ids)],
         )
@@ -162,7 +164,8 @@ class PermutationRecord(StoreCore):
         if not test_ids:
             return {}
         rows = self._rows(
-            "SELECT test_id, p_value FROM tests WHERE test_id IN (SELECT unnest(?))",
+            "SELECT test_id, p_value FROM tests "
+            "WHERE test_id IN (SELECT unnest(CAST(? AS VARCHAR[])))",
             [list(test_ids)],
         )
         return {str(t): float(p) for t, p in rows}
@@ -170,9 +173,16 @@ class PermutationRecord(StoreCore):
     def tests(self, test_ids: Sequence[str], *, nulls: bool = True) -> pd.DataFrame:
         """Stored test rows, with their null distributions unless ``nulls`` is False (at
         B permutations a null is B numbers: a family of thousands is better read without)."""
-        columns = "*" if nulls else "* EXCLUDE (null_distribution)"
+        columns = "*"
+        if not nulls and self.postgres:  # PostgreSQL has no EXCLUDE: the columns by name
+            columns = ", ".join(
+                c for c in self._connection.columns("tests") if c != "null_distribution"
+            )
+        elif not nulls:
+            columns = "* EXCLUDE (null_distribution)"
         return self._df(
-            f"SELECT {columns} FROM tests WHERE test_id IN (SELECT unnest(?)) ORDER BY test_id",
+            f"SELECT {columns} FROM tests WHERE test_id IN (SELECT unnest(CAST(? AS VARCHAR[]))) "
+            "ORDER BY test_id",
             [list(test_ids)],
         )
 

@@ -1,5 +1,5 @@
-"""A fresh store per test, small records to write into it, damaged records, and a second
-process that holds a record while it writes it."""
+"""A fresh store per test (on a DuckDB file and on a PostgreSQL database), small records to
+write into it, damaged records, and a second process that holds a record while it writes it."""
 
 from __future__ import annotations
 
@@ -66,10 +66,47 @@ def count(store: Store, table: str) -> int:
     return len(store._df(export_sql(table, store.schema_version)))
 
 
+ENGINES = ("duckdb", "postgresql")
+"""The kinds of record every test of the record's behaviour runs on."""
+FILE_ONLY = "file_only"
+"""Marker of a test about the DuckDB file itself (its path, damage, the process holding it,
+its reader server): skipped on PostgreSQL with the marker's reason."""
+
+
+def postgres_url(server: Any, dbname: str) -> str:
+    """The URL of ``dbname`` on ``server`` (the password goes in PGPASSWORD, never here)."""
+    return f"postgresql://{server.user}@{server.host}:{server.port}/{dbname}"
+
+
+@pytest.fixture(params=ENGINES)
+def target(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> str | Path:
+    """Where a fresh record goes: a DuckDB file, or a new database on this process's
+    throwaway PostgreSQL server (with PGPASSWORD set for libpq)."""
+    if request.param == "duckdb":
+        return tmp_path / "audit.duckdb"
+    marker = request.node.get_closest_marker(FILE_ONLY)
+    if marker is not None:
+        pytest.skip(f"about the DuckDB file: {marker.args[0]}")
+    server = request.getfixturevalue("postgres")
+    monkeypatch.setenv("PGPASSWORD", server.password)
+    return postgres_url(server, server.create_database())
+
+
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    with Store(tmp_path / "audit.duckdb") as s:
+def store(target: str | Path) -> Iterator[Store]:
+    with Store(target) as s:
         yield s
+
+
+def engine_error(store: Store) -> type[Exception]:
+    """The base class of the errors the store's engine raises."""
+    if store.postgres:
+        import psycopg
+
+        return psycopg.Error
+    return duckdb.Error
 
 
 # ---------------------------------------------------------------------- damaged records

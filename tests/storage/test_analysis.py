@@ -168,11 +168,11 @@ def test_a_stop_at_a_look_shows_in_the_results_before_the_correction(store, stop
     assert (row.stop_reason, row.stopped_at) == ("x", 8)
 
 
-def test_a_record_before_look_stops_reads_its_stops_from_the_corrections(tmp_path, monkeypatch):
+def test_a_record_before_look_stops_reads_its_stops_from_the_corrections(target, monkeypatch):
     import storage._core
     from storage import MIGRATIONS, Store
 
-    path = tmp_path / "v6.duckdb"
+    path = target
     with monkeypatch.context() as patch:
         patch.setattr(storage._core, "MIGRATIONS", MIGRATIONS[:6])
         with Store(path, serve_readers=False) as old:

@@ -12,11 +12,11 @@ import pytest
 
 from dbpa.analysis import Decision
 from storage import MIGRATIONS, DatabaseInUseError, Store
-from tests.storage.conftest import count, make_arm, make_gen
+from tests.storage.conftest import count, engine_error, make_arm, make_gen
 
 
-def test_migrations_apply_once_and_the_database_keeps_its_id(tmp_path):
-    path = tmp_path / "a.duckdb"
+def test_migrations_apply_once_and_the_database_keeps_its_id(target):
+    path = target
     with Store(path) as s:
         first_id = s.database_id
         assert s.schema_version == MIGRATIONS[-1][0]
@@ -30,7 +30,7 @@ def test_failed_transaction_leaves_nothing(store, monkeypatch):
     arm = make_arm()
     bad = make_gen(1)
     object.__setattr__(bad, "index", "not an int")
-    with pytest.raises(duckdb.Error):
+    with pytest.raises(engine_error(store)):
         store.add_samples(arm.arm_id, [make_gen(0), bad])
     assert store.sample_indices([arm.arm_id]) == {arm.arm_id: set()}
 
@@ -40,7 +40,12 @@ def test_a_failed_insert_raises_its_own_error(store):
     refusal must not hide why the insert failed (here: a constraint the rows break)."""
     store._connection.execute("ALTER TABLE corrections ALTER COLUMN margin_multiple SET NOT NULL")
     decisions = [Decision("p0", 0.01, 0.02, True, True)]  # no margin: margin_multiple NULL
-    with pytest.raises(duckdb.ConstraintException, match="margin_multiple"):
+    broken = duckdb.ConstraintException
+    if store.postgres:
+        import psycopg
+
+        broken = psycopg.errors.NotNullViolation
+    with pytest.raises(broken, match="margin_multiple"):
         store.add_corrections("run", "m", "holm", 0.05, decisions)
 
 
@@ -59,6 +64,7 @@ def test_threads_share_the_store(store):
     assert count(store, "samples") == 160
 
 
+@pytest.mark.file_only("DuckDB lets one process write a file; PostgreSQL takes many writers")
 def test_a_second_process_gets_a_clear_message(tmp_path):
     path = tmp_path / "busy.duckdb"
     holder = subprocess.Popen(
@@ -87,12 +93,14 @@ def test_a_second_process_gets_a_clear_message(tmp_path):
         holder.communicate("\n", timeout=30)
 
 
+@pytest.mark.file_only("a file that does not exist")
 def test_read_only_needs_an_existing_database(tmp_path):
     with pytest.raises(FileNotFoundError, match="does not exist"):
         Store(tmp_path / "missing.duckdb", read_only=True)
 
 
 @pytest.mark.parametrize("read_only", [False, True])
+@pytest.mark.file_only("DuckDB's leak report at exit")
 def test_a_closed_store_holds_nothing_of_duckdb_at_exit(tmp_path, read_only):
     """A closed store still referenced when the interpreter exits (by a thread that keeps a
     failed flow's frames, as Prefect's log and event workers do) is no leak report."""
@@ -117,8 +125,8 @@ def test_a_closed_store_holds_nothing_of_duckdb_at_exit(tmp_path, read_only):
     assert "leaked" not in done.stderr
 
 
-def test_a_closed_store_says_so(tmp_path):
-    store = Store(tmp_path / "a.duckdb")
+def test_a_closed_store_says_so(target):
+    store = Store(target)
     store.close()
     with pytest.raises(RuntimeError, match="is closed"):
         store.runs()

@@ -23,6 +23,8 @@ from tests.storage.conftest import (
     overwrite_block,
 )
 
+pytestmark = pytest.mark.file_only("damaged files, their salvage and the checks before opening one")
+
 
 def copy(source, path):
     shutil.copyfile(source, path)

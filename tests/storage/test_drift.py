@@ -54,8 +54,8 @@ def _run(store: Store, run_id: str, epoch: str, status: str = "completed") -> No
     store.finish_run(run_id, status)
 
 
-def test_epochs_are_those_with_a_completed_run_oldest_first(tmp_path):
-    with Store(tmp_path / "a.duckdb") as store:
+def test_epochs_are_those_with_a_completed_run_oldest_first(target):
+    with Store(target) as store:
         _run(store, "r1", "e1")
         _run(store, "r2", "e2", status="failed")
         _run(store, "r3", "e0")
@@ -65,8 +65,8 @@ def test_epochs_are_those_with_a_completed_run_oldest_first(tmp_path):
     assert list(epochs.run_id) == ["r4", "r3"]
 
 
-def test_a_drift_family_is_replaced_as_a_whole(tmp_path):
-    with Store(tmp_path / "a.duckdb") as store:
+def test_a_drift_family_is_replaced_as_a_whole(target):
+    with Store(target) as store:
         _run(store, "r1", "e1")
         _run(store, "r2", "e2")
         store.add_tests([_record("a1"), _record("b2")])
@@ -82,8 +82,8 @@ def test_a_drift_family_is_replaced_as_a_whole(tmp_path):
     assert (drift.k_a == 4).all()
 
 
-def test_a_version_1_database_migrates_and_reads_without_drift(tmp_path, monkeypatch):
-    path = tmp_path / "old.duckdb"
+def test_a_version_1_database_migrates_and_reads_without_drift(target, monkeypatch):
+    path = target
     with monkeypatch.context() as patch:
         patch.setattr(storage._core, "MIGRATIONS", MIGRATIONS[:1])
         with Store(path) as store:
@@ -99,8 +99,8 @@ def test_a_version_1_database_migrates_and_reads_without_drift(tmp_path, monkeyp
 
 
 @pytest.mark.parametrize("against", ["baseline", "previous"])
-def test_an_empty_family_clears_what_was_stored(tmp_path, against):
-    with Store(tmp_path / "a.duckdb") as store:
+def test_an_empty_family_clears_what_was_stored(target, against):
+    with Store(target) as store:
         _run(store, "r1", "e1")
         store.add_tests([_record("a1")])
         store.add_drift("a", "e2", against, [_row("x", "a1")])

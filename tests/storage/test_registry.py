@@ -7,6 +7,7 @@ import pytest
 import storage
 
 
+@pytest.mark.file_only("the flow's tasks find its store by the file's path")
 def test_tasks_find_the_store_the_flow_opened(store, tmp_path):
     with pytest.raises(RuntimeError, match="no open store for"):
         storage.get(store.path)

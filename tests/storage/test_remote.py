@@ -28,6 +28,8 @@ from storage._sidecar import live_writer
 from tests.report.conftest import build_run
 from tests.storage.conftest import LIVE_RUN, holding
 
+pytestmark = pytest.mark.file_only("the writer's reader server and the sidecar beside the file")
+
 READS = {
     "runs": lambda r, ids: r.runs(),
     "run": lambda r, ids: pd.DataFrame([r.run(LIVE_RUN)]),

@@ -5,12 +5,11 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-import duckdb
 import numpy as np
 import pytest
 
 from dbpa.specs import EmbeddingBatch, text_hash
-from tests.storage.conftest import make_arm, make_gen
+from tests.storage.conftest import engine_error, make_arm, make_gen
 
 
 def test_first_write_wins_for_a_sample(store):
@@ -70,7 +69,7 @@ def test_a_bad_output_fails_its_own_call_only(store):
         outputs = [make_gen(0), bad] if a == 3 else [make_gen(0), make_gen(1)]
         try:
             store.add_samples(arms[a].arm_id, outputs)
-        except duckdb.Error:
+        except engine_error(store):
             return a
         return None
 

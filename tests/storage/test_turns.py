@@ -15,6 +15,8 @@ import pytest
 
 from storage import DatabaseInUseError, lock_path, ready_to_write
 
+pytestmark = pytest.mark.file_only("the turns of processes waiting for the file's one writer")
+
 RUNS = 4
 
 RUN = textwrap.dedent(
