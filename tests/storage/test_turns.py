@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -29,7 +30,12 @@ RUN = textwrap.dedent(
     print("ready", flush=True)
     sys.stdin.readline()  # every run starts at the same moment
     told = []
-    with ready_to_write(db, wait=True, on_wait=told.append, poll_s=0.05):
+
+    def on_wait(pid):
+        told.append(pid)
+        print("waiting", flush=True)
+
+    with ready_to_write(db, wait=True, on_wait=on_wait, poll_s=0.05):
         time.sleep(0.2)  # a run reads and plans, then opens the record to write
         with Store(db) as store:
             start = time.monotonic()
@@ -41,7 +47,10 @@ RUN = textwrap.dedent(
 
 
 def test_runs_started_together_each_wait_their_turn(tmp_path: Path):
+    """The test holds the turn until every run has been told to wait, so each run's first
+    try finds it taken however the processes are scheduled; then they go one at a time."""
     db = tmp_path / "audit.duckdb"
+    held = ready_to_write(db, wait=False, on_wait=lambda pid: None)
     runs = [
         subprocess.Popen(
             [sys.executable, "-c", RUN, str(db)],
@@ -61,8 +70,13 @@ def test_runs_started_together_each_wait_their_turn(tmp_path: Path):
             assert run.stdin is not None
             run.stdin.write("\n")
             run.stdin.flush()
+        for run in runs:
+            assert run.stdout is not None
+            assert run.stdout.readline().strip() == "waiting"
+        held.release()
         ended = [run.communicate(timeout=120) for run in runs]
     finally:
+        held.release()
         for run in runs:
             if run.poll() is None:
                 run.kill()
@@ -71,7 +85,7 @@ def test_runs_started_together_each_wait_their_turn(tmp_path: Path):
     found = sorted((json.loads(out) for out, _ in ended), key=lambda r: r["start"])
     for first, second in itertools.pairwise(found):
         assert first["end"] <= second["start"]  # one writer at a time
-    assert sum(bool(r["told"]) for r in found) == RUNS - 1  # each later one was told it waits
+    assert all(r["told"] == [os.getpid()] for r in found)  # each was told who held the turn
     assert lock_path(db).is_file()
 
 
