@@ -216,7 +216,7 @@ def whole_table(
     from rich.table import Table
     from rich.text import Text
 
-    needed = len(columns) - 1  # one space between columns
+    needed = 2 * len(columns) - 1  # each column's right padding, a divider between columns
     for c, (name, keep, _) in enumerate(columns):
         cells = [name, *(row[c] for row in rows)]
         needed += max(len(s) if keep else max(map(len, s.split() or [""])) for s in cells)
