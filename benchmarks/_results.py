@@ -27,8 +27,6 @@ from benchmarks._table import print_table
 ROOT = Path(__file__).parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 """Where the result files live (committed: the docs render them)."""
-REQUIRED = ("suite", "quick", "date", "machine", "python", "numpy", "git", "command", "tables")
-"""The top-level keys every result file has (``tests/docs`` checks them)."""
 
 
 def _cpu_model() -> str:
@@ -48,13 +46,15 @@ def _git(*args: str) -> str:
 
 
 def _git_state() -> dict[str, Any]:
-    """The commit measured, and whether the tree differed from it (result files aside)."""
+    """The commit measured, whether the tree differed from it (result files aside) and the
+    paths that differed, so a reader can judge whether they touch what was measured."""
     try:
         commit = _git("rev-parse", "HEAD")
-        changed = _git("status", "--porcelain", "--", ".", ":!benchmarks/results")
+        status = _git("status", "--porcelain", "--", ".", ":!benchmarks/results")
     except (OSError, subprocess.CalledProcessError):
-        return {"commit": None, "dirty": None}
-    return {"commit": commit, "dirty": bool(changed)}
+        return {"commit": None, "dirty": None, "changed": []}
+    changed = [line[3:] for line in status.splitlines()]
+    return {"commit": commit, "dirty": bool(changed), "changed": changed}
 
 
 def _cell(value: object) -> object:
@@ -76,6 +76,8 @@ class ResultFile:
     quick: bool
     started: datetime.datetime = field(default_factory=lambda: datetime.datetime.now(datetime.UTC))
     load_before: float = field(default_factory=lambda: os.getloadavg()[0])
+    git: dict[str, Any] = field(default_factory=_git_state)
+    """Read when the suite starts: the code it measured."""
     tables: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -116,7 +118,7 @@ class ResultFile:
             },
             "python": platform.python_version(),
             "numpy": np.__version__,
-            "git": _git_state(),
+            "git": self.git,
             "command": " ".join(["python", *sys.orig_argv[1:]]),
             "tables": self.tables,
             "notes": self.notes,
