@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks._table import print_table
+from benchmarks._results import ResultFile
 
 REPEATS = 5
 KEY_ENV = "DBPA_BENCH_KEY"
@@ -115,6 +115,7 @@ def _wall(command: list[str]) -> float:
 
 
 def main(quick: bool = False) -> None:
+    result_file = ResultFile("cli", quick)
     m = 1_000 if quick else 10_000
     os.environ.setdefault(KEY_ENV, "sk-bench")
     load = os.getloadavg()[0]
@@ -153,12 +154,13 @@ def main(quick: bool = False) -> None:
         rows.append(
             [name, median, min(found), max(found), median / floor, median / yaml_floor, target]
         )
-    print_table(
+    result_file.table(
         f"cli: whole processes, median of {REPEATS} interleaved runs (after a warm-up); "
         f"load average before the run {load:.2f}",
         ["command", "median s", "min s", "max s", "x bare python", "x import yaml", "target"],
         rows,
     )
+    result_file.write()
 
 
 if __name__ == "__main__":

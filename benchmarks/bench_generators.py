@@ -16,7 +16,7 @@ import statistics
 import time
 from collections.abc import Callable
 
-from benchmarks._table import print_table
+from benchmarks._results import ResultFile
 from dbpa.perturbations import CardiovascularSpec, NoiseSpec, PromptSpec, expand
 from dbpa.specs import Message
 
@@ -35,6 +35,7 @@ def _timed(fn: Callable[[], object]) -> float:
 
 
 def main(quick: bool = False) -> None:
+    result_file = ResultFile("generators", quick)
     n = N // 10 if quick else N
     repeats = 1 if quick else 3
     prompts = {
@@ -87,8 +88,9 @@ def main(quick: bool = False) -> None:
                     ("yes" if seconds * N / n < TARGET_S else "NO") if noise else "",
                 ]
             )
-    print_table(
+    result_file.table(
         f"{n:,} variants: seconds, and the ratio to each baseline",
         ["prompt", "case", "s", "/ str.replace", "/ prompt kind", f"< {TARGET_S:g} s"],
         rows,
     )
+    result_file.write()

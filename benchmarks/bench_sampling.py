@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 
-from benchmarks._table import print_table
+from benchmarks._results import ResultFile
 from dbpa.llm import block_seed, local_server, sample
 from dbpa.specs import Message, ModelSpec
 
@@ -57,6 +57,7 @@ class Round:
 
 
 def main(quick: bool) -> None:
+    result_file = ResultFile("sampling", quick)
     outputs, max_tokens, parallel, pairs = (16, 32, 8, 2) if quick else (32, 64, 8, 6)
     model = ModelSpec(model=LOCAL, max_concurrency=parallel, params={"max_tokens": max_tokens})
     address = local_server(LOCAL).address
@@ -88,7 +89,7 @@ def main(quick: bool) -> None:
                 " ".join(f"{r.tokens_per_s:.0f}" for r in rounds),
             ]
         )
-    print_table(
+    result_file.table(
         f"sampling: {LOCAL}, {outputs} outputs x max_tokens {max_tokens}, "
         f"median of {pairs} rounds per path",
         [
@@ -112,12 +113,13 @@ def main(quick: bool) -> None:
         r.cpu_seconds for r in results["raw"]
     )
     same = all(d.texts == results["raw"][0].texts for d in results["dbpa"])
-    print(
+    result_file.note(
         f"dbpa / raw throughput, median of paired rounds: {statistics.median(ratios):.3f} "
         f"(target >= 0.9; pairs: {' '.join(f'{x:.2f}' for x in ratios)}); same texts: {same}; "
         f"load average {load_before:.1f} -> {load_after:.1f} on {os.cpu_count()} cores"
     )
-    print(f"process CPU time per round, dbpa / raw (medians): {cpu:.3f}")
+    result_file.note(f"process CPU time per round, dbpa / raw (medians): {cpu:.3f}")
+    result_file.write()
 
 
 def _raw(address: str, outputs: int, max_tokens: int, parallel: int) -> Round:

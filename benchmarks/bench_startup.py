@@ -34,7 +34,7 @@ from typing import Any
 
 import yaml
 
-from benchmarks._table import print_table
+from benchmarks._results import ResultFile
 from tests.support.scripted_server import Rule, ScriptedServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -166,6 +166,7 @@ def _environment(home: Path) -> dict[str, str]:
 
 
 def main(quick: bool = False) -> None:
+    result_file = ResultFile("startup", quick)
     rounds = 1 if quick else 3
     python = sys.executable
     load_before = os.getloadavg()[0]
@@ -221,7 +222,7 @@ def main(quick: bool = False) -> None:
             verdict,
         ]
 
-    print_table(
+    result_file.table(
         f"startup: median of {rounds} round(s), seconds; {os.cpu_count()} cores, load average "
         f"{load_before:.1f} before, {load_after:.1f} after",
         ["measure", "s", "baseline", "baseline s", "ratio", "target", "ok"],
@@ -232,7 +233,7 @@ def main(quick: bool = False) -> None:
             row("re-run: to exit", "bare flow: to exit", TARGET_S),
         ],
     )
-    print_table(
+    result_file.table(
         "CPU seconds (the process and its children, Prefect's server included)",
         ["measure", "cpu s", "baseline", "baseline cpu s", "ratio"],
         [
@@ -253,9 +254,10 @@ def main(quick: bool = False) -> None:
             ["import prefect", m["import prefect cpu"], "", "", ""],
         ],
     )
-    print(
+    result_file.note(
         "all rounds (s): "
         + "; ".join(
             f"{k} {', '.join(f'{v:.2f}' for v in vs)}" for k, vs in found.items() if "cpu" not in k
         )
     )
+    result_file.write()

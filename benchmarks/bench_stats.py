@@ -23,8 +23,8 @@ from functools import partial
 import numpy as np
 
 import dbpa
+from benchmarks._results import ResultFile
 from benchmarks._synthetic import Arm, Matrix, Vector, answer_space, cosine_range, sample
-from benchmarks._table import print_table
 from dbpa.stats import OMEGAS, effect_interval
 from dbpa.stats._threads import blas_for
 from dbpa.stats._tilted import tilted_steps
@@ -271,6 +271,7 @@ def interval_rows(calls: int) -> list[list[object]]:
 
 
 def main(quick: bool = False) -> None:
+    result_file = ResultFile("stats", quick)
     cfg = QUICK if quick else FULL
     data = datasets()
     lo, hi = cosine_range(np.vstack([data[0].a, data[0].b]))
@@ -283,15 +284,15 @@ def main(quick: bool = False) -> None:
     if cfg.literal_b != B:
         scaled = f" (literal timed at B={cfg.literal_b}, scaled x{B / cfg.literal_b:g})"
     timings = [timing_row(d, cfg, seed=1000 * i) for i, d in enumerate(data)]
-    print_table(
+    result_file.table(
         f"Literal Algorithm 1 vs engine (jsd, 30 bins, pooled edges), B={B}, "
         f"median of {cfg.repeats} interleaved calls{scaled}",
         ["dataset", "literal s", "engine s", "speedup", "best-of", f">= {TARGET_SPEEDUP:g}x"],
         timings,
     )
-    print(marginal_line(data[0], cfg, float(np.median([row[1] for row in timings]))))
+    result_file.note(marginal_line(data[0], cfg, float(np.median([row[1] for row in timings]))))
     results = [agreement_row(d, cfg.literal_b, seed=7 + 1000 * i) for i, d in enumerate(data)]
-    print_table(
+    result_file.table(
         f"Agreement at B={cfg.literal_b}, independent seeds (SE = sqrt(p(1-p) 2/B); "
         f"null-mean diff in SE units)",
         [
@@ -311,26 +312,26 @@ def main(quick: bool = False) -> None:
     )
     worst = max(t for _, t in results)
     verdict = "pass" if worst <= STATISTIC_TOL else "FAIL"
-    print(
+    result_file.note(
         f"max |T_obs literal - T_obs engine| = {worst:.1e} (target <= {STATISTIC_TOL:g}: {verdict})"
     )
-    print_table(
+    result_file.table(
         f"Engine at B={B_LARGE}, k={K} "
         f"(median of {cfg.large_repeats}; target <= {TARGET_SECONDS} s for jsd)",
         ["omega", "seconds", "us/perm", "target"],
         large_b_rows(data[2], cfg.large_repeats),
     )
     scaled = f" (literal timed at B={cfg.literal_b}, scaled x{B_LARGE / cfg.literal_b:g})"
-    print_table(
+    result_file.table(
         f"The default omega (jsd) and energy at B={B_LARGE}, k={K}: engine against the literal "
         f"Algorithm 1 on the same omega, median of {cfg.repeats} interleaved calls{scaled}",
         ["omega", "engine s", "literal s", "speedup", f"<= {TARGET_SECONDS} s"],
         literal_large_b_rows(data[2], cfg),
     )
-    print(auto_ratio_line(data[2], cfg.large_repeats))
-    print_table(
+    result_file.note(auto_ratio_line(data[2], cfg.large_repeats))
+    result_file.table(
         "effect_interval (energy_l2), CPU ms per call, median; guard: tilted_steps alone",
         ["k", "B", "calls", "grid margins", "interval ms", "guard ms", "guard share"],
         interval_rows(INTERVAL_CALLS // 10 if quick else INTERVAL_CALLS),
     )
-    print(f"load average after the run {os.getloadavg()[0]:.2f}")
+    result_file.write()

@@ -22,7 +22,7 @@ import numpy as np
 from threadpoolctl import ThreadpoolController
 
 import dbpa.stats._threads as threads
-from benchmarks._table import print_table
+from benchmarks._results import ResultFile
 from dbpa.stats import effect_interval, permutation_test
 
 D = 384
@@ -71,6 +71,7 @@ def _median_seconds(call: Callable[[], object], repeats: int) -> float:
 
 
 def main(quick: bool = False) -> None:
+    result_file = ResultFile("threads", quick)
     ks = (20, 40) if quick else (20, 40, 100, 200)
     repeats = 3 if quick else 7
     rng = np.random.default_rng(0)
@@ -91,12 +92,13 @@ def main(quick: bool = False) -> None:
                         baseline = _median_seconds(call, repeats)
                     load_name = "no extra load" if load == 0 else f"+{load} busy processes"
                     rows.append([load_name, name, k, baseline, product, baseline / product])
-    print_table(
+    result_file.table(
         f"BLAS threads, d={D}, B={B}: median seconds of {repeats} calls (SMALL_ROWS="
         f"{threads.SMALL_ROWS} pooled rows)",
         ["cores", "call", "k", "default threads", "one thread (product)", "ratio"],
         rows,
     )
+    result_file.write()
 
 
 if __name__ == "__main__":
