@@ -64,10 +64,12 @@ def _write_audit(url: str, password: str, writer: int, barrier: object) -> None:
 
 def test_writers_of_one_audit_at_once_lose_and_duplicate_nothing(postgres, monkeypatch):
     url = postgres_url(postgres, postgres.create_database())
-    fork = multiprocessing.get_context("fork")
-    barrier = fork.Barrier(WRITERS)
+    # fresh interpreters, as separate workers are: a fork of a test process that has run
+    # other tests (threads, open connections) failed every writer in the full suite
+    spawn = multiprocessing.get_context("spawn")
+    barrier = spawn.Barrier(WRITERS)
     writers = [
-        fork.Process(target=_write_audit, args=(url, postgres.password, w, barrier))
+        spawn.Process(target=_write_audit, args=(url, postgres.password, w, barrier))
         for w in range(WRITERS)
     ]
     for writer in writers:

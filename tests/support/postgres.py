@@ -22,7 +22,7 @@ import tempfile
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +49,8 @@ class PostgresServer:
     host: str
     port: int
     user: str
-    password: str
+    password: str = field(repr=False)
+    """Never shown in a failure's report."""
     socket_dir: Path
 
     def conninfo(self, dbname: str = "postgres", *, password: str | None = None) -> str:
