@@ -3,6 +3,9 @@ scripted provider and stored records of the pipeline and report tests."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -37,6 +40,20 @@ def wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
 def invoke(*args: str) -> Result:
     """Run ``dbpa ARGS`` in this process; exceptions other than exits propagate."""
     return runner.invoke(app, list(args), catch_exceptions=False)
+
+
+def shown_at(columns: int, *args: str) -> str:
+    """What ``dbpa ARGS`` prints in a terminal ``columns`` wide (a process of its own, as a
+    user runs it: rich reads the width from ``COLUMNS``)."""
+    shown = subprocess.run(
+        [sys.executable, "-m", "dbpa.cli", *args],
+        capture_output=True,
+        text=True,
+        env=os.environ | {"COLUMNS": str(columns)},
+        timeout=120,
+        check=True,
+    )
+    return shown.stdout
 
 
 def text(result: Result) -> str:

@@ -4,9 +4,6 @@ perturbation with how many prompts moved; json rows carry each prompt's ``prompt
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +12,7 @@ import pytest
 
 from dbpa.config import parse_config
 from flows.audit import audit
-from tests.cli.conftest import invoke, text
+from tests.cli.conftest import invoke, shown_at, text
 from tests.pipeline.conftest import make_config, one_answer_provider  # noqa: F401 (fixture)
 from tests.pipeline.test_prompt_sets import PERSONAS, PROMPTS
 from tests.support.scripted_server import ScriptedServer
@@ -188,19 +185,6 @@ def _energy_distance(a: np.ndarray, b: np.ndarray) -> float:
     return 2 * mean_distance(a, b, False) - mean_distance(a, a, True) - mean_distance(b, b, True)
 
 
-def _results_at(db: Path, columns: int) -> str:
-    env = os.environ | {"COLUMNS": str(columns)}
-    shown = subprocess.run(
-        [sys.executable, "-m", "dbpa.cli", "results", "latest", "--db", str(db)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=True,
-    )
-    return shown.stdout
-
-
 @pytest.mark.parametrize("columns", [80, 200])
 def test_results_of_a_set_keep_ids_whole_and_show_the_mean_distance(long_ids_run, columns):
     from storage import Store
@@ -220,7 +204,7 @@ def test_results_of_a_set_keep_ids_whole_and_show_the_mean_distance(long_ids_run
     mean = np.format_float_positional(
         np.mean(distances), precision=2, unique=False, fractional=False, trim="-"
     )
-    shown = _results_at(long_ids_run, columns)
+    shown = shown_at(columns, "results", "latest", "--db", str(long_ids_run))
     lines = shown.splitlines()
     assert any(LONG_ID in line for line in lines), shown
     assert "…" not in shown

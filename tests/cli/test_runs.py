@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.cli.conftest import shown_at
 
 SHORT = ("persona-test", "persona-test-20261127-061633-5742b91b")
 LONG = (
@@ -35,24 +34,10 @@ def _record(path: Path, *runs: tuple[str, str]) -> Path:
     return path
 
 
-def _runs(db: Path, columns: int) -> str:
-    """``dbpa runs`` as a terminal of ``columns`` shows it."""
-    env = os.environ | {"COLUMNS": str(columns)}
-    shown = subprocess.run(
-        [sys.executable, "-m", "dbpa.cli", "runs", "--db", str(db)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=True,
-    )
-    return shown.stdout
-
-
 @pytest.mark.parametrize("columns", [80, 120])
 def test_run_ids_are_never_cut_or_wrapped(tmp_path, columns):
     db = _record(tmp_path / "a.duckdb", SHORT, LONG)
-    shown = _runs(db, columns)
+    shown = shown_at(columns, "runs", "--db", str(db))
     lines = shown.splitlines()
     for _, run_id in (SHORT, LONG):
         assert any(run_id in line for line in lines), run_id
@@ -67,7 +52,7 @@ def test_run_ids_are_never_cut_or_wrapped(tmp_path, columns):
 
 def test_runs_that_fit_are_a_table_without_the_audit_their_ids_name(tmp_path):
     db = _record(tmp_path / "a.duckdb", SHORT)
-    shown = _runs(db, 80)
+    shown = shown_at(80, "runs", "--db", str(db))
     assert all(len(line.rstrip()) <= 80 for line in shown.splitlines())
     header, _, first, *rest = shown.splitlines()
     assert header.split() == ["run", "status", "epoch", "started", "message"]
