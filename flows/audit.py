@@ -34,12 +34,12 @@ from dbpa.spend import check_prices
 from flows import record
 from flows._analysis import ArmAnalysis, correct_families
 from flows._sampling import (
+    count_stored,
     requests_stopped_on_signal,
     sample_phase,
     sampled_meanwhile,
     spend_cap,
     stop_lifted_at_the_end,
-    stored_cost,
 )
 from flows._sequential import Counters, SequentialOutcome, run_looks
 from tasks.artifacts import artifact_key
@@ -126,18 +126,16 @@ def audit(
             if plan is None:
                 ready = plan_audit(config.ready_part())
                 check_prices(config, ready)
-                cap = spend_cap(config.max_cost_usd, store, ready.arms)
+                cap = spend_cap(config, store, ready.arms)
                 config = _generated(db, store, config, ready, cap)
                 plan = plan_audit(config)
                 check_prices(config, plan)
                 if cap is not None:  # the arms of the generated paraphrases
                     counted = {a.arm_id for a in ready.arms}
-                    cap.add_spent(
-                        stored_cost(store, [a for a in plan.arms if a.arm_id not in counted])
-                    )
+                    count_stored(cap, store, [a for a in plan.arms if a.arm_id not in counted])
             else:
                 check_prices(config, plan)
-                cap = spend_cap(config.max_cost_usd, store, plan.arms)
+                cap = spend_cap(config, store, plan.arms)
             _start_run(store, plan, config, run_id)
             if config.sequential:
                 outcome = run_looks(

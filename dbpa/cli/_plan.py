@@ -62,11 +62,11 @@ def plan(
     from dbpa.launch import load_audit
 
     cfg, planned = load_audit(config, parse_overrides(set_), db)  # paraphrases: the pilot's
-    if cfg.max_cost_usd is not None and planned is not None:
-        from dbpa.spend import check_estimate, check_prices, lowest_cost
+    if planned is not None:
+        from dbpa.spend import check_lowest, is_capped
 
-        lowest = lowest_cost(cfg, planned, check_prices(cfg, planned))
-        check_estimate(cfg, lowest, "the least its prompts alone can cost")
+        if is_capped(cfg):
+            check_lowest(cfg, planned)
     with open_record(db) as store:
         if cfg.prompts is not None:
             set_sizes = estimate_set_sizes(

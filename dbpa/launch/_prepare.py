@@ -62,11 +62,11 @@ def load_audit(
     (see :func:`bind_stored`).
     """
     from dbpa.plan import plan_audit
-    from dbpa.spend import check_prices
+    from dbpa.spend import check_prices, is_capped
 
     cfg = bind_stored(_loaded(config, overrides), db)
     plan = None if cfg.ungenerated else plan_audit(cfg)
-    if cfg.max_cost_usd is not None:  # a capped run of a model of unknown price: refused
+    if is_capped(cfg):  # a capped run of a model of unknown price: refused
         check_prices(cfg, plan or plan_audit(cfg.ready_part()))
     return cfg, plan
 
