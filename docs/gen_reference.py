@@ -40,6 +40,8 @@ TABLES = {
     "run_prompt_tests": "Over a set of prompts: each run's per-prompt tests.",
     "set_prompts": "Over a set of prompts: each pooled test's prompts.",
     "prompt_decisions": "Over a set of prompts: each run's drill-down to the prompts that moved.",
+    "provider_batches": "Batches of `batch: true` models, stored as the provider creates them.",
+    "batch_requests": "The requests of each provider batch: arm, output indices, seed.",
 }
 
 
