@@ -10,7 +10,16 @@ is refused.
 from __future__ import annotations
 
 from dbpa.config import AuditConfig, ConfigError
-from dbpa.llm import Prices, UnknownPriceError, litellm, model_prices, requests_needed
+from dbpa.llm import (
+    BatchUnsupportedError,
+    PermanentModelError,
+    Prices,
+    UnknownPriceError,
+    check_batchable,
+    litellm,
+    model_prices,
+    requests_needed,
+)
 from dbpa.perturbations import ModelSwapSpec
 from dbpa.plan import AuditPlan
 from dbpa.specs import ModelSpec
@@ -28,6 +37,28 @@ def model_cap_keys(config: AuditConfig) -> dict[str, tuple[str, float]]:
                 if variant.model.max_cost_usd is not None:
                     key = f"perturbations.{i}.models.{j}.model.max_cost_usd"
                     found.setdefault(variant.model.label, (key, variant.model.max_cost_usd))
+    return found
+
+
+def check_batches(config: AuditConfig) -> None:
+    """A ``ConfigError`` naming the model and why where ``batch: true`` cannot be honoured
+    (its provider has no batch API dbpa drives)."""
+    for where, model in _model_specs(config):
+        if model.batch:
+            try:
+                check_batchable(model)
+            except (BatchUnsupportedError, PermanentModelError) as exc:
+                raise ConfigError(f"{where}.batch: {exc}") from None
+
+
+def _model_specs(config: AuditConfig) -> list[tuple[str, ModelSpec]]:
+    found = [(f"models[{i}]", m) for i, m in enumerate(config.models)]
+    for i, spec in enumerate(config.perturbations):
+        if isinstance(spec, ModelSwapSpec):
+            found += [
+                (f"perturbations[{i}].models[{j}].model", v.model)
+                for j, v in enumerate(spec.models)
+            ]
     return found
 
 

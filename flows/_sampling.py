@@ -159,7 +159,7 @@ def sampled_meanwhile(
     for the sampling phase, which meets their arms again (and with them any error, reported
     there)."""
     have = _stored_counts(plan, store)
-    todo = [a for a in plan.arms if have[a.arm_id] < plan.k]
+    todo = [a for a in plan.arms if have[a.arm_id] < plan.k and not a.model.batch]
     labels = arm_labels(plan)
     runner: ThreadPoolTaskRunner[SampleOutcome] = ThreadPoolTaskRunner(max_workers=threads)
     with runner, requests_stopped_on_signal():
@@ -234,7 +234,7 @@ def sample_phase(
     are held to the run's spend ``cap`` (when the config sets one)."""
     logger = get_run_logger()
     have = _stored_counts(plan, store)
-    todo = [a for a in plan.arms if have[a.arm_id] < plan.k]
+    todo = [a for a in plan.arms if have[a.arm_id] < plan.k and not a.model.batch]
     total = plan.k * len(plan.arms)
     missing = total - sum(have.values())
     if counter is None:

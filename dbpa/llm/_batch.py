@@ -26,7 +26,7 @@ from typing import Any
 from dbpa.specs import Generation, Message, ModelSpec
 
 from ._client import litellm
-from ._errors import PermanentModelError, TransientModelError, describe
+from ._errors import PermanentModelError, TransientModelError, describe, is_transient
 from ._providers import choices_per_request, provider_name, route_for
 from ._spend import Prices, UnknownPriceError, model_prices, priced_cost
 
@@ -95,6 +95,8 @@ class BatchRequest:
     """The request's seed, when the provider takes one."""
     line: str
     """The request as a line of the batch's input file (without its newline)."""
+    n: int = 1
+    """Choices the request asks for."""
 
     def as_json(self) -> dict[str, Any]:
         """The request as the record keeps it (the line is made again from the arm)."""
@@ -140,6 +142,7 @@ def batch_requests(
                 tuple(wanted),
                 request_seed,
                 json.dumps({**line, "body": body}, separators=(",", ":")),
+                n,
             )
         )
     return out
@@ -387,18 +390,18 @@ def _kwargs(model: ModelSpec) -> dict[str, Any]:
         if key in route.kwargs:
             kwargs[key] = route.kwargs[key]
     kwargs["timeout"] = model.timeout_s
+    kwargs["max_retries"] = 0  # a client's retry of create_batch could start a batch twice
     return kwargs
 
 
 def _call(model: ModelSpec, name: str, **kwargs: Any) -> Any:
-    """``litellm.NAME(**kwargs)``; its errors as ``ModelError`` (a 4xx but 408/429 is
-    permanent), never holding the key."""
+    """``litellm.NAME(**kwargs)``; its errors as ``ModelError`` (transient as the sampler
+    judges them: connections, timeouts, 408/409/425/429, 5xx), never holding the key."""
     secrets = tuple(v for k, v in kwargs.items() if k == "api_key" and isinstance(v, str))
     try:
         return getattr(litellm(), name)(**kwargs)
     except Exception as exc:
-        status = getattr(exc, "status_code", None)
         text = f"{name}: {describe(exc, secrets)}"
-        if isinstance(status, int) and 400 <= status < 500 and status not in (408, 429):
-            raise PermanentModelError(model.label, text) from None
-        raise TransientModelError(model.label, text) from None
+        if is_transient(exc):
+            raise TransientModelError(model.label, text) from None
+        raise PermanentModelError(model.label, text) from None
