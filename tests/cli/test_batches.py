@@ -1,0 +1,86 @@
+"""``batch: true``: an audit's outputs through provider batches (the scripted server's
+Files + Batches API, through litellm), resumed from the record, re-sent when they fail."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import flows._batches as batches_module
+from dbpa.config import load_config
+from dbpa.plan import plan_audit
+from flows._batches import BatchedSampling, BatchesPending
+from storage import Store
+from tests.cli.conftest import invoke, text
+from tests.pipeline.conftest import make_config
+from tests.support.scripted_server import BatchScript
+
+pytestmark = pytest.mark.usefixtures("wide_console")
+
+
+@pytest.fixture(autouse=True)
+def _fast_polls(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(batches_module, "FIRST_POLL_S", 0.05)
+    monkeypatch.setattr(batches_module, "MOST_POLL_S", 0.2)
+
+
+def _batched(server, **overrides):
+    config = make_config(server, **overrides)
+    config["models"][0]["batch"] = True
+    return config
+
+
+def _asked(server) -> list[tuple[str, int]]:
+    return [(json.dumps(b["messages"]), b["seed"]) for b in server.counts.batch_requests]
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_a_run_samples_by_batches_and_sends_failed_requests_again(
+    tmp_path, provider, write_config
+):
+    provider.push_batch_script(BatchScript(delay_s=0.1, fail_every=3))
+    db = tmp_path / "batched.duckdb"
+    result = invoke("run", str(write_config(_batched(provider))), "--db", str(db))
+    assert result.exit_code == 0, result.output
+    assert provider.counts.by_endpoint["/v1/chat/completions"] == 0  # nothing sent one by one
+    assert provider.counts.by_endpoint["/v1/batches"] == 2  # the first batch, then its failures
+    with Store(db, read_only=True) as store:
+        stored = store.samples()
+        kept = store.batches()
+    assert len(stored) == 40
+    asked = _asked(provider)
+    assert len(asked) == len(set(asked)) == 40  # every answered request asked once
+    assert set(stored.seed) == {seed for _, seed in asked}
+    assert [len(b.requests) for b in kept] == [40, 13]  # every third of 40 failed
+    assert all(b.collected for b in kept)
+
+
+def test_a_restarted_run_collects_the_same_batches(tmp_path, provider, write_config):
+    provider.push_batch_script(BatchScript(delay_s=1.5))
+    config = load_config(write_config(_batched(provider)))
+    plan = plan_audit(config)
+    db = tmp_path / "resumed.duckdb"
+    with Store(db) as store:
+        store.add_arms(plan.arms)
+        first = BatchedSampling(plan, store, config.name)
+        assert first.submit() == 40
+        with pytest.raises(BatchesPending, match="waiting for 1 provider batch"):
+            first.wait(0.0)  # the run stops while the provider works
+    with Store(db) as store:  # the next start: the batch completed meanwhile
+        again = BatchedSampling(plan, store, config.name)
+        assert again.submit() == 0  # its requests are in the open batch
+        assert again.wait(None) == {}
+        assert len(store.samples()) == 40
+    assert provider.counts.by_endpoint["/v1/batches"] == 1
+    assert len(_asked(provider)) == 40
+
+
+def test_batch_true_on_a_provider_without_a_batch_api_exits_2(provider, write_config):
+    config = make_config(provider)
+    config["models"][0].update(model="anthropic/claude-3-5-haiku-20241022", batch=True)
+    config["models"][0].pop("api_base")
+    result = invoke("validate", str(write_config(config)))
+    assert result.exit_code == 2, result.output
+    assert "models[0].batch" in text(result)
+    assert "'anthropic', which has no batch API" in text(result)
