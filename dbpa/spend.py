@@ -15,6 +15,7 @@ from dbpa.llm import (
     PermanentModelError,
     Prices,
     UnknownPriceError,
+    batch_prices,
     check_batchable,
     litellm,
     model_prices,
@@ -117,6 +118,29 @@ def check_lowest(config: AuditConfig, plan: AuditPlan) -> float:
                 f"${cap:g}; nothing was sent (raise the cap or lower k)"
             )
     return sum(lowest.values())
+
+
+def batch_share(config: AuditConfig) -> float | None:
+    """The most any of the config's models costs in a batch as a share of its list price
+    (litellm's batch prices, else ``BATCH_DISCOUNT``); None when a price is unknown or
+    every model is the embedded one."""
+    shares = []
+    for _, model in _model_specs(config):
+        if model.is_local:
+            continue
+        try:
+            listed = model_prices(model)
+        except UnknownPriceError:
+            return None
+        batched = batch_prices(model)
+        if batched is None:
+            return None
+        for lst, bat in (
+            (listed.input_per_token, batched.input_per_token),
+            (listed.output_per_token, batched.output_per_token),
+        ):
+            shares.append(bat / lst if lst > 0 else 0.0)
+    return max(shares) if shares else None
 
 
 def check_estimate(config: AuditConfig, estimate: float, what: str) -> None:
