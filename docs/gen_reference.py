@@ -367,6 +367,7 @@ ARTIFACTS = {
     "monitor": "Each arm's drift-monitor evidence, alarm line and alarm (from the second tick).",
     "evidence": "The chart of each arm's evidence over the ticks.",
     "drift": "With `per_tick`: the per-tick drift tests against the previous and first tick.",
+    "batches": "While `batch: true` models wait: the open provider batches, requests, deadline.",
 }
 """Artifact key suffixes, one key ``<audit>-<suffix>`` each (``tests/docs`` checks the code's)."""
 

@@ -42,8 +42,33 @@ def print_results(db: Path, run_id: str) -> pd.DataFrame:
         row = store.run(run_id)
         df = store.results(row["run_id"])
         effects = set_effects(store, row["run_id"], df)
+        arms = sorted({*df.original_arm.dropna(), *df.perturbed_arm.dropna()}) if len(df) else []
+        usage = store.usage([str(a) for a in arms])
     show_results(row, df, effects=effects)
+    line = cost_line(row, usage, len(df))
+    if line:
+        out.print(line, highlight=False)
     return df
+
+
+def cost_line(row: dict[str, Any], usage: pd.DataFrame, perturbations: int) -> str | None:
+    """What the run's outputs cost (``usage``: ``Store.usage`` of its arms), per
+    perturbation, and which models were priced at their batch price; None when no output
+    has a price (the embedded model)."""
+    costs = usage.cost_usd.dropna() if "cost_usd" in usage else usage
+    if len(costs) == 0:
+        return None
+    total = float(costs.sum())
+    per = f" (${total / perturbations:.4f} per perturbation)" if perturbations else ""
+    batched = [
+        str(m.get("name") or m["model"]) for m in _config(row).get("models", []) if m.get("batch")
+    ]
+    at = (
+        f"; in provider batches, at the batch price: {', '.join(batched)}"
+        if batched
+        else "; at list prices"
+    )
+    return f"cost: ${total:.4f} for {int(usage.outputs.sum()):,} outputs{per}{at}"
 
 
 def check_gates(df: pd.DataFrame, fail_on_control_rejection: bool, require: list[str]) -> None:

@@ -25,9 +25,20 @@ def _fast_polls(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(batches_module, "MOST_POLL_S", 0.2)
 
 
+IN, OUT = 1e-6, 1e-5
+
+
 def _batched(server, **overrides):
     config = make_config(server, **overrides)
     config["models"][0]["batch"] = True
+    return config
+
+
+def _priced(server, **overrides):
+    config = _batched(server, **overrides)
+    config["models"][0].update(
+        input_cost_per_token=IN, output_cost_per_token=OUT, params={"max_tokens": 20}
+    )
     return config
 
 
@@ -41,7 +52,8 @@ def test_a_run_samples_by_batches_and_sends_failed_requests_again(
 ):
     provider.push_batch_script(BatchScript(delay_s=0.1, fail_every=3))
     db = tmp_path / "batched.duckdb"
-    result = invoke("run", str(write_config(_batched(provider))), "--db", str(db))
+    config = write_config(_priced(provider, max_cost_usd=1.0))
+    result = invoke("run", str(config), "--db", str(db))
     assert result.exit_code == 0, result.output
     assert provider.counts.by_endpoint["/v1/chat/completions"] == 0  # nothing sent one by one
     assert provider.counts.by_endpoint["/v1/batches"] == 2  # the first batch, then its failures
@@ -54,6 +66,11 @@ def test_a_run_samples_by_batches_and_sends_failed_requests_again(
     assert set(stored.seed) == {seed for _, seed in asked}
     assert [len(b.requests) for b in kept] == [40, 13]  # every third of 40 failed
     assert all(b.collected for b in kept)
+    at_batch_price = (stored.prompt_tokens * IN + stored.completion_tokens * OUT) / 2
+    assert stored.cost_usd.to_numpy() == pytest.approx(at_batch_price.to_numpy())
+    shown = text(result)
+    assert f"cost: ${at_batch_price.sum():.4f} for 40 outputs" in shown
+    assert "in provider batches, at the batch price: openai/scripted" in shown
 
 
 def test_a_restarted_run_collects_the_same_batches(tmp_path, provider, write_config):
