@@ -166,6 +166,11 @@ def _set_case(seeds: int) -> _Case:
     )
 
 
+def _changed(reject: np.ndarray) -> str:
+    """The positions of the perturbations found changed, e.g. ``[0, 2]``."""
+    return str([int(i) for i in np.flatnonzero(reject)])
+
+
 def main(quick: bool = False) -> None:
     seeds = 2 if quick else 10
     result = ResultFile("cost", quick)
@@ -207,7 +212,9 @@ def main(quick: bool = False) -> None:
             f"{case.name}: sequential in batches {ratio:.2f}x the fixed audit at list price "
             f"({'meets' if ratio <= GOAL else 'misses'} the goal {GOAL}x); decisions equal to "
             f"the fixed audit's with {agree}; the fixed audit finds "
-            f"{int(case.fixed_reject.sum())} of {len(case.fixed_reject)} changed; tokens per "
+            f"{int(case.fixed_reject.sum())} of {len(case.fixed_reject)} changed "
+            f"({_changed(case.fixed_reject)}), the sequential "
+            f"{sorted({_changed(r) for _, r in case.sequential})}; tokens per "
             f"output {case.prompt_tokens:.0f} prompt + {case.completion_tokens:.1f} completion "
             f"({case.tokens_from})"
         )

@@ -4,6 +4,7 @@ Files + Batches API, through litellm), resumed from the record, re-sent when the
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -47,9 +48,7 @@ def _asked(server) -> list[tuple[str, int]]:
 
 
 @pytest.mark.usefixtures("prefect_harness")
-def test_a_run_samples_by_batches_and_sends_failed_requests_again(
-    tmp_path, provider, write_config
-):
+def test_a_run_samples_by_batches_and_sends_failed_requests_again(tmp_path, provider, write_config):
     provider.push_batch_script(BatchScript(delay_s=0.1, fail_every=3))
     db = tmp_path / "batched.duckdb"
     config = write_config(_priced(provider, max_cost_usd=1.0))
@@ -101,3 +100,32 @@ def test_batch_true_on_a_provider_without_a_batch_api_exits_2(provider, write_co
     assert result.exit_code == 2, result.output
     assert "models[0].batch" in text(result)
     assert "'anthropic', which has no batch API" in text(result)
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_a_tick_hands_over_while_its_batches_run_and_its_rerun_collects_them(
+    tmp_path, provider, write_config, monkeypatch
+):
+    from datetime import UTC, datetime
+
+    import flows.scheduled as scheduled
+    from tests.drift.test_ticks import run_tick
+
+    monkeypatch.setattr(scheduled, "TICK_BATCH_WAIT_S", 0.3)
+    provider.push_batch_script(BatchScript(delay_s=2.0))
+    when = datetime(2026, 11, 1, 3, tzinfo=UTC)
+    params = {"config_path": str(write_config(_batched(provider))), "db": str(tmp_path / "t")}
+    state, _ = run_tick(when, **params)
+    assert state.is_completed(), state
+    assert state.name == "AwaitingBatches"
+    assert "waiting for 1 provider batch(es) of 40 request(s)" in state.message
+    epoch = when.isoformat()
+    assert f"run the tick again with overrides epoch={epoch}" in state.message
+    with Store(tmp_path / "t", read_only=True) as store:
+        assert [r["status"] for r in store.runs().to_dict("records")] == ["waiting"]
+    time.sleep(2.0)
+    again, _ = run_tick(datetime(2026, 11, 1, 4, tzinfo=UTC), **params, overrides={"epoch": epoch})
+    assert again.is_completed(), again
+    assert again.name == "Completed"
+    assert provider.counts.by_endpoint["/v1/batches"] == 1  # the same batch, collected
+    assert len(_asked(provider)) == 40
