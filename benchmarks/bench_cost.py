@@ -9,14 +9,14 @@ price map gives ``openai/gpt-4o-mini`` (its ``*_cost_per_token_batches``: half t
   Prompt tokens: litellm's counter for gpt-4o-mini on each arm's messages; completion
   tokens: the config's ``max_tokens`` (80) per output, as this file records no token counts
   (an upper bound; every design pays the same per output, so the ratios do not depend on it).
-* **Prompt set** (an original and 3 changes over 20 questions, k = 10 per prompt, as in
-  ``examples/prompt_set.yaml``): ``data/prompt_sets_smollm2.npz``, the first 10 of 40
+* **Prompt set** (an original and 3 changes over 20 questions, k = 8 per prompt, as in
+  ``examples/prompt_set.yaml``): ``data/prompt_sets_smollm2.npz``, the first 8 of 40
   recorded outputs per arm and prompt, with their recorded token counts (SmolLM2's
   tokenizer); prompt tokens: litellm's counter for gpt-4o-mini on the system prompt and the
   question.
 
 Designs: the fixed audit (every arm k outputs, permutation p-values corrected by Holm at
-alpha 0.05; over the set, the pooled tests), the sequential audit (the default
+alpha 0.05, omega as each example sets it: jsd, auto; over the set, the pooled tests), the sequential audit (the default
 ``SequentialSpec`` with k_max = k, run by ``dbpa.stats.sequential_family`` /
 ``set_sequential_family`` on the same outputs: the outputs it actually uses), each at list
 price and in provider batches. A design's cost is its outputs times the mean cost of an
@@ -54,11 +54,14 @@ DATA = Path(__file__).parent / "data"
 MODEL = "openai/gpt-4o-mini"
 ALPHA = 0.05
 B = 1999
-OMEGA = "energy_cosine"
+PERSONA_OMEGA = "jsd"
+"""examples/personas.yaml's (pinned there to reproduce the paper's table)."""
+SET_OMEGA = "auto"
+"""examples/prompt_set.yaml's (the default)."""
 SEED = 20261206
 PERSONA_K = 20
 PERSONA_MAX_TOKENS = 80
-SET_K = 10
+SET_K = 8
 GOAL = 0.35
 
 
@@ -97,12 +100,15 @@ def _persona_case(seeds: int) -> _Case:
     arms = [data[pid][:PERSONA_K] for pid in labels]
     rng = np.random.default_rng(SEED)
     p = [
-        permutation_test(original, b, omega=OMEGA, n_permutations=B, rng=rng).p_value for b in arms
+        permutation_test(original, b, omega=PERSONA_OMEGA, n_permutations=B, rng=rng).p_value
+        for b in arms
     ]
     fixed = correct(p, method="holm", alpha=ALPHA).reject
     design = SequentialSpec().design(PERSONA_K)
     runs = [
-        sequential_family(original, arms, design, alpha=ALPHA, method="holm", omega=OMEGA, rng=s)
+        sequential_family(
+            original, arms, design, alpha=ALPHA, method="holm", omega=PERSONA_OMEGA, rng=s
+        )
         for s in range(seeds)
     ]
     config = load_config(ROOT / "examples" / "personas.yaml", {"models.0.model": MODEL})
@@ -132,14 +138,14 @@ def _set_case(seeds: int) -> _Case:
     perturbed = [list(vectors[a]) for a in range(1, vectors.shape[0])]
     rng = np.random.default_rng(SEED)
     p = [
-        prompt_set_test(originals, arms, omega=OMEGA, n_permutations=B, rng=rng).p_value
+        prompt_set_test(originals, arms, omega=SET_OMEGA, n_permutations=B, rng=rng).p_value
         for arms in perturbed
     ]
     fixed = correct(p, method="holm", alpha=ALPHA).reject
     design = SequentialSpec().design(SET_K)
     runs = [
         set_sequential_family(
-            originals, perturbed, design, alpha=ALPHA, method="holm", omega=OMEGA, rng=s
+            originals, perturbed, design, alpha=ALPHA, method="holm", omega=SET_OMEGA, rng=s
         )
         for s in range(seeds)
     ]
@@ -179,7 +185,8 @@ def main(quick: bool = False) -> None:
     result.note(
         f"cost: {MODEL} at litellm's prices, list ${li * 1e6:.3f} / ${lo * 1e6:.3f} and batch "
         f"${bi * 1e6:.3f} / ${bo * 1e6:.3f} per million prompt / completion tokens; omega "
-        f"{OMEGA}, B={B}, Holm at alpha={ALPHA}; the sequential design with {seeds} seeds"
+        f"{PERSONA_OMEGA} (personas) and {SET_OMEGA} (prompt set) as the examples set them, "
+        f"B={B}, Holm at alpha={ALPHA}; the sequential design with {seeds} seeds"
     )
     rows, verdicts = [], []
     for case in (_persona_case(seeds), _set_case(seeds)):

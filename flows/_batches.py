@@ -107,6 +107,10 @@ class BatchedSampling:
         self._failures: dict[str, str] = {}
         for model in self._models.values():
             check_batchable(model)
+        if cap is not None:  # batches an earlier run created are in flight: held
+            for batch in self._open():
+                if batch.reserved_usd is not None:
+                    cap.hold(batch.reserved_usd, batch.model)
 
     @property
     def arm_ids(self) -> set[str]:

@@ -216,6 +216,13 @@ class SpendCap:
             for ledger in ledgers:
                 ledger.reserved += usd
 
+    def hold(self, usd: float, model: str | None = None) -> None:
+        """Count ``usd`` as reserved whatever the cap says: requests already in flight
+        (provider batches an earlier run of these arms created)."""
+        with self._lock:
+            for ledger in self._ledgers(model):
+                ledger.reserved += usd
+
     def settle(self, reserved: float, cost: float | None, model: str | None = None) -> None:
         """A request answered: its reservation replaced by its ``cost`` (None: unknown,
         the reservation counts as spent)."""

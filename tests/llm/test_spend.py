@@ -136,3 +136,13 @@ def test_the_runs_cap_and_a_models_both_hold() -> None:
 def test_a_models_cap_not_above_0_is_refused(usd: float) -> None:
     with pytest.raises(ValueError, match=r"models\.1\.max_cost_usd"):
         SpendCap(None, model_caps={"m": ("models.1.max_cost_usd", usd)})
+
+
+def test_a_hold_counts_whatever_the_cap_says_and_settles_like_a_reservation() -> None:
+    cap = SpendCap(1.0)
+    cap.hold(1.5, "m")  # a batch created before the cap was lowered
+    assert cap.reserved == pytest.approx(1.5)
+    with pytest.raises(SpendCapReached):
+        cap.reserve(0.01, "m")
+    cap.settle(1.5, 0.4, "m")
+    assert (cap.spent, cap.reserved) == (pytest.approx(0.4), pytest.approx(0.0))
