@@ -16,12 +16,13 @@ price map gives ``openai/gpt-4o-mini`` (its ``*_cost_per_token_batches``: half t
   question.
 
 Designs: the fixed audit (every arm k outputs, permutation p-values corrected by Holm at
-alpha 0.05, omega as each example sets it: jsd, auto; over the set, the pooled tests), the sequential audit (the default
-``SequentialSpec`` with k_max = k, run by ``dbpa.stats.sequential_family`` /
-``set_sequential_family`` on the same outputs: the outputs it actually uses), each at list
-price and in provider batches. A design's cost is its outputs times the mean cost of an
-output over the family's arms. The sequential design draws its paths at random: it is run
-with several seeds and its outputs and decisions reported per seed. The goal of issue 53:
+alpha 0.05, omega as each example sets it: jsd, auto; over the set, the pooled tests), the
+sequential audit (the default ``SequentialSpec`` with k_max = k, run by
+``dbpa.stats.sequential_family`` / ``set_sequential_family`` on the same outputs: the outputs
+it actually uses), each at list price and in provider batches. A design's cost is its
+outputs times the mean cost of an output over the family's arms. The sequential design draws
+its paths at random: it is run with several seeds and its outputs and decisions reported per
+seed. The goal of issue 53:
 the sequential batch audit at or below 0.35x the fixed audit at list price, with the same
 decisions.
 """
