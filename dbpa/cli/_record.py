@@ -538,6 +538,7 @@ def runs(db: DbOption = DEFAULT_DB) -> None:
             r.epoch,
             f"{r.started_at:%Y-%m-%d %H:%M:%S}",
             _progress(r, writing) if r.status == "running" else cell(r.message),
+            "" if cell(r.cost_usd) == "" else f"${r.cost_usd:.4f}",
         )
         for r in df.itertuples()
     ]
@@ -548,6 +549,7 @@ def runs(db: DbOption = DEFAULT_DB) -> None:
     for r in rows:  # one line per id, never cut: a terminal wraps it without breaking it
         out.print(r.run_id, highlight=False, markup=False, soft_wrap=True)
         details = f"{r.status} · audit {r.audit} · epoch {r.epoch} · started {r.started}"
+        details += f" · cost {r.cost}" if r.cost else ""
         out.print(f"    {details}", highlight=False, markup=False, soft_wrap=True)
         if r.message:
             out.print(f"    {r.message}", highlight=False, markup=False, soft_wrap=True)
@@ -562,6 +564,8 @@ class _RunLine(NamedTuple):
     epoch: str
     started: str
     message: str
+    cost: str = ""
+    """What its outputs cost ("": no known price)."""
 
 
 def _runs_table(rows: list[_RunLine]) -> Table | None:
@@ -570,11 +574,15 @@ def _runs_table(rows: list[_RunLine]) -> Table | None:
     named = all(r.run_id.startswith(f"{r.audit}-") for r in rows)
     columns = [("run", True, "left"), *([] if named else [("audit", False, "left")])]
     columns += [("status", True, "left"), ("epoch", True, "left"), ("started", False, "left")]
+    priced = any(r.cost for r in rows)  # a cost column once a run has a known price
+    columns += [("cost", True, "right")] if priced else []
     columns += [("message", False, "left")]
     return whole_table(
         columns,
         [
-            [r.run_id, *([] if named else [r.audit]), r.status, r.epoch, r.started, r.message]
+            [r.run_id, *([] if named else [r.audit]), r.status, r.epoch, r.started]
+            + ([r.cost] if priced else [])
+            + [r.message]
             for r in rows
         ],
     )

@@ -70,6 +70,9 @@ def test_a_run_samples_by_batches_and_sends_failed_requests_again(tmp_path, prov
     shown = text(result)
     assert f"cost: ${at_batch_price.sum():.4f} for 40 outputs" in shown
     assert "in provider batches, at the batch price: openai/scripted" in shown
+    listed = invoke("runs", "--db", str(db))
+    assert listed.exit_code == 0, listed.output
+    assert f"${at_batch_price.sum():.4f}" in listed.output  # dbpa runs: its cost column
 
 
 def test_a_restarted_run_collects_the_same_batches(tmp_path, provider, write_config):
