@@ -118,7 +118,7 @@ def scheduled_audit(
             run_tick = audit_with_runner(runner)
         try:
             with tags(*flow_run_tags(config)) if runner != "threads" else nullcontext():
-                outcome = run_tick(
+                outcome: AuditOutcome = run_tick(
                     config=config, db=db, out=out, publish=False, batch_wait_s=TICK_BATCH_WAIT_S
                 )
         except BatchesPending as waiting:

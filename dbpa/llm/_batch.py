@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
@@ -72,7 +72,7 @@ def check_batchable(model: ModelSpec) -> BatchLimits:
         try:
             name = provider_name(model.model, model.api_base)
         except PermanentModelError as exc:
-            why = exc.reason if hasattr(exc, "reason") else str(exc)
+            why = exc.reason
             name = None
         if name is not None and name not in BATCH_PROVIDERS:
             why = (
@@ -314,11 +314,6 @@ def batch_prices(model: ModelSpec) -> Prices | None:
         listed.max_tokens,
         True,
     )
-
-
-def deadline_after(seconds: float) -> datetime:
-    """UTC ``seconds`` from now."""
-    return datetime.now(UTC) + timedelta(seconds=seconds)
 
 
 def _generations(

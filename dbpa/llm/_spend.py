@@ -208,11 +208,10 @@ class SpendCap:
         with self._lock:
             ledgers = self._ledgers(model)
             for ledger in ledgers:
-                if ledger.refuses(usd):
+                if ledger.cap is not None and ledger.refuses(usd):
                     ledger.closed = True
-                    raise SpendCapReached(
-                        ledger.spent + ledger.reserved, ledger.cap, key=ledger.key
-                    )  # type: ignore[arg-type]
+                    used = ledger.spent + ledger.reserved
+                    raise SpendCapReached(used, ledger.cap, key=ledger.key)
             for ledger in ledgers:
                 ledger.reserved += usd
 
