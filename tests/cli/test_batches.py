@@ -95,6 +95,25 @@ def test_a_restarted_run_collects_the_same_batches(tmp_path, provider, write_con
     assert len(_asked(provider)) == 40
 
 
+def test_a_batch_past_its_deadline_is_cancelled_and_its_requests_sent_again(
+    tmp_path, provider, write_config
+):
+    provider.push_batch_script(BatchScript(delay_s=60.0, window_s=0))  # never done in time
+    config = load_config(write_config(_batched(provider)))
+    plan = plan_audit(config)
+    with Store(tmp_path / "late.duckdb") as store:
+        store.add_arms(plan.arms)
+        batched = BatchedSampling(plan, store, config.name)
+        batched.submit()
+        assert batched.wait(None) == {}
+        assert len(store.samples()) == 40
+        assert [(b.status, len(b.requests)) for b in store.batches()] == [
+            ("cancelled", 40),
+            ("completed", 40),
+        ]
+    assert len(_asked(provider)) == 40  # the cancelled batch answered none of them
+
+
 def test_batch_true_on_a_provider_without_a_batch_api_exits_2(provider, write_config):
     config = make_config(provider)
     config["models"][0].update(model="anthropic/claude-3-5-haiku-20241022", batch=True)

@@ -128,6 +128,8 @@ class BatchScript:
     fail_every: int = 0
     """Every ``fail_every``-th request of the batch (1-based) fails with a 500 in the error
     file (0: none)."""
+    window_s: float = 24 * 3600
+    """Seconds from creation to the batch's ``expires_at`` (the end of its window)."""
 
 
 @dataclass
@@ -338,7 +340,7 @@ class ScriptedServer:
             "status": "in_progress",
             "created_at": now,
             "in_progress_at": now,
-            "expires_at": now + 24 * 3600,
+            "expires_at": now + int(script.window_s),
             "metadata": body.get("metadata"),
             "request_counts": {"total": len(lines), "completed": 0, "failed": 0},
         }
