@@ -15,7 +15,7 @@ from flows._batches import BatchedSampling, BatchesPending
 from storage import Store
 from tests.cli.conftest import invoke, text
 from tests.pipeline.conftest import make_config
-from tests.support.scripted_server import BatchScript
+from tests.support.scripted_server import BatchScript, Fault
 
 pytestmark = pytest.mark.usefixtures("wide_console")
 
@@ -112,6 +112,18 @@ def test_a_batch_past_its_deadline_is_cancelled_and_its_requests_sent_again(
             ("completed", 40),
         ]
     assert len(_asked(provider)) == 40  # the cancelled batch answered none of them
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_a_provider_refusing_the_batch_exits_1_naming_it(tmp_path, provider, write_config):
+    provider.push_faults(Fault("400", endpoint="/v1/batches"))
+    db = tmp_path / "refused.duckdb"
+    result = invoke("run", str(write_config(_batched(provider))), "--db", str(db))
+    assert result.exit_code == 1, result.output
+    shown = text(result)
+    assert "model 'openai/scripted': create_batch: BadRequestError (HTTP 400)" in shown
+    assert "Every output sampled so far is kept" in shown
+    assert provider.counts.by_endpoint["/v1/chat/completions"] == 0
 
 
 def test_batch_true_on_a_provider_without_a_batch_api_exits_2(provider, write_config):
