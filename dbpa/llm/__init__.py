@@ -23,7 +23,7 @@
   sampling threads return within one request instead of finishing their arms;
   :func:`allow_requests` undoes it once that run has ended, for a new run in the same
   process; :func:`stopping` says whether it is in force.
-* Provider batches (``batch: true``, ``_batch``): :func:`check_batchable`,
+* Provider batches (``batch: true``; ``_batch``, ``_batch_api``): :func:`check_batchable`,
   :func:`batch_requests`, :func:`split`, :func:`submit`, :func:`poll`, :func:`collect`,
   :func:`cancel`, :func:`batch_prices` (OpenAI-format Files + Batches API through litellm).
 * :func:`check_model_string`: what can be known of a model string without litellm (a
@@ -44,19 +44,13 @@ from ._batch import (
     BATCH_PROVIDERS,
     BatchLimits,
     BatchRequest,
-    BatchState,
     BatchUnsupportedError,
-    Collected,
-    Submitted,
     batch_prices,
     batch_requests,
-    cancel,
     check_batchable,
-    collect,
-    poll,
     split,
-    submit,
 )
+from ._batch_api import BatchState, Collected, Submitted, cancel, collect, poll, submit
 from ._client import litellm
 from ._endpoints import endpoint_for
 from ._errors import (
