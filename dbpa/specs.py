@@ -49,9 +49,11 @@ class _Endpoint(Spec):
         data: dict[str, Any] = handler(self)
         if data.get("connect_budget_s") == DEFAULT_CONNECT_BUDGET_S:
             del data["connect_budget_s"]
-        for price in ("input_cost_per_token", "output_cost_per_token"):
+        for price in ("input_cost_per_token", "output_cost_per_token", "max_cost_usd"):
             if data.get(price, ...) is None:
                 del data[price]
+        if data.get("batch", ...) is False:
+            del data["batch"]
         return data
 
 
@@ -91,6 +93,12 @@ class ModelSpec(_Endpoint):
     ``output_cost_per_token``); overrides the map. Needed under ``max_cost_usd``."""
     output_cost_per_token: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     """USD per completion token (see ``input_cost_per_token``)."""
+    max_cost_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """Most a run may spend on this model's requests (USD), on top of the run's own
+    ``max_cost_usd``; held the same way (docs/how-to/cost.md)."""
+    batch: bool = False
+    """Send the run's missing requests as provider batches (OpenAI-style Files + Batches
+    API): half the list price, answers within the provider's window (docs/how-to/cost.md)."""
 
     @field_validator("params")
     @classmethod

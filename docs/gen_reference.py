@@ -40,6 +40,8 @@ TABLES = {
     "run_prompt_tests": "Over a set of prompts: each run's per-prompt tests.",
     "set_prompts": "Over a set of prompts: each pooled test's prompts.",
     "prompt_decisions": "Over a set of prompts: each run's drill-down to the prompts that moved.",
+    "provider_batches": "Batches of `batch: true` models, stored as the provider creates them.",
+    "batch_requests": "The requests of each provider batch: arm, output indices, seed.",
 }
 
 
@@ -365,6 +367,7 @@ ARTIFACTS = {
     "monitor": "Each arm's drift-monitor evidence, alarm line and alarm (from the second tick).",
     "evidence": "The chart of each arm's evidence over the ticks.",
     "drift": "With `per_tick`: the per-tick drift tests against the previous and first tick.",
+    "batches": "While `batch: true` models wait: the open provider batches, requests, deadline.",
 }
 """Artifact key suffixes, one key ``<audit>-<suffix>`` each (``tests/docs`` checks the code's)."""
 

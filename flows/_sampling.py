@@ -20,9 +20,11 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 import storage
 from dbpa.arms import Arm
+from dbpa.config import AuditConfig
 from dbpa.llm import SpendCap, SpendCapReached, allow_requests, stop_requests
 from dbpa.plan import AuditPlan
 from dbpa.progress import Counter
+from dbpa.spend import model_cap_keys
 from flows._progress import ProgressArtifact
 from tasks.sample import ArmJob, ArmsFailed, SampleOutcome, sample_arms
 
@@ -131,7 +133,7 @@ class Sampling:
         if isinstance(self._held, SpendCapReached) and self._cap is not None:
             have = _stored_counts(self._plan, self._store)
             missing = self._plan.k * len(self._plan.arms) - sum(have.values())
-            raise SpendCapReached(self._cap.spent, self._cap.cap, missing) from None
+            raise self._cap.reached(self._held, missing) from None
         if self._held is not None:
             raise self._held
         return dict(self._failures)
@@ -157,7 +159,7 @@ def sampled_meanwhile(
     for the sampling phase, which meets their arms again (and with them any error, reported
     there)."""
     have = _stored_counts(plan, store)
-    todo = [a for a in plan.arms if have[a.arm_id] < plan.k]
+    todo = [a for a in plan.arms if have[a.arm_id] < plan.k and not a.model.batch]
     labels = arm_labels(plan)
     runner: ThreadPoolTaskRunner[SampleOutcome] = ThreadPoolTaskRunner(max_workers=threads)
     with runner, requests_stopped_on_signal():
@@ -232,7 +234,7 @@ def sample_phase(
     are held to the run's spend ``cap`` (when the config sets one)."""
     logger = get_run_logger()
     have = _stored_counts(plan, store)
-    todo = [a for a in plan.arms if have[a.arm_id] < plan.k]
+    todo = [a for a in plan.arms if have[a.arm_id] < plan.k and not a.model.batch]
     total = plan.k * len(plan.arms)
     missing = total - sum(have.values())
     if counter is None:
@@ -244,14 +246,21 @@ def sample_phase(
     return Sampling(plan, store, db, run_id, todo, counter, task_runs, threads, progress_key, cap)
 
 
-def spend_cap(
-    max_cost_usd: float | None, store: storage.Store, arms: Sequence[Arm]
-) -> SpendCap | None:
-    """The run's spend cap (None without ``max_cost_usd``), counting what the stored outputs
-    of ``arms`` (the arms the run samples) cost already."""
-    if max_cost_usd is None:
+def spend_cap(config: AuditConfig, store: storage.Store, arms: Sequence[Arm]) -> SpendCap | None:
+    """The run's spend cap (None when neither the run nor a model sets ``max_cost_usd``),
+    counting what the stored outputs of ``arms`` (the arms the run samples) cost already."""
+    model_caps = model_cap_keys(config)
+    if config.max_cost_usd is None and not model_caps:
         return None
-    return SpendCap(max_cost_usd, stored_cost(store, arms))
+    cap = SpendCap(config.max_cost_usd, 0.0, model_caps)
+    count_stored(cap, store, arms)
+    return cap
+
+
+def count_stored(cap: SpendCap, store: storage.Store, arms: Sequence[Arm]) -> None:
+    """Count on ``cap`` what the stored outputs of ``arms`` cost, each on its model."""
+    for label in {a.model.label for a in arms}:
+        cap.add_spent(stored_cost(store, [a for a in arms if a.model.label == label]), label)
 
 
 def stored_cost(store: storage.Store, arms: Sequence[Arm]) -> float:

@@ -33,13 +33,14 @@ from dbpa.plan import AuditPlan, plan_audit
 from dbpa.spend import check_prices
 from flows import record
 from flows._analysis import ArmAnalysis, correct_families
+from flows._batches import BatchedSampling, BatchesPending
 from flows._sampling import (
+    count_stored,
     requests_stopped_on_signal,
     sample_phase,
     sampled_meanwhile,
     spend_cap,
     stop_lifted_at_the_end,
-    stored_cost,
 )
 from flows._sequential import Counters, SequentialOutcome, run_looks
 from tasks.artifacts import artifact_key
@@ -101,7 +102,11 @@ def _run_id(config: AuditConfig) -> str:
 
 @flow(name="dbpa-audit", flow_run_name=_flow_run_name, log_prints=True)
 def audit(
-    config: AuditConfig, db: str = "dbpa.duckdb", out: str | None = None, publish: bool = True
+    config: AuditConfig,
+    db: str = "dbpa.duckdb",
+    out: str | None = None,
+    publish: bool = True,
+    batch_wait_s: float | None = None,
 ) -> AuditOutcome:
     """Run (or resume) an audit and record everything in the DuckDB file ``db``.
 
@@ -110,6 +115,9 @@ def audit(
     The arms of each sampling task run are embedded and tested as soon as it ends, while
     other arms still sample; the rest once sampling is over. With ``publish`` the outcome
     is shown in the Prefect UI (a scheduled tick publishes it itself, after drift).
+    The arms of ``batch: true`` models are sampled by provider batches
+    (``flows._batches``); ``batch_wait_s``: how long this flow run waits for them (None:
+    until they are collected), after which it raises ``BatchesPending``.
     """
     logger = get_run_logger()
     plan = None if config.ungenerated else _plan_of(config)
@@ -126,18 +134,16 @@ def audit(
             if plan is None:
                 ready = plan_audit(config.ready_part())
                 check_prices(config, ready)
-                cap = spend_cap(config.max_cost_usd, store, ready.arms)
+                cap = spend_cap(config, store, ready.arms)
                 config = _generated(db, store, config, ready, cap)
                 plan = plan_audit(config)
                 check_prices(config, plan)
                 if cap is not None:  # the arms of the generated paraphrases
                     counted = {a.arm_id for a in ready.arms}
-                    cap.add_spent(
-                        stored_cost(store, [a for a in plan.arms if a.arm_id not in counted])
-                    )
+                    count_stored(cap, store, [a for a in plan.arms if a.arm_id not in counted])
             else:
                 check_prices(config, plan)
-                cap = spend_cap(config.max_cost_usd, store, plan.arms)
+                cap = spend_cap(config, store, plan.arms)
             _start_run(store, plan, config, run_id)
             if config.sequential:
                 outcome = run_looks(
@@ -154,6 +160,7 @@ def audit(
                         background,
                         counters,
                         cap,
+                        batch_wait_s,
                     ),
                     logger.info,
                 )
@@ -161,7 +168,9 @@ def audit(
                 _log_savings(outcome)
             else:
                 outcome = None
-                failures = _sample_and_test(plan, store, config, db, run_id, background, cap=cap)
+                failures = _sample_and_test(
+                    plan, store, config, db, run_id, background, cap=cap, batch_wait_s=batch_wait_s
+                )
             with _timed("correcting"):
                 correct_families(plan, store, config, run_id, outcome)
             status = "incomplete" if failures else "completed"
@@ -170,7 +179,10 @@ def audit(
             with _timed("reporting"):
                 reports = write_reports(db, run_id, out, publish)
         except BaseException as exc:
-            store.finish_run(run_id, "failed", f"{type(exc).__name__}: {exc}")
+            waiting = isinstance(exc, BatchesPending)
+            store.finish_run(
+                run_id, "waiting" if waiting else "failed", f"{type(exc).__name__}: {exc}"
+            )
             raise
         finally:
             storage.unregister(store)
@@ -191,11 +203,14 @@ def _sample_and_test(
     background: ExitStack,
     counters: Counters | None = None,
     cap: SpendCap | None = None,
+    batch_wait_s: float | None = None,
 ) -> dict[str, str]:
     """Fill every arm of ``plan`` to k outputs, embed them and run the plan's tests (the
     arms of each sampling task run as it ends, the rest after); returns the arms that
     failed permanently. A sequential audit runs this once per look, its progress on the
-    audit's ``counters``. Requests are held to the run's spend ``cap``."""
+    audit's ``counters``. Requests are held to the run's spend ``cap``. The arms of
+    ``batch: true`` models are sent as provider batches first, and collected (waiting at
+    most ``batch_wait_s``) once the other arms are sampled."""
     analysis = ArmAnalysis(
         plan,
         store,
@@ -205,6 +220,9 @@ def _sample_and_test(
         tests_per_task_run=TESTS_PER_TASK_RUN,
         counters=None if counters is None else (counters.embed, counters.test),
     )
+    batched = BatchedSampling(plan, store, config.name, cap)
+    if batched.arms:
+        batched.submit()
     with _timed(f"sampling (k={plan.k})"):
         sampling = sample_phase(
             plan,
@@ -222,6 +240,9 @@ def _sample_and_test(
                 analysis.embed_arms(arm_ids)
                 analysis.test_ready(min_tests=TESTS_PER_TASK_RUN)
         failures = sampling.finish()
+    if batched.arms:
+        with _timed("waiting for provider batches"):
+            failures |= batched.wait(batch_wait_s)
     early = analysis.tally()
     with _timed("embedding and testing the rest"):
         analysis.embed_arms(a.arm_id for a in plan.arms if a.arm_id not in failures)

@@ -8,6 +8,12 @@ keeps its scheduled time and resumes the tick (stored outputs are not requested 
 a run triggered by hand is scheduled for the moment it was triggered, so it is a new
 tick. ``overrides={"epoch": "..."}`` runs, or resumes, a given tick instead.
 
+A tick of a config with ``batch: true`` models waits :data:`TICK_BATCH_WAIT_S` for their
+provider batches; batches still running then end the tick run in the state
+``AwaitingBatches`` (a Completed state of that name: nothing failed) after it has scheduled a
+run of its deployment for the same epoch at the next poll, which collects them from the
+record (see ARCHITECTURE.md: no worker waits for hours).
+
 A tick that fails is retried once, a minute later, unless its failure is permanent
 (``flows._retries.PERMANENT``: a rejected key, an unknown model, a bad request, an endpoint
 unreachable for its whole connect budget, a config that cannot be used): the retry would
@@ -17,24 +23,53 @@ meet it again, so the tick fails once, with one message.
 from __future__ import annotations
 
 import dataclasses
-from datetime import UTC
+from contextlib import nullcontext
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from prefect import flow, get_run_logger, tags
-from prefect.runtime import flow_run
+from prefect.client.schemas.objects import State
+from prefect.deployments import run_deployment
+from prefect.runtime import deployment, flow_run
+from prefect.states import Completed
 
 import storage
 from dbpa.config import load_config
+from flows._batches import BatchesPending
 from flows._retries import retried_unless_permanent
 from flows.audit import AuditOutcome, audit, audit_with_runner, flow_run_tags
 from flows.drift import drift, outdated_epochs
 from flows.monitor import monitor
 from tasks.report import write_reports
 
+TICK_BATCH_WAIT_S = 120.0
+"""How long a tick polls its provider batches before it hands over to a scheduled re-run."""
 RETRY_DELAY_SECONDS = 60
 """Wait before the retry of a failed tick (the retry resumes it); permanent failures are not
 retried."""
+
+
+def come_back(waiting: BatchesPending, parameters: dict[str, Any]) -> State[Any]:
+    """The tick's end while its batches run: a run of its deployment with ``parameters``
+    (the same epoch) scheduled at the next poll, and the state ``AwaitingBatches``."""
+    message = str(waiting)
+    deployment_id = deployment.id
+    if deployment_id is not None:
+        when = datetime.now(UTC) + timedelta(seconds=waiting.poll_in_s)
+        run_deployment(
+            deployment_id,
+            parameters=parameters,
+            scheduled_time=when,
+            timeout=0,
+            as_subflow=False,
+            idempotency_key=f"{flow_run.id}-batches",
+        )
+        message += f"; this tick runs again at {when.isoformat(timespec='seconds')}"
+    else:
+        message += f"; run the tick again with overrides epoch={parameters['overrides']['epoch']}"
+    get_run_logger().info("%s", message)
+    return Completed(name="AwaitingBatches", message=message)
 
 
 def tick_epoch() -> str:
@@ -62,7 +97,7 @@ def scheduled_audit(
     overrides: dict[str, Any] | None = None,
     runner: str = "threads",
     per_tick: bool = False,
-) -> AuditOutcome:
+) -> AuditOutcome | State[Any]:
     """Audit ``config_path`` at this tick's epoch, replay every arm's drift monitor through
     the latest epoch (in epoch order: ``dbpa.drift.epoch_order``; a tick run late takes its
     place), or with ``per_tick`` test every arm against the previous and the first epoch,
@@ -78,10 +113,17 @@ def scheduled_audit(
         config = load_config(config_path, {"epoch": tick_epoch(), **(overrides or {})})
         logger.info("%s: tick %s (%s)", config.name, config.epoch, Path(config_path).resolve())
         if runner == "threads":  # inline: its task runs and artifacts are the tick's own
-            outcome = audit.fn(config=config, db=db, out=out, publish=False)
+            run_tick: Any = audit.fn
         else:  # the cluster is a subflow's task runner
-            with tags(*flow_run_tags(config)):
-                outcome = audit_with_runner(runner)(config=config, db=db, out=out, publish=False)
+            run_tick = audit_with_runner(runner)
+        try:
+            with tags(*flow_run_tags(config)) if runner != "threads" else nullcontext():
+                outcome: AuditOutcome = run_tick(
+                    config=config, db=db, out=out, publish=False, batch_wait_s=TICK_BATCH_WAIT_S
+                )
+        except BatchesPending as waiting:
+            again = {**(overrides or {}), "epoch": config.epoch}
+            return come_back(waiting, {**flow_run.parameters, "overrides": again})
         if not per_tick:
             monitor.fn(audit=config.name, db=db)
         else:

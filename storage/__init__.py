@@ -12,13 +12,14 @@ untouched; ``salvage`` exports what can still be read).
 (arms, samples, embeddings), ``_tests`` (permutation tests and their effect intervals),
 ``_runs`` (runs, run families, arm failures, corrections, sequential looks, results, usage;
 their SQL in ``_results``), ``_drift`` (epochs and drift tests), ``_monitor`` (the drift
-monitor's evidence per tick and its resets) and ``_export`` (tables to
-Parquet or CSV). ``_schema`` holds the migrations (``_layout`` reads back the tables they
-build, for the docs); ``_open`` the checks of a file before
+monitor's evidence per tick and its resets), ``_batches`` (provider batches) and
+``_export`` (tables to Parquet or CSV). ``_schema`` holds the migrations (``_layout`` reads
+back the tables they build, for the docs); ``_open`` the checks of a file before
 it is used; ``_serve``, ``_wire``, ``_sidecar``, ``_reader`` and ``_remote`` the reads
 served by a writer; ``_salvage`` the export of a damaged file.
 """
 
+from ._batches import StoredBatch, StoredRequest
 from ._errors import DamagedRecordError, DatabaseInUseError, UnknownRunError
 from ._export import EXPORTS, export_sql
 from ._layout import Column, Layout, record_layout
@@ -43,6 +44,8 @@ __all__ = [
     "Salvage",
     "SalvagedTable",
     "Store",
+    "StoredBatch",
+    "StoredRequest",
     "Turn",
     "UnknownRunError",
     "export_sql",

@@ -120,16 +120,24 @@ RUNS_SQL = """
     tested AS (
         SELECT rt.run_id, count(*) AS tests_planned, count(t.test_id) AS tests_stored
         FROM running r JOIN {all_tests} rt USING (run_id)
-        LEFT JOIN tests t ON t.test_id = rt.test_id GROUP BY rt.run_id)
+        LEFT JOIN tests t ON t.test_id = rt.test_id GROUP BY rt.run_id),
+    every_arm AS (
+        SELECT DISTINCT rt.run_id, arm.arm_id, {k} AS k
+        FROM runs JOIN {family_tests} rt USING (run_id),
+        LATERAL (VALUES (rt.original_arm), (rt.perturbed_arm)) AS arm(arm_id)),
+    spent AS (
+        SELECT a.run_id, sum(x.cost_usd) AS cost_usd
+        FROM every_arm a JOIN samples x ON x.arm_id = a.arm_id AND (a.k IS NULL OR x.idx < a.k)
+        GROUP BY a.run_id)
     SELECT r.run_id, r.audit, r.status, r.epoch, r.started_at, r.finished_at, r.message,
            r.report_path, s.outputs_stored, s.outputs_planned, t.tests_stored, t.tests_planned,
-           g.sequential
+           g.sequential, c.cost_usd
     FROM runs r LEFT JOIN sampled s USING (run_id) LEFT JOIN tested t USING (run_id)
-    LEFT JOIN running g USING (run_id)
+    LEFT JOIN running g USING (run_id) LEFT JOIN spent c USING (run_id)
     ORDER BY r.started_at DESC
 """
 """Every run, with the progress of the running ones (``{family_tests}``, ``{all_tests}``:
-see ``runs_sql``)."""
+see ``runs_sql``) and what its arms' outputs cost (their first k each; NULL: no price)."""
 
 
 _RUN_CONFIG = {

@@ -135,7 +135,8 @@ class RunRecord(StoreCore):
     def runs(self) -> pd.DataFrame:
         """Every run, newest first; a running run with its progress so far (outputs stored of
         those planned, tests stored of those planned, whether it is sequential: then the
-        planned outputs are a maximum; missing for the others)."""
+        planned outputs are a maximum; missing for the others); every run's ``cost_usd``
+        (its arms' first k outputs; missing without a known price)."""
         return self._df(runs_sql(self.schema_version, postgres=self.postgres))
 
     def run(self, run_id: str) -> dict[str, Any]:

@@ -17,6 +17,9 @@ SET_GUARD = 11
 """The migration that keeps each effect interval's distances between the pooled outputs (the
 set-level equivalence test's joint guard); an interval stored before is computed again."""
 
+PROVIDER_BATCHES = 12
+"""The migration that adds the provider batches of ``batch: true`` models and their requests."""
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     INITIAL,
     (
@@ -222,6 +225,37 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
         "effect intervals: the distances between the pooled outputs, for the set-level "
         "equivalence test's joint guard",
         ["ALTER TABLE effect_intervals ADD COLUMN distances DOUBLE[]"],
+    ),
+    (
+        PROVIDER_BATCHES,
+        "provider batches: each batch of a batch: true model as soon as the provider created "
+        "it, the requests it holds, and whether its answers are stored",
+        [
+            """
+            CREATE TABLE provider_batches (
+                batch_id VARCHAR PRIMARY KEY,
+                model VARCHAR NOT NULL,
+                input_file_id VARCHAR NOT NULL,
+                requests INTEGER NOT NULL,
+                reserved_usd DOUBLE,
+                deadline TIMESTAMPTZ NOT NULL,
+                status VARCHAR NOT NULL,
+                collected BOOLEAN NOT NULL,
+                created_at TIMESTAMPTZ NOT NULL DEFAULT current_timestamp,
+                collected_at TIMESTAMPTZ
+            )
+            """,
+            """
+            CREATE TABLE batch_requests (
+                batch_id VARCHAR NOT NULL,
+                custom_id VARCHAR NOT NULL,
+                arm_id VARCHAR NOT NULL,
+                indices VARCHAR NOT NULL,
+                seed BIGINT,
+                PRIMARY KEY (batch_id, custom_id)
+            )
+            """,
+        ],
     ),
 ]
 """(version, description, statements) in the order they are applied."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ._batches import BatchRecord
 from ._drift import DriftRecord
 from ._export import ExportRecord
 from ._monitor import MonitorRecord
@@ -29,14 +30,15 @@ class Store(
     SetRecord,
     DriftRecord,
     MonitorRecord,
+    BatchRecord,
     ExportRecord,
 ):
     """An open audit database; use as a context manager or call ``close()``.
 
     The sample record (arms, samples, embeddings), the permutation tests with their effect
     intervals, the run record (runs, families, arm failures, corrections, sequential looks,
-    results, usage), the prompt sets' pooled tests and drill-downs, drift, the drift monitor
-    and export, over the one connection of ``StoreCore``.
+    results, usage), the prompt sets' pooled tests and drill-downs, drift, the drift monitor,
+    the provider batches and export, over the one connection of ``StoreCore``.
     """
 
     def __init__(

@@ -62,11 +62,11 @@ def plan(
     from dbpa.launch import load_audit
 
     cfg, planned = load_audit(config, parse_overrides(set_), db)  # paraphrases: the pilot's
-    if cfg.max_cost_usd is not None and planned is not None:
-        from dbpa.spend import check_estimate, check_prices, lowest_cost
+    if planned is not None:
+        from dbpa.spend import check_lowest, is_capped
 
-        lowest = lowest_cost(cfg, planned, check_prices(cfg, planned))
-        check_estimate(cfg, lowest, "the least its prompts alone can cost")
+        if is_capped(cfg):
+            check_lowest(cfg, planned)
     with open_record(db) as store:
         if cfg.prompts is not None:
             set_sizes = estimate_set_sizes(
@@ -91,8 +91,27 @@ def plan(
     else:
         _print(sizes)
     configured = set_sizes.configured if cfg.prompts is not None else sizes.configured
+    if format_ != "json" and configured.cost_usd is not None:
+        _print_batch_cost(cfg, configured.cost_usd)
     if configured.cost_usd is not None:  # shown above, then refused
         check_estimate_at_k(cfg, configured.cost_usd)
+
+
+def _print_batch_cost(cfg: AuditConfig, cost_usd: float) -> None:
+    """The estimate at k at list prices and in provider batches (``batch: true``)."""
+    from dbpa.spend import batch_share
+
+    share = batch_share(cfg)
+    if share is None:
+        return
+    batched = sum(m.batch for m in cfg.models)
+    now = f"{batched} of {len(cfg.models)} models have batch: true" if batched else "none has"
+    out.print(
+        f"cost at k={cfg.k}: ${cost_usd:,.2f} at list prices, ${cost_usd * share:,.2f} with "
+        f"every model in provider batches (x{share:.2f}: litellm's batch prices, else 50% of "
+        f"list; {now})",
+        highlight=False,
+    )
 
 
 def check_estimate_at_k(cfg: AuditConfig, cost_usd: float) -> None:

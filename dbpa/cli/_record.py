@@ -42,8 +42,33 @@ def print_results(db: Path, run_id: str) -> pd.DataFrame:
         row = store.run(run_id)
         df = store.results(row["run_id"])
         effects = set_effects(store, row["run_id"], df)
+        arms = sorted({*df.original_arm.dropna(), *df.perturbed_arm.dropna()}) if len(df) else []
+        usage = store.usage([str(a) for a in arms])
     show_results(row, df, effects=effects)
+    line = cost_line(row, usage, len(df))
+    if line:
+        out.print(line, highlight=False)
     return df
+
+
+def cost_line(row: dict[str, Any], usage: pd.DataFrame, perturbations: int) -> str | None:
+    """What the run's outputs cost (``usage``: ``Store.usage`` of its arms), per
+    perturbation, and which models were priced at their batch price; None when no output
+    has a price (the embedded model)."""
+    costs = usage.cost_usd.dropna() if "cost_usd" in usage else usage
+    if len(costs) == 0:
+        return None
+    total = float(costs.sum())
+    per = f" (${total / perturbations:.4f} per perturbation)" if perturbations else ""
+    batched = [
+        str(m.get("name") or m["model"]) for m in _config(row).get("models", []) if m.get("batch")
+    ]
+    at = (
+        f"; in provider batches, at the batch price: {', '.join(batched)}"
+        if batched
+        else "; at list prices"
+    )
+    return f"cost: ${total:.4f} for {int(usage.outputs.sum()):,} outputs{per}{at}"
 
 
 def check_gates(df: pd.DataFrame, fail_on_control_rejection: bool, require: list[str]) -> None:
@@ -513,6 +538,7 @@ def runs(db: DbOption = DEFAULT_DB) -> None:
             r.epoch,
             f"{r.started_at:%Y-%m-%d %H:%M:%S}",
             _progress(r, writing) if r.status == "running" else cell(r.message),
+            "" if cell(r.cost_usd) == "" else f"${r.cost_usd:.4f}",
         )
         for r in df.itertuples()
     ]
@@ -523,6 +549,7 @@ def runs(db: DbOption = DEFAULT_DB) -> None:
     for r in rows:  # one line per id, never cut: a terminal wraps it without breaking it
         out.print(r.run_id, highlight=False, markup=False, soft_wrap=True)
         details = f"{r.status} · audit {r.audit} · epoch {r.epoch} · started {r.started}"
+        details += f" · cost {r.cost}" if r.cost else ""
         out.print(f"    {details}", highlight=False, markup=False, soft_wrap=True)
         if r.message:
             out.print(f"    {r.message}", highlight=False, markup=False, soft_wrap=True)
@@ -537,6 +564,8 @@ class _RunLine(NamedTuple):
     epoch: str
     started: str
     message: str
+    cost: str = ""
+    """What its outputs cost ("": no known price)."""
 
 
 def _runs_table(rows: list[_RunLine]) -> Table | None:
@@ -545,11 +574,15 @@ def _runs_table(rows: list[_RunLine]) -> Table | None:
     named = all(r.run_id.startswith(f"{r.audit}-") for r in rows)
     columns = [("run", True, "left"), *([] if named else [("audit", False, "left")])]
     columns += [("status", True, "left"), ("epoch", True, "left"), ("started", False, "left")]
+    priced = any(r.cost for r in rows)  # a cost column once a run has a known price
+    columns += [("cost", True, "right")] if priced else []
     columns += [("message", False, "left")]
     return whole_table(
         columns,
         [
-            [r.run_id, *([] if named else [r.audit]), r.status, r.epoch, r.started, r.message]
+            [r.run_id, *([] if named else [r.audit]), r.status, r.epoch, r.started]
+            + ([r.cost] if priced else [])
+            + [r.message]
             for r in rows
         ],
     )

@@ -169,7 +169,7 @@ def _capped(error: Exception, config: object, db: object, set_: list[str] | None
     if not isinstance(error, SpendCapReached):
         return
     error.__traceback__ = None
-    kept = [s for s in set_ or [] if not s.startswith("max_cost_usd=")]
+    kept = [s for s in set_ or [] if not s.startswith(f"{error.key}=")]
     command = " ".join(
         ["dbpa run", shlex.quote(str(config)), "--db", shlex.quote(str(db))]
         + [f"--set {shlex.quote(s)}" for s in kept]

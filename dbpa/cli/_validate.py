@@ -53,8 +53,7 @@ def validate(
     if plan is None:
         _print_ungenerated(cfg, all_)
         return
-    if cfg.max_cost_usd is not None:
-        _check_cap(cfg, plan)
+    _check_cap(cfg, plan)
     analysis = cfg.analysis
     prompts = f" x {len(cfg.prompt_set)} prompts" if cfg.prompts is not None else ""
     tests = f"{len(plan.tests)} tests"
@@ -75,13 +74,18 @@ def validate(
 
 
 def _check_cap(cfg: AuditConfig, plan: AuditPlan) -> None:
-    """Refuse a cap below the least the run can cost (every request's prompt alone)."""
-    from dbpa.spend import check_estimate, check_prices, lowest_cost
+    """Refuse a cap (the run's or a model's) below the least the requests it holds can
+    cost (every request's prompt alone)."""
+    from dbpa.spend import check_lowest, is_capped, model_cap_keys
 
-    lowest = lowest_cost(cfg, plan, check_prices(cfg, plan))
-    check_estimate(cfg, lowest, "the least its prompts alone can cost")
+    if not is_capped(cfg):
+        return
+    lowest = check_lowest(cfg, plan)
+    caps = [f"{key}=${usd:g}" for key, usd in model_cap_keys(cfg).values()]
+    if cfg.max_cost_usd is not None:
+        caps.insert(0, f"max_cost_usd=${cfg.max_cost_usd:g}")
     out.print(
-        f"spend cap: max_cost_usd=${cfg.max_cost_usd:g}, at least ${lowest:.4f} for the prompts "
+        f"spend cap: {', '.join(caps)}, at least ${lowest:.4f} for the prompts "
         "(the answers cost more: dbpa plan estimates them from a pilot)",
         highlight=False,
     )

@@ -63,7 +63,7 @@ def chunks(plan: AuditPlan, stored: dict[str, set[int]]) -> list[Chunk]:
     from dbpa.llm import choices_per_request
 
     found: list[Chunk] = []
-    for arm in plan.arms:
+    for arm in (a for a in plan.arms if not a.model.batch):  # batches: the flow's
         per_request = choices_per_request(arm.model)
         size = per_request * max(1, -(-OUTPUTS_PER_CHUNK // per_request))
         missing = [i for i in range(plan.k) if i not in stored.get(arm.arm_id, set())]

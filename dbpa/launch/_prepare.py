@@ -62,11 +62,12 @@ def load_audit(
     (see :func:`bind_stored`).
     """
     from dbpa.plan import plan_audit
-    from dbpa.spend import check_prices
+    from dbpa.spend import check_batches, check_prices, is_capped
 
     cfg = bind_stored(_loaded(config, overrides), db)
+    check_batches(cfg)  # batch: true on a provider without a batch API: refused
     plan = None if cfg.ungenerated else plan_audit(cfg)
-    if cfg.max_cost_usd is not None:  # a capped run of a model of unknown price: refused
+    if is_capped(cfg):  # a capped run of a model of unknown price: refused
         check_prices(cfg, plan or plan_audit(cfg.ready_part()))
     return cfg, plan
 
@@ -115,7 +116,7 @@ def prepare(
     config's equivalence margin (a ``ConfigError`` without one, before any wait)."""
     from dbpa.config import ConfigError
     from dbpa.plan import plan_audit
-    from dbpa.spend import check_prices
+    from dbpa.spend import check_batches, check_prices
     from storage import ready_to_write
 
     cfg = _loaded(config, overrides)
@@ -132,6 +133,7 @@ def prepare(
         plannable = cfg.ready_part() if cfg.ungenerated else cfg
         planned = plan_audit(plannable)
         check_prices(cfg, planned)  # a capped run of a model of unknown price: refused
+        check_batches(cfg)  # batch: true on a provider without a batch API: refused
         plan = None if cfg.ungenerated else planned
         ready = first_look(planned, cfg)
         work = pending_work(ready, db) if plan is not None else generation_work(cfg)

@@ -79,9 +79,11 @@ def _carry_out(
         )
         recorded = decide_from_record(cfg, prepared.plan, db, out_dir, warn)  # type: ignore[arg-type]
         return Launched(recorded.run_id, recorded.reports, from_record=True)
+    from dbpa.spend import is_capped
+
     warm_up(prepared.work)
     # Uncapped runs only: the flow holds a capped run's requests to its cap from the start.
-    wanted = prepared.work.models and cfg.max_cost_usd is None
+    wanted = prepared.work.models and not is_capped(cfg)
     head_start = HeadStart(prepared.ready, db) if wanted else None
     try:
         from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings

@@ -23,6 +23,9 @@
   sampling threads return within one request instead of finishing their arms;
   :func:`allow_requests` undoes it once that run has ended, for a new run in the same
   process; :func:`stopping` says whether it is in force.
+* Provider batches (``batch: true``; ``_batch``, ``_batch_api``): :func:`check_batchable`,
+  :func:`batch_requests`, :func:`split`, :func:`submit`, :func:`poll`, :func:`collect`,
+  :func:`cancel`, :func:`batch_prices` (OpenAI-format Files + Batches API through litellm).
 * :func:`check_model_string`: what can be known of a model string without litellm (a
   provider prefix litellm does not know, a malformed string), against
   :data:`LITELLM_PROVIDERS` and :data:`LITELLM_ENDPOINT_HOSTS`.
@@ -36,6 +39,18 @@ litellm is imported on first use only, with ``LITELLM_LOCAL_MODEL_COST_MAP=True`
 (:func:`litellm`), so nothing here touches the internet.
 """
 
+from ._batch import (
+    BATCH_DISCOUNT,
+    BATCH_PROVIDERS,
+    BatchLimits,
+    BatchRequest,
+    BatchUnsupportedError,
+    batch_prices,
+    batch_requests,
+    check_batchable,
+    split,
+)
+from ._batch_api import BatchState, Collected, Submitted, cancel, collect, poll, submit
 from ._client import litellm
 from ._endpoints import endpoint_for
 from ._errors import (
@@ -58,14 +73,22 @@ from ._spend import (
     SpendCapReached,
     UnknownPriceError,
     model_prices,
+    prompt_tokens_high,
 )
 
 __all__ = [
+    "BATCH_DISCOUNT",
+    "BATCH_PROVIDERS",
     "DEFAULT_RETRY",
     "KEYLESS_PLACEHOLDER",
     "LITELLM_ENDPOINT_HOSTS",
     "LITELLM_PROVIDERS",
     "LOCAL_MODELS",
+    "BatchLimits",
+    "BatchRequest",
+    "BatchState",
+    "BatchUnsupportedError",
+    "Collected",
     "LocalModel",
     "LocalServer",
     "ModelError",
@@ -77,24 +100,34 @@ __all__ = [
     "SamplingStopped",
     "SpendCap",
     "SpendCapReached",
+    "Submitted",
     "TransientModelError",
     "UnknownPriceError",
     "UnreachableModelError",
     "Warn",
     "allow_requests",
     "api_key",
+    "batch_prices",
+    "batch_requests",
     "block_seed",
+    "cancel",
+    "check_batchable",
     "check_model_string",
     "choices_per_request",
+    "collect",
     "endpoint_for",
     "litellm",
     "local_server",
     "model_prices",
+    "poll",
+    "prompt_tokens_high",
     "provider_name",
     "requests_needed",
     "sample",
     "sample_async",
+    "split",
     "stop_local_server",
     "stop_requests",
     "stopping",
+    "submit",
 ]

@@ -109,7 +109,9 @@ async def sample_async(
     if not wanted:
         return []
     route = await asyncio.to_thread(route_for, model)
-    priced = model.input_cost_per_token is not None or (cap is not None and not model.is_local)
+    if cap is not None and (model.is_local or not cap.caps(model.label)):
+        cap = None  # no cap holds this model's requests
+    priced = model.input_cost_per_token is not None or cap is not None
     prices = await asyncio.to_thread(model_prices, model) if priced else None
     arm = _Arm(
         model=model,
@@ -129,7 +131,7 @@ async def sample_async(
         messages=payload,
         seed=seed,
         stop=asyncio.Event(),
-        cap=None if model.is_local else cap,
+        cap=cap,
         prices=prices,
     )
     blocks: dict[int, list[int]] = {}
@@ -261,10 +263,10 @@ class _Arm:
                     response = await acompletion(**kwargs)
                 except BaseException:
                     if self.cap is not None:
-                        self.cap.release(reserved)
+                        self.cap.release(reserved, model.label)
                     raise
                 if self.cap is not None:
-                    self.cap.settle(reserved, _request_cost(response, self.prices))
+                    self.cap.settle(reserved, _request_cost(response, self.prices), model.label)
                 return response, time.perf_counter() - start
 
         response, latency = await self.retrier.call_async(attempt, asyncio.sleep)
@@ -301,7 +303,7 @@ class _Arm:
             most = prices.request_most(prompt_tokens_high(self.messages), n)
         except UnknownPriceError as exc:
             raise PermanentModelError(self.model.label, str(exc)) from None
-        self.cap.reserve(most)
+        self.cap.reserve(most, self.model.label)
         return most
 
 

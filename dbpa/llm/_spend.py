@@ -12,7 +12,7 @@ The embedded model costs nothing and is never stopped.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from dbpa.specs import ModelSpec
@@ -50,29 +50,32 @@ class UnknownPriceError(ValueError):
 
 
 class SpendCapReached(Exception):
-    """The run's spend cap refused a request: nothing more was sent."""
+    """A spend cap refused a request: nothing more was sent (under a model's own cap:
+    nothing more of that model). ``key`` is the config key of the cap reached."""
 
-    def __init__(self, spent: float, cap: float, missing: int | None = None) -> None:
-        self.spent, self.cap, self.missing = spent, cap, missing
+    def __init__(
+        self, spent: float, cap: float, missing: int | None = None, key: str = "max_cost_usd"
+    ) -> None:
+        self.spent, self.cap, self.missing, self.key = spent, cap, missing, key
         super().__init__(self.line())
 
     def line(self, command: str | None = None) -> str:
         """The one line that says so: spent, cap, outputs missing, how to resume (with
         ``command``, the ``dbpa run`` that does; else the key to raise, as a tick needs)."""
         missing = "" if self.missing is None else f"; {self.missing} output(s) still missing"
-        larger = f"max_cost_usd={_round_up(max(2 * self.cap, self.spent + self.cap)):g}"
+        larger = f"{self.key}={_round_up(max(2 * self.cap, self.spent + self.cap)):g}"
         resume = (
             f"{command} --set {larger}"
             if command is not None
             else f"{larger} in the config (or its --set / the deployment's overrides)"
         )
         return (
-            f"spend cap reached: ${self.spent:.4f} spent of max_cost_usd=${self.cap:g}{missing}"
+            f"spend cap reached: ${self.spent:.4f} spent of {self.key}=${self.cap:g}{missing}"
             f"; every answer is stored; resume with a larger cap: {resume}"
         )
 
     def __reduce__(self) -> tuple[object, ...]:
-        return (type(self), (self.spent, self.cap, self.missing))
+        return (type(self), (self.spent, self.cap, self.missing, self.key))
 
 
 def _round_up(value: float) -> float:
@@ -136,52 +139,113 @@ def prompt_tokens_high(messages: Sequence[dict[str, str]]) -> int:
     return text + TOKENS_PER_MESSAGE * (len(messages) + 1)
 
 
-class SpendCap:
-    """A run's spend against ``cap_usd`` (USD), starting at ``spent_usd``; thread-safe."""
+@dataclass
+class _Ledger:
+    """One cap's account: its key in the config, the cap, spent and reserved USD."""
 
-    def __init__(self, cap_usd: float, spent_usd: float = 0.0) -> None:
-        if not cap_usd > 0:
-            raise ValueError(f"max_cost_usd: {cap_usd} is not above 0")
-        self.cap = float(cap_usd)
-        self._spent = float(spent_usd)
-        self._reserved = 0.0
-        self._closed = False
+    key: str
+    cap: float | None
+    spent: float = 0.0
+    reserved: float = 0.0
+    closed: bool = False
+
+    def refuses(self, usd: float) -> bool:
+        return self.cap is not None and (self.closed or self.spent + self.reserved + usd > self.cap)
+
+
+class SpendCap:
+    """A run's spend against ``cap_usd`` (USD; None: the run has no cap of its own),
+    starting at ``spent_usd``, and each capped model's against its own cap
+    (``model_caps``: label -> (config key, USD)); thread-safe.
+
+    A request reserves on the run's account and on its model's; the first that refuses
+    closes: the run's stops every request, a model's that model's only.
+    """
+
+    def __init__(
+        self,
+        cap_usd: float | None,
+        spent_usd: float = 0.0,
+        model_caps: Mapping[str, tuple[str, float]] | None = None,
+    ) -> None:
+        for key, usd in [("max_cost_usd", cap_usd), *(model_caps or {}).values()]:
+            if usd is not None and not usd > 0:
+                raise ValueError(f"{key}: {usd} is not above 0")
+        self.cap = None if cap_usd is None else float(cap_usd)
+        self._run = _Ledger("max_cost_usd", self.cap, float(spent_usd))
+        self._models = {
+            label: _Ledger(key, float(usd)) for label, (key, usd) in (model_caps or {}).items()
+        }
         self._lock = threading.Lock()
 
     @property
     def spent(self) -> float:
         """USD spent so far (stored outputs and answered requests)."""
         with self._lock:
-            return self._spent
+            return self._run.spent
 
     @property
     def reserved(self) -> float:
         """USD reserved by requests in flight."""
         with self._lock:
-            return self._reserved
+            return self._run.reserved
 
-    def add_spent(self, usd: float) -> None:
-        """Count ``usd`` spent before (outputs stored by an earlier run of these arms)."""
+    def caps(self, model: str) -> bool:
+        """Whether a cap holds the requests of ``model`` (a label)."""
+        return self.cap is not None or model in self._models
+
+    def add_spent(self, usd: float, model: str | None = None) -> None:
+        """Count ``usd`` spent before (outputs stored by an earlier run of these arms), by
+        ``model`` (a label) when given."""
         with self._lock:
-            self._spent += usd
+            for ledger in self._ledgers(model):
+                ledger.spent += usd
 
-    def reserve(self, usd: float) -> None:
-        """Reserve ``usd`` for a request about to be sent; :class:`SpendCapReached` (and the
-        cap closed for good) when spent + reserved would pass the cap."""
+    def reserve(self, usd: float, model: str | None = None) -> None:
+        """Reserve ``usd`` for a request of ``model`` about to be sent;
+        :class:`SpendCapReached` (and the refusing cap closed for good) when spent + reserved
+        would pass the run's cap or the model's."""
         with self._lock:
-            if self._closed or self._spent + self._reserved + usd > self.cap:
-                self._closed = True
-                raise SpendCapReached(self._spent + self._reserved, self.cap)
-            self._reserved += usd
+            ledgers = self._ledgers(model)
+            for ledger in ledgers:
+                if ledger.cap is not None and ledger.refuses(usd):
+                    ledger.closed = True
+                    used = ledger.spent + ledger.reserved
+                    raise SpendCapReached(used, ledger.cap, key=ledger.key)
+            for ledger in ledgers:
+                ledger.reserved += usd
 
-    def settle(self, reserved: float, cost: float | None) -> None:
+    def hold(self, usd: float, model: str | None = None) -> None:
+        """Count ``usd`` as reserved whatever the cap says: requests already in flight
+        (provider batches an earlier run of these arms created)."""
+        with self._lock:
+            for ledger in self._ledgers(model):
+                ledger.reserved += usd
+
+    def settle(self, reserved: float, cost: float | None, model: str | None = None) -> None:
         """A request answered: its reservation replaced by its ``cost`` (None: unknown,
         the reservation counts as spent)."""
         with self._lock:
-            self._reserved -= reserved
-            self._spent += reserved if cost is None else cost
+            for ledger in self._ledgers(model):
+                ledger.reserved -= reserved
+                ledger.spent += reserved if cost is None else cost
 
-    def release(self, reserved: float) -> None:
+    def release(self, reserved: float, model: str | None = None) -> None:
         """A request that failed without an answer: its reservation freed."""
         with self._lock:
-            self._reserved -= reserved
+            for ledger in self._ledgers(model):
+                ledger.reserved -= reserved
+
+    def reached(self, refused: SpendCapReached, missing: int) -> SpendCapReached:
+        """``refused`` again, with the cap's spend now and the outputs still ``missing``."""
+        with self._lock:
+            ledger = next(
+                (x for x in [self._run, *self._models.values()] if x.key == refused.key),
+                None,
+            )
+            spent = refused.spent if ledger is None else ledger.spent
+        return SpendCapReached(spent, refused.cap, missing, refused.key)
+
+    def _ledgers(self, model: str | None) -> list[_Ledger]:
+        own = self._models.get(model) if model is not None else None
+        return [self._run] + ([own] if own is not None else [])

@@ -77,6 +77,23 @@ def _omega_cell(row: TestRow) -> str:
     return f"**{cell}**" if row.reject else cell
 
 
+def cost_summary(data: ReportData) -> str | None:
+    """The run's cost, per perturbation, and at which price (None: no output had one)."""
+    cost = data.total_usage.cost_usd
+    if cost is None:
+        return None
+    perturbations = sum(len(f.rows) for f in data.families)
+    per = f" (${cost / perturbations:.4f} per perturbation)" if perturbations else ""
+    models = data.run.config.get("models") or []
+    batched = [str(m.get("name") or m.get("model")) for m in models if m.get("batch")]
+    price = (
+        f"in provider batches at the batch price: {', '.join(batched)}"
+        if batched
+        else ("at list prices")
+    )
+    return f"Cost: ${cost:.4f} for {data.total_usage.outputs:,} outputs{per}, {price}"
+
+
 def summary_markdown(data: ReportData) -> str:
     """What was audited and what changed: the top of the report."""
     run = data.run
@@ -101,6 +118,9 @@ def summary_markdown(data: ReportData) -> str:
             f"with every arm at k = {sq.k_max} ({100 * sq.saved:.0f}% fewer model calls); "
             "p-values are sequential p-values, valid under the stopping rule"
         )
+    cost = cost_summary(data)
+    if cost:
+        lines.append(f"- {_md(cost)}")
     controls = [r for f in data.families for r in f.controls_changed]
     if controls:
         names = ", ".join(

@@ -186,3 +186,16 @@ def test_bad_options_name_themselves(labelled_run, option, value, message):
     )
     assert result.exit_code == 2
     assert message in result.output
+
+
+def test_the_cost_is_shown_at_list_and_at_batch_prices(labelled_run):
+    # litellm's batch prices of openai/gpt-4o-mini are half its list prices
+    shown = " ".join(_invoke(labelled_run.db, "--set", "models.0.model=openai/gpt-4o-mini").split())
+    listed = COST_PER_OUTPUT * 180
+    assert f"cost at k=20: ${listed:,.2f} at list prices, ${listed / 2:,.2f} with every model" in (
+        shown
+    )
+    assert "x0.50" in shown
+    assert "with every model in provider batches" not in " ".join(
+        _invoke(labelled_run.db).split()
+    )  # the embedded model costs nothing either way

@@ -25,6 +25,7 @@ def _priced(server, **overrides):
     [
         ("max_cost_usd", 0, "max_cost_usd"),
         ("max_cost_usd", -1, "max_cost_usd"),
+        ("models.0.max_cost_usd", 0, "models[0].max_cost_usd"),
         ("models.0.input_cost_per_token", -1e-6, "models[0].input_cost_per_token"),
         ("models.0.output_cost_per_token", -1e-6, "models[0].output_cost_per_token"),
         ("models.0.output_cost_per_token", "null", "models[0]: input_cost_per_token and"),
@@ -57,6 +58,21 @@ def test_a_cap_below_the_prompts_cost_is_refused(tmp_path, provider, write_confi
     if command == "validate":
         roomy = invoke(*args, "--set", "max_cost_usd=1")
         assert roomy.exit_code == 0, roomy.output
+
+
+def test_a_models_cap_below_its_prompts_cost_is_refused(tmp_path, provider, write_config):
+    config = _priced(provider)  # no cap for the run: the model's alone
+    config["models"][0]["max_cost_usd"] = 0.0001
+    result = invoke("validate", str(write_config(config)))
+    assert result.exit_code == 2, result.output
+    assert "models.0.max_cost_usd" in text(result)
+    assert "on model 'openai/scripted'" in text(result)
+    unpriced = make_config(provider)
+    unpriced["models"][0]["max_cost_usd"] = 1.0
+    refused = invoke("validate", str(write_config(unpriced)))
+    assert refused.exit_code == 2, refused.output
+    assert "models.0.max_cost_usd" in text(refused)
+    assert "input_cost_per_token and output_cost_per_token" in text(refused)
 
 
 @pytest.mark.usefixtures("prefect_harness")

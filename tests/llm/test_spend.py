@@ -102,3 +102,47 @@ def test_the_line_says_spent_cap_missing_and_how_to_resume() -> None:
     assert "$0.5000 spent of max_cost_usd=$0.4" in line
     assert "12 output(s) still missing" in line
     assert "dbpa run a.yaml --set max_cost_usd=0.9" in line
+
+
+def test_a_models_own_cap_stops_that_model_only(make_server) -> None:
+    server = make_server(rules=ANSWER)
+    capped = spec_for(server, name="capped", **PRICED)
+    free = spec_for(server, name="free", **PRICED)
+    key = "models.0.max_cost_usd"
+    cap = SpendCap(None, model_caps={"capped": (key, 1.5 * RESERVED)})  # one request fits
+    with pytest.raises(SpendCapReached) as caught:
+        sample(capped, MESSAGES, range(3), seed=1, cap=cap)
+    assert caught.value.key == key
+    assert f"resume with a larger cap: dbpa run a.yaml --set {key}=" in caught.value.line(
+        "dbpa run a.yaml"
+    )
+    assert server.counts.by_endpoint["/v1/chat/completions"] == 1
+    assert len(sample(free, MESSAGES, range(3), seed=1, cap=cap)) == 3  # no cap of its own
+    assert server.counts.by_endpoint["/v1/chat/completions"] == 4
+    assert cap.spent == pytest.approx(ANSWERED)  # no cap holds the free model: not counted
+
+
+def test_the_runs_cap_and_a_models_both_hold() -> None:
+    cap = SpendCap(1.0, model_caps={"a": ("models.0.max_cost_usd", 0.5)})
+    cap.reserve(0.4, "a")
+    with pytest.raises(SpendCapReached, match=r"models\.0\.max_cost_usd=\$0\.5"):
+        cap.reserve(0.2, "a")
+    cap.reserve(0.5, "b")  # the run's cap: 0.4 + 0.5 reserved
+    with pytest.raises(SpendCapReached, match=r"of max_cost_usd=\$1;"):
+        cap.reserve(0.2, "b")
+
+
+@pytest.mark.parametrize("usd", [0, -0.5])
+def test_a_models_cap_not_above_0_is_refused(usd: float) -> None:
+    with pytest.raises(ValueError, match=r"models\.1\.max_cost_usd"):
+        SpendCap(None, model_caps={"m": ("models.1.max_cost_usd", usd)})
+
+
+def test_a_hold_counts_whatever_the_cap_says_and_settles_like_a_reservation() -> None:
+    cap = SpendCap(1.0)
+    cap.hold(1.5, "m")  # a batch created before the cap was lowered
+    assert cap.reserved == pytest.approx(1.5)
+    with pytest.raises(SpendCapReached):
+        cap.reserve(0.01, "m")
+    cap.settle(1.5, 0.4, "m")
+    assert (cap.spent, cap.reserved) == (pytest.approx(0.4), pytest.approx(0.0))

@@ -567,3 +567,15 @@ def test_sample_outputs_say_how_many_of_each_arms_outputs_they_show(labelled):
         assert (int(n), int(of)) == (len(arm["outputs"]), arm["usage"]["outputs"])
         assert int(n) < int(of)  # 3 of the 10 each arm holds
     assert "The first 3 outputs of each of the" in outputs
+
+
+def test_the_summary_says_what_the_run_cost_and_at_which_price(labelled, labelled_run):
+    results, _, markdown, _ = labelled
+    with Store(labelled_run.db, read_only=True) as store:
+        arms = sorted({*results.original_arm, *results.perturbed_arm})
+        samples = store.samples(arms)
+    cost = samples.cost_usd.sum()
+    assert (
+        f"- Cost: ${cost:.4f} for {len(samples):,} outputs "
+        f"(${cost / len(results):.4f} per perturbation), at list prices"
+    ) in markdown

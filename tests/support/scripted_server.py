@@ -2,7 +2,12 @@
 
 Endpoints: ``POST /v1/chat/completions`` (honours ``n``, ``seed``, ``temperature``; returns
 usage summed over the choices, as OpenAI does), ``POST /v1/embeddings`` (deterministic unit
-vectors from a hash of each text) and ``GET /v1/models``.
+vectors from a hash of each text) and ``GET /v1/models``; the Files and Batches API
+(``POST /v1/files``, ``GET /v1/files/{id}/content``, ``POST /v1/batches``,
+``GET /v1/batches/{id}``, ``POST /v1/batches/{id}/cancel``, ``GET /v1/batches``): a batch's
+chat requests are answered as ``/v1/chat/completions`` would, once its
+:class:`BatchScript` says (after a delay; some requests failed; expired or cancelled with
+part answered; the batch failed).
 
 What a prompt answers is a list of :class:`Rule`: the first rule whose ``contains`` is a
 substring of the last user message gives weighted outputs. Choice ``j`` of a request with
@@ -27,6 +32,8 @@ Usage::
 from __future__ import annotations
 
 import collections
+import email.parser
+import email.policy
 import hashlib
 import json
 import math
@@ -98,6 +105,42 @@ class Counts:
     embedded_texts: list[str] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
     """Bodies of the chat requests, in arrival order."""
+    batch_requests: list[dict[str, Any]] = field(default_factory=list)
+    """Bodies of the chat requests answered inside batches, as they were answered."""
+
+
+BatchOutcome = Literal["completed", "expired", "cancelled", "failed"]
+
+
+@dataclass(frozen=True)
+class BatchScript:
+    """How the server runs one batch (``batch_script``: one per batch created, in order;
+    then the default)."""
+
+    delay_s: float = 0.0
+    """Seconds the batch stays ``in_progress`` after it is created."""
+    outcome: BatchOutcome = "completed"
+    """``expired``/``cancelled``: only the first ``answered`` requests are in the output
+    file (expired: the rest as ``batch_expired`` errors in the error file; cancelled: the
+    rest nowhere); ``failed``: nothing answered (the input was refused)."""
+    answered: int = 0
+    """Requests answered before an ``expired`` or ``cancelled`` batch ended."""
+    fail_every: int = 0
+    """Every ``fail_every``-th request of the batch (1-based) fails with a 500 in the error
+    file (0: none)."""
+    window_s: float = 24 * 3600
+    """Seconds from creation to the batch's ``expires_at`` (the end of its window)."""
+
+
+@dataclass
+class _Batch:
+    """A batch the server holds: its object, its requests, when it is due."""
+
+    obj: dict[str, Any]
+    lines: list[dict[str, Any]]
+    script: BatchScript
+    due: float
+    cancelled: bool = False
 
 
 DEFAULT_RULES = (Rule("", [("The answer is yes.", 1.0), ("The answer is no.", 1.0)]),)
@@ -121,6 +164,7 @@ class ScriptedServer:
         ignore_n: bool = False,
         ignore_seed: bool = False,
         seed: int = 0,
+        batch_script: Sequence[BatchScript] = (),
     ) -> None:
         self.rules = list(rules)
         self.latency = latency
@@ -136,6 +180,9 @@ class ScriptedServer:
         self._fault_rng = random.Random(fault_seed)
         self._unseeded_rng = random.Random(seed)
         self._turns: collections.Counter[str] = collections.Counter()
+        self._batch_script: collections.deque[BatchScript] = collections.deque(batch_script)
+        self.files: dict[str, bytes] = {}
+        self.batches: dict[str, _Batch] = {}
         self._lock = threading.Lock()
         self._in_flight = 0
         self._stopping = threading.Event()
@@ -254,6 +301,112 @@ class ScriptedServer:
             },
         }
 
+    # -- Files and Batches ---------------------------------------------------------------
+
+    def push_batch_script(self, *scripts: BatchScript) -> None:
+        """Append to the scripts of the batches still to be created."""
+        with self._lock:
+            self._batch_script.extend(scripts)
+
+    def _add_file(self, data: bytes, purpose: str, filename: str) -> dict[str, Any]:
+        file_id = f"file-{uuid.uuid4().hex[:24]}"
+        with self._lock:
+            self.files[file_id] = data
+        return {
+            "id": file_id,
+            "object": "file",
+            "bytes": len(data),
+            "created_at": int(time.time()),
+            "filename": filename,
+            "purpose": purpose,
+            "status": "processed",
+        }
+
+    def _create_batch(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        data = self.files.get(str(body.get("input_file_id")))
+        if data is None:
+            return 404, _error("no such file", "not_found")
+        lines = [json.loads(line) for line in data.decode().splitlines() if line.strip()]
+        now = int(time.time())
+        batch_id = f"batch_{uuid.uuid4().hex[:24]}"
+        with self._lock:
+            script = self._batch_script.popleft() if self._batch_script else BatchScript()
+        obj = {
+            "id": batch_id,
+            "object": "batch",
+            "endpoint": body.get("endpoint"),
+            "input_file_id": body["input_file_id"],
+            "completion_window": body.get("completion_window", "24h"),
+            "status": "in_progress",
+            "created_at": now,
+            "in_progress_at": now,
+            "expires_at": now + int(script.window_s),
+            "metadata": body.get("metadata"),
+            "request_counts": {"total": len(lines), "completed": 0, "failed": 0},
+        }
+        with self._lock:
+            self.batches[batch_id] = _Batch(obj, lines, script, time.monotonic() + script.delay_s)
+        return 200, dict(obj)
+
+    def _batch(self, batch_id: str, cancel: bool = False) -> tuple[int, dict[str, Any]]:
+        with self._lock:
+            batch = self.batches.get(batch_id)
+        if batch is None:
+            return 404, _error(f"no batch {batch_id}", "not_found")
+        if cancel and batch.obj["status"] in ("validating", "in_progress"):
+            batch.cancelled = True
+            batch.due = time.monotonic()
+        if batch.obj["status"] in ("validating", "in_progress") and time.monotonic() >= batch.due:
+            self._finish(batch)
+        return 200, dict(batch.obj)
+
+    def _finish(self, batch: _Batch) -> None:
+        """Answer the batch's requests as its script says and set its files and status."""
+        script = batch.script
+        outcome: BatchOutcome = "cancelled" if batch.cancelled else script.outcome
+        now = int(time.time())
+        if outcome == "failed":
+            batch.obj.update(
+                status="failed",
+                failed_at=now,
+                errors={"data": [{"code": "invalid_file", "message": "scripted failure"}]},
+            )
+            return
+        answered = len(batch.lines) if outcome == "completed" else script.answered
+        if batch.cancelled:
+            answered = 0
+        output: list[dict[str, Any]] = []
+        errors: list[dict[str, Any]] = []
+        for n, line in enumerate(batch.lines, start=1):
+            custom_id = line["custom_id"]
+            if n > answered:
+                if outcome == "expired":
+                    error = {"code": "batch_expired", "message": "not executed in the window"}
+                    errors.append({"id": f"batch_req_{n}", "custom_id": custom_id,
+                                   "response": None, "error": error})  # fmt: skip
+                continue
+            if script.fail_every and n % script.fail_every == 0:
+                failure = {"status_code": 500, "request_id": f"req_{n}",
+                           "body": _error("scripted 500", "server_error")}  # fmt: skip
+                errors.append({"id": f"batch_req_{n}", "custom_id": custom_id,
+                               "response": failure, "error": None})  # fmt: skip
+                continue
+            status, body = self._chat(line["body"])
+            with self._lock:
+                self.counts.batch_requests.append(line["body"])
+            target = output if status == 200 else errors
+            target.append({"id": f"batch_req_{n}", "custom_id": custom_id, "error": None,
+                           "response": {"status_code": status, "request_id": f"req_{n}",
+                                        "body": body}})  # fmt: skip
+        files: dict[str, Any] = {}
+        for key, rows in (("output_file_id", output), ("error_file_id", errors)):
+            if rows:
+                data = "".join(json.dumps(r) + "\n" for r in rows).encode()
+                files[key] = self._add_file(data, "batch_output", f"{key}.jsonl")["id"]
+        counts = {"total": len(batch.lines), "completed": len(output), "failed": len(errors)}
+        stamp = {"completed": "completed_at", "expired": "expired_at", "cancelled": "cancelled_at"}
+        batch.obj.update(status=outcome, request_counts=counts, **files, **{stamp[outcome]: now})
+
     def _embeddings(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         texts = body["input"]
         texts = [texts] if isinstance(texts, str) else list(texts)
@@ -296,6 +449,23 @@ def _last_user_message(body: dict[str, Any]) -> str:
     return content if isinstance(content, str) else json.dumps(content)
 
 
+def _form(content_type: str, raw: bytes) -> dict[str, Any]:
+    """The fields of a multipart/form-data upload: ``purpose``, ``file`` (bytes), ``filename``."""
+    message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
+        f"Content-Type: {content_type}\r\n\r\n".encode() + raw
+    )
+    fields: dict[str, Any] = {"purpose": None, "file": b"", "filename": "upload"}
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        payload = part.get_payload(decode=True) or b""
+        if name == "file":
+            fields["file"] = payload
+            fields["filename"] = part.get_filename() or "upload"
+        elif name is not None:
+            fields[str(name)] = payload.decode()
+    return fields
+
+
 def _error(message: str, kind: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "code": kind}}
 
@@ -309,15 +479,46 @@ def _handler_for(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
             pass
 
         def do_GET(self) -> None:
-            if self.path.rstrip("/") != "/v1/models":
+            path = self.path.split("?")[0].rstrip("/")
+            if path.startswith("/v1/batches") or path.startswith("/v1/files"):
+                fault = server._enter(path, {})
+                try:
+                    if fault is not None:
+                        self._fault(fault)
+                    else:
+                        self._get_batches(path)
+                finally:
+                    server._leave()
+                return
+            if path != "/v1/models":
                 self._send(404, _error(f"no route {self.path}", "not_found"))
                 return
             data = [{"id": m, "object": "model", "owned_by": "scripted"} for m in server.models]
             self._send(200, {"object": "list", "data": data})
 
+        def _get_batches(self, path: str) -> None:
+            parts = path.split("/")  # "", "v1", "batches"|"files", id, "content"
+            if parts[2] == "files" and len(parts) == 5 and parts[4] == "content":
+                data = server.files.get(parts[3])
+                if data is None:
+                    self._send(404, _error("no such file", "not_found"))
+                else:
+                    self._send_raw(200, data, content_type="application/octet-stream")
+            elif parts[2] == "batches" and len(parts) == 4:
+                self._send(*server._batch(parts[3]))
+            elif parts[2] == "batches" and len(parts) == 3:
+                data = [dict(b.obj) for b in list(server.batches.values())]
+                self._send(200, {"object": "list", "data": data, "has_more": False})
+            else:
+                self._send(404, _error(f"no route {self.path}", "not_found"))
+
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
-            body = json.loads(self.rfile.read(length) or b"{}")
+            raw = self.rfile.read(length)
+            if self.path == "/v1/files":
+                body = _form(self.headers.get("Content-Type", ""), raw)
+            else:
+                body = json.loads(raw or b"{}")
             fault = server._enter(self.path, body)
             try:
                 self._serve(body, fault)
@@ -331,7 +532,11 @@ def _handler_for(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
             server._sleep(latency)
             if fault is None:
                 self._answer(body)
-            elif fault.kind == "timeout":
+            else:
+                self._fault(fault)
+
+        def _fault(self, fault: Fault) -> None:
+            if fault.kind == "timeout":
                 server._sleep(server.timeout_sleep)
                 self._send(504, _error("scripted timeout", "timeout"))
             elif fault.kind == "malformed":
@@ -351,6 +556,12 @@ def _handler_for(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
                 self._send(*server._chat(body))
             elif self.path == "/v1/embeddings":
                 self._send(*server._embeddings(body))
+            elif self.path == "/v1/files":
+                self._send(200, server._add_file(body["file"], body["purpose"], body["filename"]))
+            elif self.path == "/v1/batches":
+                self._send(*server._create_batch(body))
+            elif self.path.startswith("/v1/batches/") and self.path.endswith("/cancel"):
+                self._send(*server._batch(self.path.split("/")[3], cancel=True))
             else:
                 self._send(404, _error(f"no route {self.path}", "not_found"))
 
@@ -363,10 +574,14 @@ def _handler_for(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
             self._send_raw(status, json.dumps(payload).encode(), headers)
 
         def _send_raw(
-            self, status: int, data: bytes, headers: Mapping[str, str] | None = None
+            self,
+            status: int,
+            data: bytes,
+            headers: Mapping[str, str] | None = None,
+            content_type: str = "application/json",
         ) -> None:
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(data)))
             for name, value in (headers or {}).items():
                 self.send_header(name, value)
