@@ -8,7 +8,11 @@ Carlo error; B=10,000 in at most 0.05 s (the default omega, jsd; energy informat
 timed against the literal version on the same omega in the same run); ``auto`` (jsd and
 energy_cosine on the same splits) at most 3x the time of jsd. Also the CPU time of
 ``effect_interval`` per k and B and its tilted guard's share
-(``dbpa.stats._tilted.tilted_steps`` alone on the same distances).
+(``dbpa.stats._tilted.tilted_steps`` alone on the same distances), and the collapse probe:
+at-margin equivalence audits of the shapes whose perturbed arm collapses onto one answer
+(``tests/stats/synthetic_effects.py``), the interval and the decision at the true effect,
+against the same audit as it was before the tilted guard (the least-favourable test alone,
+on the same resamples), interleaved (target: at most 2x, issue 49).
 """
 
 from __future__ import annotations
@@ -25,9 +29,14 @@ import numpy as np
 import dbpa
 from benchmarks._results import ResultFile
 from benchmarks._synthetic import Arm, Matrix, Vector, answer_space, cosine_range, sample
-from dbpa.stats import OMEGAS, effect_interval
+from dbpa.stats import OMEGAS, effect_interval, equivalence_p_value
+from dbpa.stats._boundary import boundary_bound, boundary_lower, boundary_p_value
+from dbpa.stats._interval import _bootstrap, _relabelled, energy_u_statistic
+from dbpa.stats._omega import merged_ties
+from dbpa.stats._similarity import l2_distance, pool_arms
 from dbpa.stats._threads import blas_for
 from dbpa.stats._tilted import tilted_steps
+from tests.stats.synthetic_effects import scenario, true_effect
 from tests.support.literal_dbpa import algorithm1
 
 K = 50
@@ -46,6 +55,13 @@ INTERVAL_KS = (10, 20, 40, 160)
 INTERVAL_BS = (500, 2000)
 INTERVAL_CALLS = 200
 """Timed interval calls per (k, B) at k=10, B=500, fewer in proportion to k * B (at least 3)."""
+PROBE_SHAPES = ("collapse", "collapse_hard")
+PROBE_KS = (10, 20)
+PROBE_B = 500
+PROBE_AUDITS = 100
+"""At-margin audits per shape and k (a tenth with --quick)."""
+TARGET_PROBE_RATIO = 2.0
+ALPHA = 0.05
 NEW_TYPE_SHARES = {"null": 0.0, "new type 20%": 0.2, "new type 40%": 0.4, "new type 50%": 0.5}
 """Perturbed arm: the original mixture with this share moved to a fifth answer type."""
 
@@ -270,6 +286,62 @@ def interval_rows(calls: int) -> list[list[object]]:
     return rows
 
 
+def before_the_guard(a: Matrix, b: Matrix, margin: float, seed: int) -> bool:
+    """The interval (both bounds) and the decision at ``margin`` as ``effect_interval`` and
+    ``equivalence_p_value`` computed them before the tilted guard (672a7a5): the
+    least-favourable test alone, from the same resamples of the same seed."""
+    gen = np.random.default_rng(seed)
+    distances = merged_ties(l2_distance(pool_arms(a, b)))
+    energy_u_statistic(distances, len(a))
+    _, draws = _bootstrap(distances, len(a), PROBE_B, gen)
+    boundary_lower(_relabelled(distances, len(a), PROBE_B, gen), 0.025)
+    boundary_bound(draws, 0.025)
+    return boundary_p_value(draws, margin) <= ALPHA
+
+
+def product(a: Matrix, b: Matrix, margin: float, seed: int) -> bool:
+    """The interval and the decision at ``margin`` as an audit makes them."""
+    interval = effect_interval(a, b, n_bootstrap=PROBE_B, rng=seed)
+    return equivalence_p_value(interval, margin) <= ALPHA
+
+
+def collapse_probe_rows(audits: int) -> list[list[object]]:
+    """Per shape and k: CPU ms per at-margin audit (interval + decision at the true
+    effect), before the guard and now, interleaved audit by audit, and the share of audits
+    each showed "equivalent" (a false claim: the effect equals the margin)."""
+    rows: list[list[object]] = []
+    for name in PROBE_SHAPES:
+        margin = true_effect(name)
+        for k in PROBE_KS:
+            rng = np.random.default_rng(k)
+            arms = [scenario(name).draw(rng, k) for _ in range(audits)]
+            before, now, shown_before, shown_now = [], [], 0, 0
+            with blas_for(2 * k):  # as effect_interval runs it
+                for seed, (a, b) in enumerate(arms):
+                    start = time.process_time()
+                    shown_before += before_the_guard(a, b, margin, seed)
+                    middle = time.process_time()
+                    shown_now += product(a, b, margin, seed)
+                    now.append(time.process_time() - middle)
+                    before.append(middle - start)
+            t_before, t_now = float(np.mean(before)), float(np.mean(now))
+            ratio = t_now / t_before
+            rows.append(
+                [
+                    name,
+                    k,
+                    audits,
+                    f"{t_before * 1e3:.1f}",
+                    f"{t_now * 1e3:.1f}",
+                    f"{ratio:.1f}x",
+                    "pass" if ratio <= TARGET_PROBE_RATIO else "FAIL",
+                    f"{shown_before / audits:.3f}",
+                    f"{shown_now / audits:.3f}",
+                ]
+            )
+    return rows
+
+
 def main(quick: bool = False) -> None:
     result_file = ResultFile("stats", quick)
     cfg = QUICK if quick else FULL
@@ -333,5 +405,21 @@ def main(quick: bool = False) -> None:
         "effect_interval (energy_l2), CPU ms per call, median; guard: tilted_steps alone",
         ["k", "B", "calls", "grid margins", "interval ms", "guard ms", "guard share"],
         interval_rows(INTERVAL_CALLS // 10 if quick else INTERVAL_CALLS),
+    )
+    result_file.table(
+        f"Collapse probe: at-margin equivalence audits (B={PROBE_B}), CPU ms per audit "
+        f"(interval + decision), mean; before: the least-favourable test alone (672a7a5)",
+        [
+            "shape",
+            "k",
+            "audits",
+            "before ms",
+            "now ms",
+            "ratio",
+            f"<= {TARGET_PROBE_RATIO:g}x",
+            "shown before",
+            "shown now",
+        ],
+        collapse_probe_rows(PROBE_AUDITS // 10 if quick else PROBE_AUDITS),
     )
     result_file.write()
