@@ -13,12 +13,20 @@ untouched; ``salvage`` exports what can still be read).
 ``_runs`` (runs, run families, arm failures, corrections, sequential looks, results, usage;
 their SQL in ``_results``), ``_drift`` (epochs and drift tests), ``_monitor`` (the drift
 monitor's evidence per tick and its resets) and ``_export`` (tables to
-Parquet or CSV). ``_schema`` holds the migrations (``_layout`` reads back the tables they
+Parquet or CSV). ``_copy`` copies a record into another (a file into a PostgreSQL database
+and back). ``_schema`` holds the migrations (``_layout`` reads back the tables they
 build, for the docs); ``_open`` the checks of a file before
 it is used; ``_serve``, ``_wire``, ``_sidecar``, ``_reader`` and ``_remote`` the reads
 served by a writer; ``_salvage`` the export of a damaged file.
 """
 
+from ._copy import (
+    CopyConflictError,
+    CopyInputError,
+    RecordCopy,
+    TableCopy,
+    copy_record,
+)
 from ._errors import DamagedRecordError, DatabaseInUseError, UnknownRunError
 from ._export import EXPORTS, export_sql
 from ._layout import Column, Layout, record_layout
@@ -35,16 +43,21 @@ __all__ = [
     "EXPORTS",
     "MIGRATIONS",
     "Column",
+    "CopyConflictError",
+    "CopyInputError",
     "DamagedRecordError",
     "DatabaseInUseError",
     "Layout",
+    "RecordCopy",
     "RecordReader",
     "RemoteRecord",
     "Salvage",
     "SalvagedTable",
     "Store",
+    "TableCopy",
     "Turn",
     "UnknownRunError",
+    "copy_record",
     "export_sql",
     "get",
     "lock_path",
