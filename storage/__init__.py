@@ -1,6 +1,8 @@
-"""storage: the DuckDB audit record (schema, migrations, idempotent reads and writes).
+"""storage: the audit record (schema, migrations, idempotent reads and writes) in a DuckDB
+file or a shared PostgreSQL database (``postgresql://USER@HOST:PORT/DBNAME``, ``check_url``).
 
-The only package that speaks SQL, always parameterized. One process writes a database
+The only package that speaks SQL, always parameterized. Many processes write a PostgreSQL
+record at once, each reader reading a snapshot of its own; one process writes a database
 file at a time; the audit flow's process owns it and its tasks share it through
 ``register``/``get``. While it writes, it answers other processes' reads of the record
 (``open_reader`` returns a ``RemoteRecord`` then), and a file is read in full and found
@@ -27,10 +29,17 @@ from ._copy import (
     TableCopy,
     copy_record,
 )
-from ._errors import DamagedRecordError, DatabaseInUseError, UnknownRunError
+from ._core import locate
+from ._errors import (
+    DamagedRecordError,
+    DatabaseInUseError,
+    RecordUnreachableError,
+    UnknownRunError,
+)
 from ._export import EXPORTS, export_sql
 from ._layout import Column, Layout, record_layout
 from ._open import Turn, lock_path, ready_to_write
+from ._postgres import CONNECT_TIMEOUT_S, check_url, is_postgres_url
 from ._reader import RecordReader
 from ._registry import get, register, unregister
 from ._remote import RemoteRecord, open_reader
@@ -40,6 +49,7 @@ from ._sidecar import sidecar_path
 from ._store import Store
 
 __all__ = [
+    "CONNECT_TIMEOUT_S",
     "EXPORTS",
     "MIGRATIONS",
     "Column",
@@ -50,6 +60,7 @@ __all__ = [
     "Layout",
     "RecordCopy",
     "RecordReader",
+    "RecordUnreachableError",
     "RemoteRecord",
     "Salvage",
     "SalvagedTable",
@@ -57,9 +68,12 @@ __all__ = [
     "TableCopy",
     "Turn",
     "UnknownRunError",
+    "check_url",
     "copy_record",
     "export_sql",
     "get",
+    "is_postgres_url",
+    "locate",
     "lock_path",
     "open_reader",
     "ready_to_write",
