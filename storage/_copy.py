@@ -5,10 +5,14 @@ Table by table in the order the migrations create them (``record_layout``), each
 in the order of its primary key, each batch one transaction of the target. A row whose key
 the target already holds is skipped when it is the same, so a second copy copies nothing and
 a copy stopped half-way completes when it is run again; a row the target holds under that key
-with other content stops the copy (``CopyConflictError``) rather than being overwritten.
+with other content stops the copy (``CopyConflictError``) rather than being overwritten. A
+row's time of writing is no part of its content: the same arm, test or vector written into
+two records at different times is the same row (the target keeps its own time), so two
+records can be merged into one.
 
-The source is opened read-only and never migrated; the target is migrated to this dbpa's
-schema (at least the source's, which a source newer than this dbpa is refused for). Only the
+The source is opened read-only (a PostgreSQL one in one snapshot) and never migrated; the
+target is migrated to this dbpa's schema, so at least the source's (a record of a newer dbpa
+is refused, as on opening it anywhere). Only the
 columns the source's schema version has are copied; a later migration's columns stay empty in
 the target, as they do in a record that migration upgraded. ``meta`` is left out: it holds
 the record's identity (``database_id``), which the target keeps its own of.
@@ -21,15 +25,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import pyarrow as pa
 
-from ._core import retried
-from ._errors import DamagedRecordError
+from ._core import locate, retried
 from ._layout import Layout, record_layout
-from ._postgres import is_postgres_url, location
-from ._schema import MIGRATIONS
+from ._postgres import check_url, is_postgres_url
 from ._store import Store
 
 __all__ = [
@@ -45,6 +46,9 @@ BATCH_ROWS = 1000
 """Rows read, compared and written at a time (one transaction of the target each)."""
 _IDENTITY = "meta"
 """The table of the record's identity, which a copy does not carry over."""
+_WRITTEN_AT = "current_timestamp"
+"""The default of the columns of a row's time of writing (``created_at``, a run's
+``started_at``): copied, but not compared."""
 
 
 @dataclass(frozen=True)
@@ -114,10 +118,11 @@ def copy_record(
     each a file path or a PostgreSQL URL. ``progress`` is called after every batch, and
     once more when a table is finished.
 
-    ``CopyInputError`` for a missing source file, a directory, a URL with a password in it,
-    or the same record twice; ``CopyConflictError``; ``DamagedRecordError`` for a record
-    written by a newer dbpa (either one), or a damaged file; ``ConnectionError`` for a
-    server that cannot be reached.
+    ``CopyInputError`` for a missing source file, a directory, a URL ``check_url`` refuses
+    (one with a password in it), or the same record twice; ``CopyConflictError``; as on
+    opening any record, ``DamagedRecordError`` for a record written by a newer dbpa (either
+    one) or a damaged file, ``FileNotFoundError`` for a database that holds no record yet,
+    ``RecordUnreachableError`` for a server that cannot be reached.
     """
     if batch_rows < 1:
         raise ValueError(f"batch_rows: must be at least 1, not {batch_rows}")
@@ -125,8 +130,6 @@ def copy_record(
     layout = record_layout()
     with Store(source, read_only=True) as src, Store(target, serve_readers=False) as dst:
         version = src.schema_version
-        for store in (src, dst):
-            _known(store)
         tables = []
         for table in layout.tables:
             columns = [
@@ -141,37 +144,20 @@ def copy_record(
 
 def _check(source: str | Path, target: str | Path) -> None:
     """``CopyInputError`` for what can be told before opening either record."""
-    where = {}
     for argument, value in (("source", source), ("target", target)):
         if is_postgres_url(value):
-            if urlsplit(str(value)).password is not None:
-                raise CopyInputError(
-                    argument,
-                    f"{location(str(value))}: a PostgreSQL URL must not hold the password "
-                    "(use PGPASSWORD or ~/.pgpass)",
-                )
-            where[argument] = location(str(value))
+            try:
+                check_url(str(value))
+            except ValueError as exc:
+                raise CopyInputError(argument, str(exc)) from None
             continue
         path = Path(value).expanduser().resolve()
         if path.is_dir():
             raise CopyInputError(argument, f"{path} is a directory; name a database file")
         if argument == "source" and not path.exists():
             raise CopyInputError(argument, f"{path} does not exist")
-        where[argument] = str(path)
-    if where["source"] == where["target"]:
-        raise CopyInputError("target", f"{where['target']} is the source itself")
-
-
-def _known(store: Store) -> None:
-    """``DamagedRecordError`` for a record of a schema this dbpa does not know (a file's is
-    refused as it opens; a database's here)."""
-    newest = MIGRATIONS[-1][0]
-    if store.schema_version > newest:
-        raise DamagedRecordError(
-            f"database {store.location} was written by a newer dbpa (schema version "
-            f"{store.schema_version}; this dbpa knows versions up to {newest}). Nothing was "
-            "copied: upgrade dbpa to copy it"
-        )
+    if locate(source) == locate(target):
+        raise CopyInputError("target", f"{locate(target)} is the source itself")
 
 
 class _TableCopier:
@@ -189,6 +175,11 @@ class _TableCopier:
         self.src, self.dst, self.table, self.batch_rows = src, dst, table, batch_rows
         self.key = list(layout.primary_keys[table])
         types = {c.name: c.type for c in layout.columns if c.table == table}
+        self.compared = [
+            c.name
+            for c in layout.columns
+            if c.table == table and c.name in columns and c.default != _WRITTEN_AT
+        ]
         listed, ordered = ", ".join(columns), ", ".join(self.key)
         marks = ", ".join("?" for _ in self.key)
         self.first = f"SELECT {listed} FROM {table} ORDER BY {ordered} LIMIT ?"
@@ -234,7 +225,7 @@ class _TableCopier:
             if there is None:
                 fresh.append(i)
                 continue
-            differs = next((c for c in row if not _same(row[c], there[c])), None)
+            differs = next((c for c in self.compared if not _same(row[c], there[c])), None)
             if differs is not None:
                 raise CopyConflictError(self.table, dict(zip(self.key, key, strict=True)), differs)
         return fresh

@@ -9,25 +9,29 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ._common import ExitCode, fail, masked_url, out
+from ._common import _SHARED, _URL, ExitCode, fail, masked_url, out
 
 if TYPE_CHECKING:
     from storage import TableCopy
 
-_SHARED = ("postgresql://", "postgres://")
-
-
 def _record(flag: str) -> Callable[[str], str]:
-    """The parser of ``flag``: a file's path, or a PostgreSQL URL (any other URL: exit 2)."""
+    """The parser of ``flag``: ``record_target``'s (a file's path, or a PostgreSQL URL that
+    ``check_url`` accepts; anything else exit 2 on one line, no password shown) under the
+    option's own name."""
 
     def parse(value: str) -> str:
         text = os.fspath(value)
-        if "://" in text and not text.startswith(_SHARED):
-            message = f"{flag} {masked_url(text)}: give the path of a DuckDB file or "
-            raise fail(
-                ExitCode.BAD_INPUT, message + "postgresql://USER@HOST:PORT/DBNAME", one_line=True
-            )
-        return text
+        if not _URL.match(text):
+            return text
+        problem = "give the path of a DuckDB file or postgresql://USER@HOST:PORT/DBNAME"
+        if text.startswith(_SHARED):
+            from storage import check_url
+
+            try:
+                return check_url(text)
+            except ValueError as exc:
+                problem = str(exc)
+        raise fail(ExitCode.BAD_INPUT, f"{flag} {masked_url(text)}: {problem}", one_line=True)
 
     return parse
 
