@@ -6,9 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 
 from storage import (
+    MIGRATIONS,
     CopyConflictError,
     CopyInputError,
     DamagedRecordError,
@@ -17,6 +19,7 @@ from storage import (
     copy_record,
     record_layout,
 )
+from storage._schema import MONITOR
 from tests.storage.conftest import DAMAGES, postgres_url
 from tests.storage.test_engines import _read, _same, _write
 
@@ -72,7 +75,15 @@ def test_a_file_copied_into_postgresql_and_back_reads_as_the_original(source, pg
     path, ids = source
     back = tmp_path / "back.duckdb"
     copy_record(path, pg_url)
-    copy_record(pg_url, back)
+
+    def stop_in_samples(step: TableCopy) -> None:
+        if step.table == "samples":
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        copy_record(pg_url, back, batch_rows=2, progress=stop_in_samples)
+    assert copy_record(pg_url, back, batch_rows=2).skipped == 3 + 2  # the arms, a batch
+    assert copy_record(pg_url, back).copied == 0
     with Store(path, read_only=True) as store:
         tables, read = _tables(store), _read(store, ids)
     with Store(back, read_only=True) as store:
@@ -152,6 +163,51 @@ def test_a_row_written_at_another_time_is_the_same_row(source, target):
         after = _tables(store)
         for table, frame in before.items():
             _same(frame, after[table], table)
+
+
+def _older(path: Path, version: int) -> None:
+    """Make the record at ``path`` one of schema ``version``: what later migrations added
+    dropped (from the migrations' own layout)."""
+    layout = record_layout()
+    created = {t: min(c.migration for c in layout.columns if c.table == t) for t in layout.tables}
+    with duckdb.connect(str(path)) as con:
+        for table in layout.tables:
+            if created[table] > version:
+                con.execute(f"DROP TABLE {table}")
+                continue
+            for column in layout.columns:
+                if column.table == table and column.migration > version:
+                    con.execute(f"ALTER TABLE {table} DROP COLUMN {column.name}")
+        con.execute("DELETE FROM schema_migrations WHERE version > ?", [version])
+
+
+def test_a_record_of_an_older_schema_is_copied_into_the_current_one(source, target):
+    path, _ = source
+    _older(path, MONITOR)
+    with Store(path, read_only=True) as store:
+        assert store.schema_version == MONITOR
+        original = _tables_of(store, MONITOR)
+    done = copy_record(path, target)
+    assert done.schema_version == MONITOR
+    assert "set_prompts" not in {t.table for t in done.tables}
+    with Store(target, read_only=True) as store:
+        assert store.schema_version == MIGRATIONS[-1][0]
+        for table, frame in _tables_of(store, MONITOR).items():
+            _same(original[table], frame, table)
+        assert store._rows("SELECT count(*) FROM tests WHERE n_prompts IS NOT NULL") == [(0,)]
+    assert copy_record(path, target).copied == 0
+
+
+def _tables_of(store: Store, version: int) -> dict[str, Any]:
+    """``_tables`` with the columns of schema ``version`` only."""
+    layout = record_layout()
+    found = {}
+    for table in layout.tables:
+        names = [c.name for c in layout.columns if c.table == table and c.migration <= version]
+        if table != "meta" and names:
+            key = ", ".join(layout.primary_keys[table])
+            found[table] = store._df(f"SELECT {', '.join(names)} FROM {table} ORDER BY {key}")
+    return found
 
 
 def test_bad_sources_and_targets_are_refused_naming_which(source, tmp_path):
