@@ -3,7 +3,12 @@ total; exit 2 naming ``--from`` or ``--to`` for what cannot be copied (issue 50)
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +19,7 @@ from dbpa.cli import app
 from storage import EXPORTS, record_layout
 from tests.cli.conftest import invoke, runner, text
 from tests.storage.conftest import postgres_url
+from tests.support.cli_process import ROOT
 
 SECRET = "s3cr3t-pw"
 
@@ -94,3 +100,35 @@ def test_a_target_that_diverged_exits_2_naming_the_table_and_key(labelled_run, t
     key = f"(run_id={labelled_run.run_id!r})"
     assert f"table runs: the target already holds a different row for {key}" in shown
     assert "its status differs" in shown
+
+
+def test_a_copy_killed_half_way_completes_when_run_again(sound_record, pg_url, tmp_path):
+    """``dbpa copy`` killed (SIGKILL) in the middle of a table, once some of its batches
+    are in: the same command copies the rest, nothing twice."""
+    import psycopg
+
+    args = [sys.executable, "-m", "dbpa.cli", "copy", "--from", str(sound_record), "--to", pg_url]
+    env = os.environ | {"PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}
+    copying = subprocess.Popen(args, env=env, cwd=tmp_path, stdout=subprocess.PIPE, text=True)
+    assert copying.stdout is not None
+    try:
+        for line in copying.stdout:
+            if line.startswith("samples:"):  # the vectors come next: kill once some are in
+                with psycopg.connect(pg_url) as con:
+                    while not con.execute("SELECT count(*) FROM embeddings").fetchone()[0]:
+                        time.sleep(0.01)
+                copying.send_signal(signal.SIGKILL)
+                break
+    finally:
+        copying.kill()
+        copying.wait(timeout=60)
+    assert copying.returncode == -signal.SIGKILL
+    rest = subprocess.run(args, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert rest.returncode == 0, rest.stderr
+    shown = dict(line.split(": ", 1) for line in rest.stdout.splitlines())
+    assert shown["samples"] == "0 copied, 6,000 already there"
+    copied, kept = (int(n.replace(",", "")) for n in shown["embeddings"].split() if n[0].isdigit())
+    assert kept > 0
+    assert copied + kept == 6000
+    again = invoke("copy", "--from", str(sound_record), "--to", pg_url)
+    assert again.output.splitlines()[-1].startswith("total: 0 rows copied, 12,005 already there")
