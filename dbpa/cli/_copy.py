@@ -14,6 +14,7 @@ from ._common import _SHARED, _URL, ExitCode, fail, masked_url, out
 if TYPE_CHECKING:
     from storage import TableCopy
 
+
 def _record(flag: str) -> Callable[[str], str]:
     """The parser of ``flag``: ``record_target``'s (a file's path, or a PostgreSQL URL that
     ``check_url`` accepts; anything else exit 2 on one line, no password shown) under the
