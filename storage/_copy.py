@@ -21,7 +21,7 @@ the record's identity (``database_id``), which the target keeps its own of.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -238,14 +238,12 @@ class _TableCopier:
 
 
 def _same(a: Any, b: Any) -> bool:
-    """Whether two values of a column are the same (NaN equal to NaN; lists element-wise)."""
-    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+    """Whether two values of a column are the same (NaN equal to NaN; lists element-wise,
+    compared whole first: a vector's 384 floats at C speed)."""
+    if a == b:
         return True
-    if isinstance(a, Sequence) and not isinstance(a, str):
-        return (
-            isinstance(b, Sequence)
-            and not isinstance(b, str)
-            and len(a) == len(b)
-            and all(_same(x, y) for x, y in zip(a, b, strict=True))
-        )
-    return bool(a == b)
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isnan(a) and math.isnan(b)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return False

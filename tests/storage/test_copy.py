@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 import duckdb
+import numpy as np
 import pytest
 
 from storage import (
@@ -20,7 +22,7 @@ from storage import (
     record_layout,
 )
 from storage._schema import MONITOR
-from tests.storage.conftest import DAMAGES, postgres_url
+from tests.storage.conftest import DAMAGES, make_record, postgres_url
 from tests.storage.test_engines import _read, _same, _write
 
 
@@ -145,6 +147,21 @@ def test_a_target_with_another_row_under_the_same_key_is_refused_untouched(sourc
         after = _tables(store)
         for table, frame in before.items():
             _same(frame, after[table], table)
+
+
+def test_a_row_with_nan_is_the_same_row_when_copied_again(tmp_path, target):
+    path = tmp_path / "nan.duckdb"
+    nan = float("nan")
+    record = dataclasses.replace(
+        make_record("t1"), z=nan, null_distribution=np.array([nan, 0.5, nan])
+    )
+    with Store(path, serve_readers=False) as store:
+        store.add_tests([record])
+    assert copy_record(path, target).copied == 1
+    again = copy_record(path, target)
+    assert (again.copied, again.skipped) == (0, 1)
+    with Store(target, read_only=True) as store:
+        assert np.isnan(store.tests(["t1"]).z[0])
 
 
 def test_a_row_written_at_another_time_is_the_same_row(source, target):
