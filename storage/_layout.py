@@ -25,19 +25,27 @@ class Column:
 
 @dataclass(frozen=True)
 class Layout:
-    """What the migrations build: every column in table order, each table's primary key."""
+    """What the migrations build: every column in table order, each table's primary key, the
+    tables in the order the migrations create them."""
 
     columns: tuple[Column, ...]
     primary_keys: dict[str, tuple[str, ...]]
+    tables: tuple[str, ...]
+    """In creation order: a table before the tables created after it, which refer to it."""
 
 
 def record_layout() -> Layout:
     """Apply ``MIGRATIONS`` in order to an empty in-memory DuckDB and read its tables."""
     with duckdb.connect() as db:
         added: dict[tuple[str, str], int] = {}
+        created: dict[str, None] = {}
         for version, _, statements in MIGRATIONS:
             for statement in statements:
                 db.execute(statement)
+                for (table,) in db.execute(
+                    "SELECT table_name FROM information_schema.tables"
+                ).fetchall():
+                    created.setdefault(table)
             for table, column in db.execute(
                 "SELECT table_name, column_name FROM information_schema.columns"
             ).fetchall():
@@ -54,4 +62,4 @@ def record_layout() -> Layout:
         Column(table, name, kind, nullable == "YES", default, added[(table, name)])
         for table, name, kind, nullable, default in rows
     )
-    return Layout(columns, {table: tuple(names) for table, names in keys})
+    return Layout(columns, {table: tuple(names) for table, names in keys}, tuple(created))

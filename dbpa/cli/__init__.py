@@ -19,6 +19,7 @@ from dbpa.environment import configure
 
 from ._common import ExitCode, err, exits_on_error, out
 from ._compare import compare
+from ._copy import copy
 from ._drift import drift, monitor_reset
 from ._help import shown_help
 from ._plan import plan
@@ -45,6 +46,7 @@ for _command in (
     results,
     compare,
     export,
+    copy,
     report,
     view,
     serve,

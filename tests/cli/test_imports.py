@@ -55,7 +55,7 @@ def test_compare_imports_neither_prefect_nor_a_model_stack(tmp_path):
 PARSE_ONLY = [
     ["--help"],
     *([name, "--help"] for name in ("validate", "plan", "run", "runs", "results", "compare")),
-    *([name, "--help"] for name in ("export", "report", "view", "serve", "drift")),
+    *([name, "--help"] for name in ("export", "copy", "report", "view", "serve", "drift")),
     ["monitor", "reset", "--help"],
     ["run"],  # a missing argument
     ["run", "audit.yaml", "--runer", "dask"],  # a mistyped option
