@@ -26,6 +26,7 @@ SUITES = {
     "prompt_scale": "benchmarks.bench_prompt_scale",
     "rates": "benchmarks.bench_rates",
     "shared_record_engines": "benchmarks.bench_shared_record",
+    "shared_record": "benchmarks.bench_shared_audits",
 }
 
 
