@@ -1,6 +1,8 @@
-"""storage: the DuckDB audit record (schema, migrations, idempotent reads and writes).
+"""storage: the audit record (schema, migrations, idempotent reads and writes) in a DuckDB
+file or a shared PostgreSQL database (``postgresql://USER@HOST:PORT/DBNAME``, ``check_url``).
 
-The only package that speaks SQL, always parameterized. One process writes a database
+The only package that speaks SQL, always parameterized. Many processes write a PostgreSQL
+record at once, each reader reading a snapshot of its own; one process writes a database
 file at a time; the audit flow's process owns it and its tasks share it through
 ``register``/``get``. While it writes, it answers other processes' reads of the record
 (``open_reader`` returns a ``RemoteRecord`` then), and a file is read in full and found
@@ -19,10 +21,17 @@ it is used; ``_serve``, ``_wire``, ``_sidecar``, ``_reader`` and ``_remote`` the
 served by a writer; ``_salvage`` the export of a damaged file.
 """
 
-from ._errors import DamagedRecordError, DatabaseInUseError, UnknownRunError
+from ._core import locate
+from ._errors import (
+    DamagedRecordError,
+    DatabaseInUseError,
+    RecordUnreachableError,
+    UnknownRunError,
+)
 from ._export import EXPORTS, export_sql
 from ._layout import Column, Layout, record_layout
 from ._open import Turn, lock_path, ready_to_write
+from ._postgres import CONNECT_TIMEOUT_S, check_url, is_postgres_url
 from ._reader import RecordReader
 from ._registry import get, register, unregister
 from ._remote import RemoteRecord, open_reader
@@ -32,6 +41,7 @@ from ._sidecar import sidecar_path
 from ._store import Store
 
 __all__ = [
+    "CONNECT_TIMEOUT_S",
     "EXPORTS",
     "MIGRATIONS",
     "Column",
@@ -39,14 +49,18 @@ __all__ = [
     "DatabaseInUseError",
     "Layout",
     "RecordReader",
+    "RecordUnreachableError",
     "RemoteRecord",
     "Salvage",
     "SalvagedTable",
     "Store",
     "Turn",
     "UnknownRunError",
+    "check_url",
     "export_sql",
     "get",
+    "is_postgres_url",
+    "locate",
     "lock_path",
     "open_reader",
     "ready_to_write",

@@ -31,6 +31,7 @@ from ._open import (
     first_line,
     is_damage,
     is_interrupt,
+    newer_record,
     open_connection,
 )
 from ._postgres import (
@@ -43,7 +44,7 @@ from ._postgres import (
 )
 from ._schema import MIGRATIONS
 
-__all__ = ["StoreCore", "retried"]
+__all__ = ["StoreCore", "locate", "retried"]
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -71,6 +72,14 @@ def retried(write: Callable[P, T]) -> Callable[P, T]:
     return again
 
 
+def locate(target: str | Path) -> str:
+    """The identity of the record ``target`` names: a file's absolute path, or a database's
+    ``postgresql://host:port/dbname`` (never the user or password)."""
+    if is_postgres_url(target):
+        return location(str(target))
+    return str(Path(target).expanduser().resolve())
+
+
 class _Closing(Protocol):
     def close(self) -> None: ...
 
@@ -87,13 +96,13 @@ class StoreCore:
         """
         self.postgres = is_postgres_url(path)
         """Whether the record is a PostgreSQL database (else a DuckDB file)."""
+        self.location = locate(path)
+        """The record's identity: a file's absolute path, a database's URL without its user."""
         if self.postgres:
             self.path = Path()  # a file's: no file here
-            self.location = location(str(path))
             self._attach(connect(str(path), read_only=read_only), read_only=read_only)
         else:
-            self.path = Path(path).expanduser().resolve()
-            self.location = str(self.path)
+            self.path = Path(self.location)
             if read_only and not self.path.exists():
                 raise FileNotFoundError(f"database {self.path} does not exist (run an audit first)")
             if not read_only:
@@ -104,6 +113,8 @@ class StoreCore:
         try:
             if not read_only:
                 self._migrate()
+            elif self.postgres:
+                self._check_shared()
             self.database_id = self._meta("database_id")
         except BaseException:
             self.close()
@@ -180,7 +191,8 @@ class StoreCore:
                     raise
                 error = damaged_in_write(self.path, first_line(str(exc)))
             except BaseException:
-                con.execute("ROLLBACK")
+                if not (self.postgres and con.broken):  # a dropped connection has nothing to end
+                    con.execute("ROLLBACK")
                 raise
             else:
                 con.execute("COMMIT")
@@ -257,6 +269,8 @@ class StoreCore:
                 "applied_at TIMESTAMPTZ NOT NULL DEFAULT current_timestamp)"
             )
             done = {v for (v,) in con.execute("SELECT version FROM schema_migrations").fetchall()}
+            if done and max(done) > MIGRATIONS[-1][0]:
+                raise newer_record(self.location, max(done))
             for version, description, statements in MIGRATIONS:
                 if version in done:
                     continue
@@ -270,6 +284,16 @@ class StoreCore:
                 "INSERT INTO meta VALUES ('database_id', ?) ON CONFLICT DO NOTHING",
                 [uuid.uuid4().hex],
             )
+
+    def _check_shared(self) -> None:
+        """A PostgreSQL record opened for reading: ``FileNotFoundError`` while no audit has
+        written it, ``DamagedRecordError`` when a newer dbpa did (as for a file)."""
+        if self._rows("SELECT to_regclass('schema_migrations')")[0][0] is None:
+            raise FileNotFoundError(
+                f"database {self.location} holds no audit record yet (run an audit first)"
+            )
+        if self.schema_version > MIGRATIONS[-1][0]:
+            raise newer_record(self.location, self.schema_version)
 
     def _meta(self, key: str) -> str:
         rows = self._rows("SELECT value FROM meta WHERE key = ?", [key])

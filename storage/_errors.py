@@ -20,3 +20,8 @@ class DamagedRecordError(RuntimeError):
 
 class UnknownRunError(LookupError):
     """No run with that id in the database."""
+
+
+class RecordUnreachableError(ConnectionError):
+    """The server of a shared record cannot be reached, or dropped the connection (restarted,
+    stopped). The message names host and port, never the credentials."""

@@ -246,13 +246,18 @@ def verify(con: duckdb.DuckDBPyConnection, path: Path, *, dbpa_only: bool) -> No
         raise damaged(
             path, "it is a DuckDB database without dbpa's tables", readable=False, by_duckdb=False
         )
+    if version is not None and version > MIGRATIONS[-1][0]:
+        raise newer_record(str(path), version)
+
+
+def newer_record(where: str, version: int) -> DamagedRecordError:
+    """The error of a record at ``where`` (a file, a database) written by a newer dbpa."""
     newest = MIGRATIONS[-1][0]
-    if version is not None and version > newest:
-        raise DamagedRecordError(
-            f"database {path} was written by a newer dbpa (schema version {version}; this "
-            f"dbpa knows versions up to {newest}). Nothing was written to it: upgrade dbpa "
-            "to use it, or start a new record with another --db."
-        )
+    return DamagedRecordError(
+        f"database {where} was written by a newer dbpa (schema version {version}; this "
+        f"dbpa knows versions up to {newest}). Nothing was written to it: upgrade dbpa "
+        "to use it, or start a new record with another --db."
+    )
 
 
 def translate(path: Path, exc: duckdb.Error, *, opening: bool) -> Exception:

@@ -12,18 +12,22 @@ than deadlock) and results as Arrow.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 import numpy as np
 import pyarrow as pa
 
+from ._errors import RecordUnreachableError
 from ._schema import MIGRATIONS
 
 __all__ = [
+    "CONNECT_TIMEOUT_S",
     "RETRIED",
     "PostgresConnection",
+    "check_url",
     "connect",
     "is_postgres_url",
     "pg_statement",
@@ -40,36 +44,104 @@ def is_postgres_url(target: object) -> bool:
     return isinstance(target, str) and target.startswith(_SCHEMES)
 
 
+CONNECT_TIMEOUT_S = 10
+"""Seconds a connection may take to be made (libpq's ``connect_timeout``) unless the URL
+says otherwise: a server down or unreachable is reported after at most this long."""
+QUERY_PARAMETERS = frozenset(
+    {"application_name", "connect_timeout", "sslcert", "sslkey", "sslmode", "sslrootcert"}
+)
+"""The libpq parameters a record's URL may carry (none of them a secret)."""
+
+
+def check_url(url: str) -> str:
+    """``url`` once it is a record's URL, ``postgresql://USER@HOST:PORT/DBNAME`` (a query of
+    ``QUERY_PARAMETERS`` only); ``ValueError`` naming what is wrong, never the password."""
+    parts = urlsplit(url)
+    if parts.password is not None:
+        raise ValueError(
+            "a PostgreSQL URL must not hold the password (use PGPASSWORD or ~/.pgpass)"
+        )
+    try:
+        parts.port  # noqa: B018 (a port that is no number raises)
+    except ValueError:
+        raise ValueError("the port of a PostgreSQL URL must be a number") from None
+    if not parts.hostname or parts.path.strip("/") == "":
+        raise ValueError(
+            "a PostgreSQL URL names a host and a database: postgresql://USER@HOST:PORT/DBNAME"
+        )
+    names = [name for name, _ in parse_qsl(parts.query, keep_blank_values=True)]
+    if "password" in names:
+        raise ValueError(
+            "a PostgreSQL URL must not hold the password (use PGPASSWORD or ~/.pgpass)"
+        )
+    unknown = sorted(set(names) - QUERY_PARAMETERS)
+    if unknown:
+        raise ValueError(
+            f"unknown URL parameter(s) {', '.join(unknown)}: a PostgreSQL record keeps all its "
+            f"data in the database (no data_path); allowed: {', '.join(sorted(QUERY_PARAMETERS))}"
+        )
+    return url
+
+
 def location(url: str) -> str:
     """What a message may say of the record: ``postgresql://host:port/dbname``."""
     parts = urlsplit(url)
     return f"postgresql://{parts.hostname}:{parts.port or 5432}{parts.path}"
 
 
+def _where(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.hostname}:{parts.port or 5432}"
+
+
 def connect(url: str, *, read_only: bool) -> PostgresConnection:
     """Connect to the record at ``url`` (``postgresql://USER@HOST:PORT/DBNAME``).
 
-    ``ValueError`` for a URL with a password in it; ``ConnectionError`` naming host and port
-    (nothing of the credentials) when the server cannot be reached or refuses.
+    ``ValueError`` for a URL that ``check_url`` refuses, or a login or database the server
+    refuses; ``RecordUnreachableError`` when the server cannot be reached within
+    ``CONNECT_TIMEOUT_S`` (unless the URL's ``connect_timeout`` says otherwise). Messages
+    name host and port, nothing of the credentials.
+
+    A reader (``read_only``) reads one snapshot: its connection keeps one REPEATABLE READ,
+    READ ONLY transaction open until it closes, so every query of a command sees the record
+    as it was at its first, whatever other writers commit meanwhile.
     """
     import psycopg
 
-    parts = urlsplit(url)
-    if parts.password is not None:
-        raise ValueError(
-            "database: a PostgreSQL URL must not hold the password (use PGPASSWORD or ~/.pgpass)"
-        )
-    where = f"{parts.hostname}:{parts.port or 5432}"
-    options = "-c default_transaction_read_only=on" if read_only else ""
+    check_url(url)
+    where = _where(url)
+    timeout = {} if "connect_timeout=" in url else {"connect_timeout": CONNECT_TIMEOUT_S}
     try:
-        con = psycopg.connect(url, autocommit=True, options=options)
+        con = psycopg.connect(url, autocommit=not read_only, **timeout)
     except psycopg.Error as exc:
-        said = str(exc).lower()  # libpq's words, not repeated: they may name the user
-        kind = "refused the login" if "password" in said or "authentication" in said else ""
-        kind = kind or "cannot be reached"
-        raise ConnectionError(f"PostgreSQL at {where} {kind}") from None
+        raise _connect_error(exc, where, url) from None
+    if read_only:
+        con.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+        con.read_only = True
     _load_json_as_text(con)
-    return PostgresConnection(con)
+    return PostgresConnection(con, where)
+
+
+_REFUSED_LOGIN = ("28P01", "28000")
+_UNKNOWN_DATABASE = "3D000"
+
+
+def _connect_error(exc: Exception, where: str, url: str) -> Exception:
+    """libpq's refusal as ours (its words are not repeated: they may name the user)."""
+    said = str(exc).lower()
+    state = getattr(exc, "sqlstate", None)
+    if state in _REFUSED_LOGIN or "password" in said or "authentication" in said:
+        return ValueError(
+            f"PostgreSQL at {where} refused the login (check PGPASSWORD or ~/.pgpass)"
+        )
+    if state == _UNKNOWN_DATABASE or "does not exist" in said:
+        dbname = urlsplit(url).path.lstrip("/")
+        return ValueError(f"PostgreSQL at {where} has no database {dbname!r} (create it first)")
+    timeout = re.search(r"connect_timeout=(\d+)", url)
+    budget = int(timeout.group(1)) if timeout else CONNECT_TIMEOUT_S
+    return RecordUnreachableError(
+        f"PostgreSQL at {where} cannot be reached (tried for up to {budget} s)"
+    )
 
 
 def _load_json_as_text(con: Any) -> None:
@@ -217,20 +289,41 @@ def _unique(names: list[str]) -> list[str]:
 
 
 class PostgresConnection:
-    """A psycopg connection (autocommit: the core sends BEGIN and COMMIT) with the methods
-    of a DuckDB connection the core uses."""
+    """A psycopg connection (a writer's in autocommit: the core sends BEGIN and COMMIT; a
+    reader's in one snapshot transaction) with the methods of a DuckDB connection the core
+    uses. A connection the server dropped (restarted, stopped) is a
+    ``RecordUnreachableError`` naming host and port."""
 
-    def __init__(self, con: Any) -> None:
+    def __init__(self, con: Any, where: str) -> None:
         self._con = con
+        self._where = where
         self._columns: dict[str, list[str]] = {}
 
     def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] | None = None) -> _Result:
-        with self._con.cursor() as cur:
+        with self._speaking(), self._con.cursor() as cur:
             cur.execute(to_psycopg(sql), _params(params))
             if cur.description is None:
                 return _Result([], [])
             names = [d.name for d in cur.description]
             return _Result(names, cur.fetchall(), [d.type_code for d in cur.description])
+
+    @contextmanager
+    def _speaking(self) -> Iterator[None]:
+        """A lost connection as ``RecordUnreachableError``; a reader's failed query ends its
+        snapshot (the next query reads a new one rather than failing too)."""
+        import psycopg
+
+        try:
+            yield
+        except psycopg.Error as exc:
+            if self._con.broken or self._con.closed:
+                raise RecordUnreachableError(
+                    f"PostgreSQL at {self._where} closed the connection (restarted or stopped)"
+                ) from exc
+            if not self._con.autocommit:
+                with suppress(psycopg.Error):
+                    self._con.rollback()
+            raise
 
     def sql(self, sql: str, params: Sequence[Any] | Mapping[str, Any] | None = None) -> _Result:
         return self.execute(sql, params)
@@ -254,7 +347,7 @@ class PostgresConnection:
             rows.sort(key=lambda r: tuple((r[i] is None, r[i]) for i in key))
         values = ", ".join(["%s"] * len(names))
         statement = f"INSERT INTO {table} ({', '.join(names)}) VALUES ({values}) {tail}"
-        with self._con.cursor() as cur:
+        with self._speaking(), self._con.cursor() as cur:
             cur.executemany(statement, rows)
 
     def columns(self, table: str) -> list[str]:
@@ -273,6 +366,11 @@ class PostgresConnection:
 
     def close(self) -> None:
         self._con.close()
+
+    @property
+    def broken(self) -> bool:
+        """Whether the server dropped this connection."""
+        return bool(self._con.broken or self._con.closed)
 
 
 def _params(params: Sequence[Any] | Mapping[str, Any] | None) -> Any:

@@ -19,6 +19,7 @@ from numpy.typing import NDArray
 
 from ._errors import DatabaseInUseError
 from ._export import check_export, write_table
+from ._postgres import is_postgres_url
 from ._reader import RecordReader
 from ._sidecar import Writer, live_writer
 from ._store import Store
@@ -33,7 +34,10 @@ TIMEOUT_S = 600.0
 def open_reader(path: str | Path) -> RecordReader:
     """The record at ``path`` for reading: the file itself, or, while a dbpa process writes
     it, that process's answers. ``DatabaseInUseError`` when another kind of process holds
-    it; ``FileNotFoundError`` and ``DamagedRecordError`` as for ``Store``."""
+    it; ``FileNotFoundError`` and ``DamagedRecordError`` as for ``Store``. A PostgreSQL
+    record (a URL) is read directly, in a snapshot of its own, whoever writes it."""
+    if is_postgres_url(path):
+        return Store(path, read_only=True)
     db = Path(path).expanduser().resolve()
     try:
         return Store(db, read_only=True)

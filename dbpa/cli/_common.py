@@ -42,8 +42,8 @@ class ExitCode(IntEnum):
     the message says how to resume), or the record is in use and ``--no-wait`` was given,
     or Prefect's temporary server did not start."""
     BAD_INPUT = 2
-    """A file, field, option or run id that cannot be used, or a damaged record; the message
-    names it."""
+    """A file, field, option or run id that cannot be used, a damaged record, or a shared
+    record's URL, login or database refused; the message names it."""
     CONTROL_REJECTED = 3
     """``--fail-on-control-rejection`` and a control perturbation was rejected."""
     NOT_EQUIVALENT = 4
@@ -59,17 +59,30 @@ def fail(code: ExitCode, message: str, *, one_line: bool = False) -> typer.Exit:
 
 
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*(:[A-Za-z][A-Za-z0-9+.-]*)*://")
+_SHARED = ("postgresql://", "postgres://")
+DB_ENV = "DBPA_DB"
+"""The environment variable naming the record when ``--db`` is not given."""
 
 
-def record_path(value: str | Path) -> Path:
-    """The ``--db`` of every command: the path of a DuckDB file. A URL (``scheme://...``) is
-    refused with exit 2 until a shared record exists (a path would drop one of its slashes
-    and make it a local file named after the server)."""
+def record_target(value: str | Path) -> str:
+    """The ``--db`` of every command (or ``DBPA_DB``): the path of a DuckDB file, or a
+    shared record's URL ``postgresql://USER@HOST:PORT/DBNAME`` (its password only from
+    ``PGPASSWORD`` or ``~/.pgpass``). Any other URL (``scheme://...``), a URL with a
+    password or an unknown parameter, is refused with exit 2 on one line that never shows a
+    password (a path would drop one of its slashes and make it a local file named after the
+    server)."""
     text = os.fspath(value)
-    if _URL.match(text):
-        message = f"--db {masked_url(text)}: shared records are not supported yet; give the "
-        raise fail(ExitCode.BAD_INPUT, message + "path of a DuckDB file", one_line=True)
-    return Path(text)
+    if not _URL.match(text):
+        return text
+    problem = "give the path of a DuckDB file or postgresql://USER@HOST:PORT/DBNAME"
+    if text.startswith(_SHARED):
+        from storage import check_url  # only for a URL: a file's commands stay light
+
+        try:
+            return check_url(text)
+        except ValueError as exc:
+            problem = str(exc)
+    raise fail(ExitCode.BAD_INPUT, f"--db {masked_url(text)}: {problem}", one_line=True)
 
 
 def masked_url(url: str) -> str:
@@ -91,12 +104,18 @@ def masked_url(url: str) -> str:
 ConfigArgument = Annotated[Path, typer.Argument(help="Audit config (YAML).")]
 RunArgument = Annotated[str, typer.Argument(metavar="RUN", help="Run id, or 'latest'.")]
 DbOption = Annotated[
-    Path,
+    str,
     typer.Option(
-        "--db", metavar="PATH", parser=record_path, help="DuckDB file of the audit record."
+        "--db",
+        metavar="PATH|URL",
+        parser=record_target,
+        envvar=DB_ENV,
+        show_envvar=True,
+        help="The audit record: a DuckDB file, or a shared PostgreSQL record "
+        "postgresql://USER@HOST:PORT/DBNAME (password from PGPASSWORD or ~/.pgpass).",
     ),
 ]
-DEFAULT_DB = Path("dbpa.duckdb")
+DEFAULT_DB = "dbpa.duckdb"
 SetOption = Annotated[list[str] | None, typer.Option("--set", help="Override KEY=VALUE.")]
 RequireEquivalentOption = Annotated[
     list[str] | None,
@@ -125,6 +144,7 @@ _EXIT_CODES: tuple[tuple[str, str, ExitCode], ...] = (
     ("dbpa.llm", "SpendCapReached", ExitCode.INCOMPLETE),
     ("dbpa.launch", "TemporaryServerError", ExitCode.INCOMPLETE),
     ("storage", "DatabaseInUseError", ExitCode.INCOMPLETE),
+    ("storage", "RecordUnreachableError", ExitCode.INCOMPLETE),
     ("storage", "DamagedRecordError", ExitCode.BAD_INPUT),
     ("storage", "UnknownRunError", ExitCode.BAD_INPUT),
     ("builtins", "FileNotFoundError", ExitCode.BAD_INPUT),
@@ -190,9 +210,10 @@ def parse_overrides(pairs: list[str] | None) -> dict[str, Any]:
     return parse(pairs or [])
 
 
-def open_record(db: Path) -> RecordReader:
+def open_record(db: str | Path) -> RecordReader:
     """The audit record for reading: the file read-only, or, while an audit writes it, the
-    writing process's answers (a missing file is a FileNotFoundError)."""
+    writing process's answers (a missing file is a FileNotFoundError); a shared record in a
+    snapshot of its own."""
     from storage import open_reader
 
     return open_reader(db)

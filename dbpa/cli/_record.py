@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
-def print_results(db: Path, run_id: str) -> pd.DataFrame:
+def print_results(db: str | Path, run_id: str) -> pd.DataFrame:
     """Print a run's table; returns its results."""
     with open_record(db) as store:
         row = store.run(run_id)
@@ -670,10 +670,16 @@ def export(
             out.print(f"{name}: {path}")
 
 
-def _salvage(db: Path, out_dir: Path, fmt: str) -> None:
-    from storage import salvage
+def _salvage(db: str, out_dir: Path, fmt: str) -> None:
+    from storage import is_postgres_url, salvage
 
-    found = salvage(db, out_dir, fmt)
+    if is_postgres_url(db):
+        raise fail(
+            ExitCode.BAD_INPUT,
+            "--salvage reads a damaged DuckDB file; --db names a PostgreSQL record",
+        )
+
+    found = salvage(Path(db), out_dir, fmt)
     for t in found.tables:
         if t.problem is None:
             out.print(f"{t.name}: {t.path}")

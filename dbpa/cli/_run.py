@@ -10,6 +10,7 @@ import os
 import shlex
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -224,6 +225,7 @@ def serve(
 
     from dbpa.launch import load_audit
     from flows.scheduled import scheduled_audit
+    from storage import is_postgres_url
 
     cfg, _ = load_audit(config, parse_overrides(set_))
     name = name or cfg.name
@@ -240,7 +242,7 @@ def serve(
         cron=cron,
         parameters={
             "config_path": str(config.resolve()),
-            "db": str(db.resolve()),
+            "db": db if is_postgres_url(db) else str(Path(db).resolve()),
             "out": str(out_dir.resolve()) if out_dir else None,
             "overrides": parse_overrides(set_),
             "runner": runner,

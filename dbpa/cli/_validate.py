@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ._common import ConfigArgument, SetOption, out, parse_overrides, record_path
+from ._common import DB_ENV, ConfigArgument, SetOption, out, parse_overrides, record_target
 
 if TYPE_CHECKING:
     from dbpa.analysis import EquivalenceSpec
@@ -28,12 +27,14 @@ AllOption = Annotated[
     bool, typer.Option("--all", help="List every perturbation, however many there are.")
 ]
 RecordOption = Annotated[
-    Path | None,
+    str | None,
     typer.Option(
         "--db",
-        metavar="PATH",
-        parser=record_path,
-        help="A record whose stored paraphrases to show (read-only; default: none).",
+        metavar="PATH|URL",
+        parser=record_target,
+        envvar=DB_ENV,
+        show_envvar=True,
+        help="A record (file or URL) whose stored paraphrases to show (read-only; default: none).",
     ),
 ]
 

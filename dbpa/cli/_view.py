@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -24,8 +25,10 @@ def view(
     its first audit.
     """
     from dbpa.report import RecordViewer
+    from storage import is_postgres_url
 
-    if not db.parent.resolve().is_dir():
+    shared = is_postgres_url(db)
+    if not shared and not Path(db).parent.resolve().is_dir():
         raise fail(ExitCode.BAD_INPUT, f"--db: the folder of {db} does not exist")
     try:
         viewer = RecordViewer(db, lambda: open_record(db), port)
@@ -35,7 +38,7 @@ def view(
     try:  # SIGTERM: exit 143 (as `dbpa run`), the address file removed as by Ctrl-C
         with stopped_by_signals(), viewer.running():
             message = f"Serving the runs of {db} at {viewer.url}/ (Ctrl-C to stop)"
-            if not db.exists():
+            if not shared and not Path(db).exists():
                 message += f"; {db} holds no run yet"
             out.print(message, highlight=False)
             threading.Event().wait()

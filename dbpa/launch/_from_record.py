@@ -39,7 +39,7 @@ class RecordedRun:
 def decide_from_record(
     config: AuditConfig,
     plan: AuditPlan,
-    db: Path,
+    db: str | Path,
     out_dir: Path | None,
     warn: Callable[[str], None],
 ) -> RecordedRun:

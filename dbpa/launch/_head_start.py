@@ -79,7 +79,7 @@ def chunks(plan: AuditPlan, stored: dict[str, set[int]]) -> list[Chunk]:
 class HeadStart:
     """Sampling in background threads until :meth:`stop`."""
 
-    def __init__(self, plan: AuditPlan, db: Path) -> None:
+    def __init__(self, plan: AuditPlan, db: str | Path) -> None:
         # What the threads use is imported here, in the caller's thread: imports running in
         # two threads at once (this one goes on to import Prefect) can deadlock.
         import storage

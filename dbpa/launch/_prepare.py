@@ -35,10 +35,12 @@ class Prepared:
     look only (a test may stop there; which go on, only the flow knows)."""
     work: PendingWork
     """What the record says is still to do."""
-    db: Path
+    db: str | Path
+    """The record: a DuckDB file, or a PostgreSQL record's URL."""
     turn: Turn | None = None
-    """This run's turn at writing ``db`` (``storage.ready_to_write``), held until
-    ``run_prepared`` ends: a run started at the same moment waits for it."""
+    """This run's turn at writing a file ``db`` (``storage.ready_to_write``), held until
+    ``run_prepared`` ends: a run started at the same moment waits for it. None on a
+    PostgreSQL record, which many runs write at once."""
 
     def release(self) -> None:
         """End this run's turn at writing the record (idempotent)."""
@@ -53,7 +55,7 @@ class Prepared:
 
 
 def load_audit(
-    config: Path, overrides: dict[str, Any] | None = None, db: Path | None = None
+    config: Path, overrides: dict[str, Any] | None = None, db: str | Path | None = None
 ) -> tuple[AuditConfig, AuditPlan | None]:
     """The validated config and its plan; a ``ConfigError`` names file, field and reason.
 
@@ -82,17 +84,22 @@ def _loaded(config: Path, overrides: dict[str, Any] | None) -> AuditConfig:
         raise ConfigError(f"{config}: {exc}") from None
 
 
-def bind_stored(cfg: AuditConfig, db: Path | None) -> AuditConfig:
+def bind_stored(cfg: AuditConfig, db: str | Path | None) -> AuditConfig:
     """``cfg`` with its paraphrases bound when the record ``db`` holds every one of them (read
     only; with ``min_similarity`` the embedder is loaded)."""
-    if not (cfg.ungenerated and db is not None and db.is_file()):
+    if not (cfg.ungenerated and db is not None):
         return cfg
     import storage
     from dbpa.generation import bind_generated, embed_with, generator_jobs, stored_outputs
 
+    if not (storage.is_postgres_url(db) or Path(db).is_file()):
+        return cfg
     jobs = generator_jobs(cfg)
-    with storage.Store(db, read_only=True) as store:
-        outputs = stored_outputs(jobs, store)
+    try:
+        with storage.Store(db, read_only=True) as store:
+            outputs = stored_outputs(jobs, store)
+    except FileNotFoundError:  # a database no audit has written yet
+        return cfg
     if any(len(outputs[j.key]) != j.spec.n for j in jobs):
         return cfg
     embedder = embed_with(cfg)
@@ -102,21 +109,22 @@ def bind_stored(cfg: AuditConfig, db: Path | None) -> AuditConfig:
 def prepare(
     config: Path,
     overrides: dict[str, Any],
-    db: Path,
+    db: str | Path,
     *,
     wait: bool,
     on_wait: Callable[[int | None], None],
     needs_margin: str | None = None,
 ) -> Prepared:
     """Load, bind and plan ``config`` once, wait for this run's turn at writing the record
-    ``db`` (``on_wait`` is told the holder's pid once; with ``wait`` False,
-    ``DatabaseInUseError`` at once) and read what is left to do. The turn is held until
+    ``db`` (a file: ``on_wait`` is told the holder's pid once; with ``wait`` False,
+    ``DatabaseInUseError`` at once; a PostgreSQL record has no turns: many runs write it at
+    once) and read what is left to do. The turn is held until
     ``run_prepared`` ends (``Prepared.release``). ``needs_margin`` names an option that needs the
     config's equivalence margin (a ``ConfigError`` without one, before any wait)."""
     from dbpa.config import ConfigError
     from dbpa.plan import plan_audit
     from dbpa.spend import check_prices
-    from storage import ready_to_write
+    from storage import is_postgres_url, ready_to_write
 
     cfg = _loaded(config, overrides)
     if needs_margin and cfg.equivalence is None:
@@ -124,7 +132,7 @@ def prepare(
             f"{needs_margin}: the config has no equivalence margin (set `equivalence:` in "
             "it, or --set equivalence=true)"
         )
-    turn = ready_to_write(db, wait=wait, on_wait=on_wait)
+    turn = None if is_postgres_url(db) else ready_to_write(db, wait=wait, on_wait=on_wait)
     try:
         cfg = bind_stored(cfg, db)  # paraphrases: bound here when the record holds them
         # With paraphrases still to generate, the flow generates, then plans; the arms that
@@ -136,7 +144,8 @@ def prepare(
         ready = first_look(planned, cfg)
         work = pending_work(ready, db) if plan is not None else generation_work(cfg)
     except BaseException:
-        turn.release()
+        if turn is not None:
+            turn.release()
         raise
     return Prepared(cfg, plan, ready, work, db, turn)
 

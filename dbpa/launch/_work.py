@@ -28,16 +28,17 @@ class PendingWork:
         return not (self.models or self.embedding or self.tests)
 
 
-def pending_work(plan: AuditPlan, db: Path) -> PendingWork:
-    """What a run of ``plan`` on the record ``db`` still has to do.
+def pending_work(plan: AuditPlan, db: str | Path) -> PendingWork:
+    """What a run of ``plan`` on the record ``db`` (a file or a URL) still has to do.
 
-    Everything when the record is missing or cannot be read here (in use, damaged): the
-    flow then meets and reports that itself.
+    Everything when the record is missing or cannot be read here (in use, damaged,
+    unreachable): the flow then meets and reports that itself.
     """
-    everything = PendingWork(frozenset(a.model.model for a in plan.arms), embedding=True)
-    if not db.is_file():
-        return everything
     import storage
+
+    everything = PendingWork(frozenset(a.model.model for a in plan.arms), embedding=True)
+    if not (storage.is_postgres_url(db) or Path(db).is_file()):
+        return everything
 
     arm_ids = [a.arm_id for a in plan.arms]
     try:

@@ -133,7 +133,10 @@ def __getattr__(name: str) -> Any:
 
 
 def default_report_dir(db: str | Path) -> Path:
-    """Where a run's reports go when no directory is named: ``reports/`` next to its database."""
+    """Where a run's reports go when no directory is named: ``reports/`` next to its database
+    file; for a shared record (a URL), ``reports/`` in the working directory."""
+    if "://" in str(db):
+        return Path("reports")
     return Path(db).parent / "reports"
 
 

@@ -51,15 +51,22 @@ _FORMATS: dict[str, tuple[Callable[[Any], str], str]] = {
 _INDEX_CSP = "default-src 'none'; style-src 'unsafe-inline'"
 
 
-def address_file(db: Path) -> Path:
-    """Where a viewer of ``db`` writes its address while it runs."""
+def address_file(db: str | Path) -> Path | None:
+    """Where a viewer of the file ``db`` writes its address while it runs (None for a shared
+    record, a URL: no folder of its own)."""
+    if "://" in str(db):
+        return None
+    db = Path(db)
     return db.with_name(db.name + ".view")
 
 
 def viewer_url(db: str | Path) -> str | None:
     """The address of the viewer serving ``db`` now, or None (no viewer, or it died)."""
+    where = address_file(db)
+    if where is None:
+        return None
     try:
-        found = json.loads(address_file(Path(db)).read_text())
+        found = json.loads(where.read_text())
         os.kill(int(found["pid"]), 0)
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -69,7 +76,7 @@ def viewer_url(db: str | Path) -> str | None:
 class RecordViewer:
     """A threaded HTTP server on 127.0.0.1 answering from the record ``db``."""
 
-    def __init__(self, db: Path, open_reader: OpenReader, port: int = 0) -> None:
+    def __init__(self, db: str | Path, open_reader: OpenReader, port: int = 0) -> None:
         self.db = db
         self._httpd = ThreadingHTTPServer(("127.0.0.1", port), _handler(open_reader))
         self._httpd.daemon_threads = True
@@ -82,16 +89,18 @@ class RecordViewer:
 
     @contextmanager
     def running(self) -> Iterator[RecordViewer]:
-        """Serve in a background thread, with the address file next to the record."""
+        """Serve in a background thread, with the address file next to a record file."""
         thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
         thread.start()
         where = address_file(self.db)
         try:
-            where.write_text(json.dumps({"url": self.url, "pid": os.getpid()}))
+            if where is not None:
+                where.write_text(json.dumps({"url": self.url, "pid": os.getpid()}))
             yield self
         finally:
-            with contextlib.suppress(OSError):
-                where.unlink()
+            if where is not None:
+                with contextlib.suppress(OSError):
+                    where.unlink()
             self._httpd.shutdown()
             self._httpd.server_close()
             thread.join()

@@ -1,4 +1,4 @@
-"""The open store of this process, found by path."""
+"""The open store of this process, found by the record it holds (a file or a database)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,17 @@ import pytest
 import storage
 
 
-@pytest.mark.file_only("the flow's tasks find its store by the file's path")
-def test_tasks_find_the_store_the_flow_opened(store, tmp_path):
+def test_tasks_find_the_store_the_flow_opened(store, target):
     with pytest.raises(RuntimeError, match="no open store for"):
-        storage.get(store.path)
+        storage.get(target)
     storage.register(store)
     try:
-        assert storage.get(tmp_path / "." / "audit.duckdb") is store
+        assert storage.get(target) is store
+        if store.postgres:  # the same database however the URL names its user
+            assert storage.get(target.replace("postgresql://", "postgres://")) is store
+        else:
+            assert storage.get(store.path.parent / "." / store.path.name) is store
     finally:
         storage.unregister(store)
     with pytest.raises(RuntimeError, match="tasks that write run in the audit flow's process"):
-        storage.get(store.path)
+        storage.get(target)

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import re
 
 import numpy as np
 import pytest
 
 from dbpa.specs import EmbeddingBatch, text_hash
-from storage import Store
+from storage import RecordUnreachableError, Store
 from storage._core import retried
 from tests.storage.conftest import family_row, make_arm, make_gen, make_record, postgres_url
 
@@ -157,21 +158,51 @@ def test_only_runs_whose_process_is_gone_are_marked_crashed(postgres, monkeypatc
 
 
 def test_a_url_never_carries_the_password_and_errors_name_only_host_and_port(postgres, monkeypatch):
+    """Refused (a password in the URL, a login or database refused): ValueError; not reached
+    within the connect budget: RecordUnreachableError; each naming host and port only."""
     dbname = postgres.create_database()
     url = postgres_url(postgres, dbname)
     secret = postgres.password
+    where = f"127.0.0.1:{postgres.port}"
     with pytest.raises(ValueError, match="must not hold the password") as held:
         Store(url.replace(f"{postgres.user}@", f"{postgres.user}:{secret}@"))
     assert secret not in str(held.value)
     monkeypatch.setenv("PGPASSWORD", "wrong-" + secret)
-    with pytest.raises(ConnectionError) as refused:
+    refused_login = f"PostgreSQL at {where} refused the login (check PGPASSWORD or ~/.pgpass)"
+    with pytest.raises(ValueError, match=re.escape(refused_login)) as refused:
         Store(url)
-    assert str(refused.value) == f"PostgreSQL at 127.0.0.1:{postgres.port} refused the login"
     assert refused.value.__suppress_context__
-    with pytest.raises(ConnectionError, match=r"^PostgreSQL at 127.0.0.1:1 cannot be reached$"):
-        Store(f"postgresql://{postgres.user}@127.0.0.1:1/{dbname}")
     monkeypatch.setenv("PGPASSWORD", secret)
+    with pytest.raises(ValueError, match=rf"^PostgreSQL at {where} has no database 'nowhere'"):
+        Store(url.replace(dbname, "nowhere"))
+    with pytest.raises(
+        RecordUnreachableError,
+        match=r"^PostgreSQL at 127.0.0.1:1 cannot be reached \(tried for up to 10 s\)$",
+    ):
+        Store(f"postgresql://{postgres.user}@127.0.0.1:1/{dbname}")
     with Store(url) as store:
         assert store.location == f"postgresql://127.0.0.1:{postgres.port}/{dbname}"
     with Store(url, read_only=True) as store, pytest.raises(Exception, match="read-only"):
         store.add_arms([make_arm()])
+
+
+def test_a_reader_reads_one_snapshot_while_another_writes(postgres, monkeypatch):
+    monkeypatch.setenv("PGPASSWORD", postgres.password)
+    url = postgres_url(postgres, postgres.create_database())
+    with Store(url) as writer:
+        writer.add_arms([make_arm("first")])
+        with Store(url, read_only=True) as reader:
+            assert len(reader.arms()) == 1
+            writer.add_arms([make_arm("second")])
+            assert len(reader.arms()) == 1  # the snapshot of its first read
+        with Store(url, read_only=True) as reader:
+            assert len(reader.arms()) == 2
+
+
+def test_a_database_no_audit_wrote_is_no_record_yet(postgres, monkeypatch):
+    monkeypatch.setenv("PGPASSWORD", postgres.password)
+    dbname = postgres.create_database()
+    with pytest.raises(
+        FileNotFoundError, match=r"holds no audit record yet \(run an audit first\)"
+    ):
+        Store(postgres_url(postgres, dbname), read_only=True)
