@@ -85,7 +85,7 @@ def test_ticks_on_two_workers_at_once_continue_one_monitor_on_a_shared_record(
         _start_worker(server, tmp_path / "machine-b", url, postgres, by_file=True),
     ]
     try:
-        with ScriptedServer(rules=RULES, embedding_dimension=24, latency=0.5) as provider:
+        with ScriptedServer(rules=RULES, embedding_dimension=24, latency=0.2) as provider:
             config = tmp_path / "flu.yaml"
             config.write_text(yaml.safe_dump(make_config(provider)))
             params = {"config_path": str(config), "out": str(tmp_path / "reports")}
