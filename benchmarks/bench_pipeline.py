@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._provider import RemoteProvider, remote_provider
-from benchmarks._table import print_table
+from benchmarks._results import ResultFile
 from dbpa.config import parse_config
 from dbpa.llm import sample
 from dbpa.specs import Message, ModelSpec
@@ -86,6 +86,7 @@ def main(quick: bool = False) -> None:
     from flows.audit import run_audit  # imports Prefect: after the environment is set
 
     perturbations, k, latency, concurrency = (20, 10, 0.2, 16) if quick else (100, 20, 0.2, 16)
+    result_file = ResultFile("pipeline", quick)
     ideal = (perturbations + 1) * k * latency / concurrency
     with tempfile.TemporaryDirectory() as tmp, remote_provider(RULES, latency) as server:
         out = str(Path(tmp) / "reports")
@@ -107,7 +108,7 @@ def main(quick: bool = False) -> None:
         rerun = time.perf_counter() - start
         rerun_calls = server.requests().total - after.total
 
-    print_table(
+    result_file.table(
         f"pipeline: {perturbations} perturbations, k={k}, {latency * 1000:.0f} ms latency, "
         f"concurrency {concurrency}",
         ["measure", "value", "baseline", "ratio", "target", "ok"],
@@ -127,3 +128,4 @@ def main(quick: bool = False) -> None:
             ["re-run model calls", rerun_calls, 0, "", "== 0", rerun_calls == 0],
         ],
     )
+    result_file.write()

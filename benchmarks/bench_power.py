@@ -21,7 +21,7 @@ from scipy.stats import binomtest
 
 import dbpa
 from benchmarks._synthetic import Arm, answer_space, sample
-from benchmarks._table import print_table
+from benchmarks._results import ResultFile
 from dbpa.stats import OMEGAS
 
 ALPHA = 0.05
@@ -169,11 +169,12 @@ def auto_rows(by_scenario: list[dict[int, dict[str, int]]], cfg: Config) -> list
 
 def main(quick: bool = False) -> None:
     cfg = QUICK if quick else FULL
-    print(
-        f"\nbench_power: {cfg.n_audits} audits per cell, B={B}, alpha={ALPHA}, d=384; "
+    result_file = ResultFile("power", quick)
+    result_file.note(
+        f"{cfg.n_audits} audits per cell, B={B}, alpha={ALPHA}, d=384; "
         f"cells: rejection rate [95% Clopper-Pearson]"
     )
-    print_table(
+    result_file.table(
         "Scenario geometry (means over 500 answers per arm): P0 = within original, P1 = across",
         ["scenario", "mean P0", "mean P1", "within perturbed", "|centroid gap|"],
         [geometry_row(i) for i in range(len(SCENARIOS))],
@@ -185,7 +186,7 @@ def main(quick: bool = False) -> None:
     for index, scenario in enumerate(SCENARIOS):
         by_k = {k: rejections(index, k, cfg.n_audits) for k in cfg.k_grid}
         by_scenario.append(by_k)
-        print_table(
+        result_file.table(
             f"{scenario.name}: rejection rate at alpha={ALPHA}",
             ["test", *(f"k={k}" for k in cfg.k_grid)],
             [
@@ -197,14 +198,15 @@ def main(quick: bool = False) -> None:
             for label in labels:
                 counts = {k: by_k[k][label] for k in cfg.k_grid}
                 needed[label].append(samples_needed(counts, cfg.n_audits, cfg.k_grid))
-    print_table(
+    result_file.table(
         f"Samples needed: smallest k per arm in {list(cfg.k_grid)} with power >= {TARGET_POWER}",
         ["test", *(s.name for s in SCENARIOS[1:])],
         [[label, *needed[label]] for label in labels],
     )
-    print_table(
+    result_file.table(
         f"auto against the best single omega of each cell (target: gap <= {AUTO_GAP})",
         ["scenario", "k", "best single", "its rate", "auto", "gap", f"<= {AUTO_GAP}"],
         auto_rows(by_scenario, cfg),
     )
-    print(f"bench_power: {time.perf_counter() - start:.0f} s")
+    result_file.note(f"bench_power: {time.perf_counter() - start:.0f} s")
+    result_file.write()

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 import dbpa
-from benchmarks._table import print_table
+from benchmarks._results import ResultFile
 
 DATA = Path(__file__).parent / "data" / "personas_smollm2_minilm.npz"
 OMEGAS = ("jsd", "energy", "energy_l2", "energy_cosine", "centroid", "auto")
@@ -45,7 +45,8 @@ def main(quick: bool = False) -> None:
     data = np.load(DATA)
     labels = json.loads(str(data["labels"]))
     n, ks = (20, (6,)) if quick else (100, (6, 10))
-    print(f"\n[real] persona study, {n} subsampled audits per cell, B={B}, alpha={ALPHA}")
+    result_file = ResultFile("real", quick)
+    result_file.note(f"persona study, {n} subsampled audits per cell, B={B}, alpha={ALPHA}")
     start = time.perf_counter()
     rows, gaps = [], []
     for pid, label in labels.items():
@@ -56,11 +57,12 @@ def main(quick: bool = False) -> None:
             if label == "target":
                 gaps.append(gap)
             rows.append([pid, label, k, *(f"{r[o]:.2f}" for o in OMEGAS), best, f"{gap:+.2f}"])
-    print_table(
+    result_file.table(
         "rejection rate per omega (target: auto within 0.10 of the best single omega)",
         ["perturbation", "label", "k", *OMEGAS, "best single", "gap"],
         rows,
     )
-    print(
+    result_file.note(
         f"largest gap on targets: {max(gaps):+.2f}; bench_real: {time.perf_counter() - start:.0f} s"
     )
+    result_file.write()

@@ -19,7 +19,7 @@ component that saw nothing: one p-value at the floor with the other uniform give
 combined p-value of about f (1 + ln(1/f)), f = 1/(B+1), so Fisher loses up to 0.76 of
 power where Tippett's loss stays bounded. The tie-break by the next smallest p-value
 keeps the floor 1/(B+1) reachable and recovers part of what the coarse minimum loses.
-Measured in benchmarks/README.md ("auto").
+Measured by ``python -m benchmarks power`` and the design study in benchmarks/README.md.
 """
 
 from __future__ import annotations
