@@ -318,11 +318,6 @@ def record_page() -> str:
 
 
 READ = {
-    "DBPA_DB": "The record of a command run without `--db`, and of a scheduled tick run "
-    "without a `db` parameter (a worker's): a DuckDB file or a shared record's URL "
-    "`postgresql://USER@HOST:PORT/DBNAME` (default: `dbpa.duckdb`).",
-    "PGPASSWORD, PGPASSFILE": "A shared record's password, read by libpq as for any "
-    "PostgreSQL client (or a line of `~/.pgpass`); never in the URL.",
     "DBPA_LOCAL_THREADS": "llama.cpp threads of the embedded model (default: the cores the "
     "process may use); 1 on a machine busy with other work. The texts do not depend on it.",
     "PREFECT_API_URL": "A Prefect server to report to; unset, `dbpa run` starts a temporary "
