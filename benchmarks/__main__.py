@@ -27,6 +27,7 @@ SUITES = {
     "rates": "benchmarks.bench_rates",
     "shared_record_engines": "benchmarks.bench_shared_record",
     "cost": "benchmarks.bench_cost",
+    "shared_record": "benchmarks.bench_shared_audits",
 }
 
 

@@ -4,13 +4,16 @@ Run by ``mkdocs build``: every ``benchmarks/results/<suite>.json`` that ``python
 <suite>`` wrote becomes ``benchmarks/<suite>.md``, with what the suite measures (its module's
 docstring), when, where and on which commit it was measured, its tables and its notes. A
 file that lacks a required key fails the build, naming the file and the key; a page that is
-not in ``mkdocs.yml``'s nav fails the strict build.
+not in ``mkdocs.yml``'s nav fails the strict build. A guide quotes a suite's figures with a
+line ``<!-- figures: SUITE -->``: the build puts the suite's tables and findings there (a
+suite without a result file fails it, naming the page).
 """
 
 from __future__ import annotations
 
 import ast
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +25,8 @@ REQUIRED = ("suite", "quick", "date", "machine", "python", "numpy", "git", "comm
 """The keys a result file must have (``benchmarks/_results.py`` writes them)."""
 MACHINE = ("cpu", "cores", "load_average_before", "load_average_after")
 """The keys its ``machine`` must have."""
+FIGURES = re.compile(r"^<!-- figures: ([a-z_]+) -->$", re.M)
+"""The line of a guide that the build replaces with a suite's figures."""
 
 
 def _cell(value: object) -> str:
@@ -97,6 +102,12 @@ def render(content: dict[str, Any]) -> str:
         "on your machine.",
         "",
     ]
+    return "\n".join(lines + _tables(content))
+
+
+def _tables(content: dict[str, Any]) -> list[str]:
+    """The Markdown lines of a result file's tables and findings."""
+    lines = []
     for table in content["tables"]:
         lines += [f"**{_cell(table['title'])}**", ""]
         lines += ["| " + " | ".join(_cell(c) for c in table["columns"]) + " |"]
@@ -106,7 +117,32 @@ def render(content: dict[str, Any]) -> str:
     if content.get("notes"):
         lines += ["Findings printed by the run:", ""]
         lines += [f"- {_cell(note)}" for note in content["notes"]]
-    return "\n".join(lines)
+    return lines
+
+
+def with_figures(text: str, page: str, depth: int) -> str:
+    """``text`` of the guide ``page`` (``depth`` folders below the docs' root) with each
+    ``<!-- figures: SUITE -->`` line replaced by the suite's tables, findings and a line on
+    when and where they were measured, with a link to its page."""
+
+    def figures(match: re.Match[str]) -> str:
+        suite = match.group(1)
+        path = RESULTS / f"{suite}.json"
+        if not path.exists():
+            raise ValueError(f"{page}: no benchmarks/results/{suite}.json for its figures")
+        content = json.loads(path.read_text(encoding="utf-8"))
+        check(content, f"benchmarks/results/{path.name}")
+        machine = content["machine"]
+        link = "../" * depth + f"benchmarks/{suite}.md"
+        when = (
+            f"Measured by `python -m benchmarks {suite}` on {content['date'][:10]}, "
+            f"{_cell(machine['cpu'])}, {machine['cores']} cores, load average "
+            f"{machine['load_average_before']} before and {machine['load_average_after']} "
+            f"after ([the whole run]({link}))."
+        )
+        return "\n".join([*_tables(content), "", when])
+
+    return FIGURES.sub(figures, text)
 
 
 def pages() -> dict[str, str]:
@@ -119,7 +155,18 @@ def pages() -> dict[str, str]:
     return found
 
 
+def guides() -> dict[str, str]:
+    """Every page of ``docs/`` that quotes figures, with them, by its path in the site."""
+    docs, found = ROOT / "docs", {}
+    for path in sorted(docs.rglob("*.md")):
+        text = path.read_text(encoding="utf-8")
+        if FIGURES.search(text):
+            page = path.relative_to(docs).as_posix()
+            found[page] = with_figures(text, page, page.count("/"))
+    return found
+
+
 if __name__ == "<run_path>":  # run by mkdocs-gen-files; importing it writes nothing
-    for page, text in pages().items():
+    for page, text in (pages() | guides()).items():
         with mkdocs_gen_files.open(page, "w") as file:
-            file.write(text + "\n")
+            file.write(text.rstrip("\n") + "\n")

@@ -320,6 +320,12 @@ def record_page() -> str:
 
 
 READ = {
+    "DBPA_DB": "The record of every command that takes `--db`, when `--db` is not given: a "
+    "DuckDB file's path, or a shared record's URL `postgresql://USER@HOST:PORT/DBNAME` (what "
+    "a deployment's workers read; the password from `PGPASSWORD` or `~/.pgpass`).",
+    "PGPASSWORD, ~/.pgpass (PGPASSFILE)": "The password of a shared record's user, as libpq "
+    "reads it. A URL with a password in it is refused (exit 2): it would show on command "
+    "lines, in Prefect's parameters and in logs.",
     "DBPA_LOCAL_THREADS": "llama.cpp threads of the embedded model (default: the cores the "
     "process may use); 1 on a machine busy with other work. The texts do not depend on it.",
     "PREFECT_API_URL": "A Prefect server to report to; unset, `dbpa run` starts a temporary "

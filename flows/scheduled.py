@@ -18,11 +18,16 @@ A tick that fails is retried once, a minute later, unless its failure is permane
 (``flows._retries.PERMANENT``: a rejected key, an unknown model, a bad request, an endpoint
 unreachable for its whole connect budget, a config that cannot be used): the retry would
 meet it again, so the tick fails once, with one message.
+
+The record is the ``db`` parameter, else the ``DBPA_DB`` environment variable of the process
+that runs the tick (a worker's: ``deployments/README.md``), else ``dbpa.duckdb``: a shared
+record's URL stays out of the deployments' parameters and its password with libpq.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 from contextlib import nullcontext
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -45,6 +50,8 @@ from tasks.report import write_reports
 
 TICK_BATCH_WAIT_S = 120.0
 """How long a tick polls its provider batches before it hands over to a scheduled re-run."""
+DB_ENV = "DBPA_DB"
+"""The environment variable naming the record of a tick run without a ``db`` parameter."""
 RETRY_DELAY_SECONDS = 60
 """Wait before the retry of a failed tick (the retry resumes it); permanent failures are not
 retried."""
@@ -92,7 +99,7 @@ def _flow_run_name() -> str:
 )
 def scheduled_audit(
     config_path: str,
-    db: str = "dbpa.duckdb",
+    db: str | None = None,
     out: str | None = None,
     overrides: dict[str, Any] | None = None,
     runner: str = "threads",
@@ -105,10 +112,12 @@ def scheduled_audit(
     the run's reports with the drift history. A permanent failure of the audit fails the
     tick without a retry.
 
-    ``overrides`` sets config keys, dotted for nested ones (``{"k": 10}``,
-    ``{"embedder.model": "..."}``); ``runner``: threads, dask or dask=ADDRESS.
+    ``db``: the record (None: ``DBPA_DB``, else ``dbpa.duckdb``); ``overrides`` sets config
+    keys, dotted for nested ones (``{"k": 10}``, ``{"embedder.model": "..."}``);
+    ``runner``: threads, dask or dask=ADDRESS.
     """
     logger = get_run_logger()
+    db = db or os.environ.get(DB_ENV) or "dbpa.duckdb"
     with retried_unless_permanent():
         config = load_config(config_path, {"epoch": tick_epoch(), **(overrides or {})})
         logger.info("%s: tick %s (%s)", config.name, config.epoch, Path(config_path).resolve())

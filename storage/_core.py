@@ -36,6 +36,7 @@ from ._open import (
 )
 from ._postgres import (
     RETRIED,
+    UNIQUE_VIOLATION,
     PostgresConnection,
     connect,
     is_postgres_url,
@@ -44,7 +45,7 @@ from ._postgres import (
 )
 from ._schema import MIGRATIONS
 
-__all__ = ["StoreCore", "locate", "retried"]
+__all__ = ["StoreCore", "locate", "replaced", "retried"]
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -54,22 +55,31 @@ _ATTEMPTS = 8
 """Tries of a write that loses to another writer on PostgreSQL (``RETRIED``)."""
 
 
-def retried(write: Callable[P, T]) -> Callable[P, T]:
-    """``write`` (one whole, idempotent write) run again when it lost to another writer of
-    a PostgreSQL record (serialization failure or deadlock), after a growing pause."""
+def _retrying(states: tuple[str, ...]) -> Callable[[Callable[P, T]], Callable[P, T]]:
+    def decorate(write: Callable[P, T]) -> Callable[P, T]:
+        @functools.wraps(write)
+        def again(*args: P.args, **kwargs: P.kwargs) -> T:
+            for attempt in range(_ATTEMPTS):
+                try:
+                    return write(*args, **kwargs)
+                except Exception as exc:
+                    if getattr(exc, "sqlstate", None) not in states or attempt == _ATTEMPTS - 1:
+                        raise
+                time.sleep(0.01 * 2**attempt)
+            raise AssertionError("unreachable")
 
-    @functools.wraps(write)
-    def again(*args: P.args, **kwargs: P.kwargs) -> T:
-        for attempt in range(_ATTEMPTS):
-            try:
-                return write(*args, **kwargs)
-            except Exception as exc:
-                if getattr(exc, "sqlstate", None) not in RETRIED or attempt == _ATTEMPTS - 1:
-                    raise
-            time.sleep(0.01 * 2**attempt)
-        raise AssertionError("unreachable")
+        return again
 
-    return again
+    return decorate
+
+
+retried = _retrying(RETRIED)
+"""``write`` (one whole, idempotent write) run again when it lost to another writer of a
+PostgreSQL record (serialization failure or deadlock), after a growing pause."""
+replaced = _retrying((*RETRIED, UNIQUE_VIOLATION))
+"""``retried``, for a write that replaces rows by key (DELETE, then INSERT): when another
+writer inserted the same key meanwhile (the same tick run by two workers), the INSERT fails
+on the key; run again, its DELETE sees that row and the write replaces it."""
 
 
 def locate(target: str | Path) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from ._core import StoreCore, retried
+from ._core import StoreCore, replaced
 
 _DRIFT_KEYS = (
     "reference_epoch",
@@ -48,7 +48,7 @@ class DriftRecord(StoreCore):
             [audit],
         )
 
-    @retried
+    @replaced
     def add_drift(
         self, audit: str, epoch: str, against: str, rows: Sequence[Mapping[str, Any]]
     ) -> None:

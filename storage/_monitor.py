@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from ._core import StoreCore, retried
+from ._core import StoreCore, replaced, retried
 from ._schema import MONITOR
 
 _TICK_KEYS = (
@@ -40,7 +40,7 @@ _TICK_KEYS = (
 class MonitorRecord(StoreCore):
     """The monitor's evidence per arm and tick, and the resets of its baselines."""
 
-    @retried
+    @replaced
     def add_monitor_ticks(self, audit: str, rows: Sequence[Mapping[str, Any]]) -> None:
         """Store (or replace, by series, baseline epoch and epoch) monitor states of
         ``audit``; keys of ``rows``: those of ``monitor_ticks`` but audit and created_at."""

@@ -26,6 +26,7 @@ from ._schema import MIGRATIONS
 __all__ = [
     "CONNECT_TIMEOUT_S",
     "RETRIED",
+    "UNIQUE_VIOLATION",
     "PostgresConnection",
     "check_url",
     "connect",
@@ -36,6 +37,8 @@ __all__ = [
 RETRIED = ("40001", "40P01")
 """SQLSTATEs of a transaction that lost to another (serialization failure, deadlock): run
 again."""
+UNIQUE_VIOLATION = "23505"
+"""SQLSTATE of an INSERT of a key another transaction inserted first."""
 _SCHEMES = ("postgresql://", "postgres://")
 
 
@@ -110,9 +113,12 @@ def connect(url: str, *, read_only: bool) -> PostgresConnection:
 
     check_url(url)
     where = _where(url)
-    timeout = {} if "connect_timeout=" in url else {"connect_timeout": CONNECT_TIMEOUT_S}
+    timeout = "" if "connect_timeout=" in url else str(CONNECT_TIMEOUT_S)
     try:
-        con = psycopg.connect(url, autocommit=not read_only, **timeout)
+        if timeout:
+            con = psycopg.connect(url, autocommit=not read_only, connect_timeout=timeout)
+        else:
+            con = psycopg.connect(url, autocommit=not read_only)
     except psycopg.Error as exc:
         raise _connect_error(exc, where, url) from None
     if read_only:

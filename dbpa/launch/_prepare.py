@@ -125,7 +125,7 @@ def prepare(
     from dbpa.config import ConfigError
     from dbpa.plan import plan_audit
     from dbpa.spend import check_batches, check_prices
-    from storage import is_postgres_url, ready_to_write
+    from storage import Store, is_postgres_url, ready_to_write
 
     cfg = _loaded(config, overrides)
     if needs_margin and cfg.equivalence is None:
@@ -133,7 +133,11 @@ def prepare(
             f"{needs_margin}: the config has no equivalence margin (set `equivalence:` in "
             "it, or --set equivalence=true)"
         )
-    turn = None if is_postgres_url(db) else ready_to_write(db, wait=wait, on_wait=on_wait)
+    if is_postgres_url(db):  # reached, login and database accepted, migrated: before any work
+        Store(db).close()
+        turn = None
+    else:
+        turn = ready_to_write(db, wait=wait, on_wait=on_wait)
     try:
         cfg = bind_stored(cfg, db)  # paraphrases: bound here when the record holds them
         # With paraphrases still to generate, the flow generates, then plans; the arms that

@@ -99,7 +99,6 @@ def test_triggered_ticks_run_on_a_worker_and_publish_their_outcome_on_the_tick(
     api: Api = deployed.api
     assert api.deployment(PERSONAS)["parameters"] == {
         "config_path": "examples/personas.yaml",
-        "db": "dbpa.duckdb",
         "out": "reports",
     }
     db, port, worker = viewer_worker.db, viewer_worker.port, viewer_worker.process

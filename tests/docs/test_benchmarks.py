@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from docs.gen_benchmarks import check, render
+from docs.gen_benchmarks import check, render, with_figures
 
 pytestmark = pytest.mark.xdist_group("docs")  # one worker builds the site once (conftest)
 
@@ -89,3 +89,24 @@ def test_a_result_file_without_its_metadata_fails_the_build(remove):
         check(content, "x.json")
     check(_load(RESULTS[0]), "x.json")  # the file itself passes
     assert render(_load(RESULTS[0])).startswith(f"# `{RESULTS[0].stem}`")
+
+
+def test_a_guide_quotes_a_suites_figures_from_its_result_file():
+    suite = RESULTS[0].stem
+    text = with_figures(f"before\n<!-- figures: {suite} -->\nafter", "how-to/x.md", 1)
+    assert "<!-- figures" not in text
+    assert text.startswith("before\n")
+    assert text.endswith("\nafter")
+    title = " ".join(_load(RESULTS[0])["tables"][0]["title"].split()).replace("|", "\\|")
+    assert f"**{title}**" in text
+    assert f"(../benchmarks/{suite}.md)" in text
+    missing = re.escape("how-to/x.md: no benchmarks/results/nothing.json")
+    with pytest.raises(ValueError, match=missing):
+        with_figures("<!-- figures: nothing -->", "how-to/x.md", 1)
+
+
+def test_the_shared_record_guide_shows_the_figures_of_its_benchmark(site):
+    page = html.unescape((site / "how-to" / "shared-record" / "index.html").read_text())
+    for table in _load(ROOT / "benchmarks" / "results" / "shared_record.json")["tables"]:
+        assert " ".join(table["title"].split()) in " ".join(re.sub("<[^>]+>", "", page).split())
+    assert "figures: shared_record" not in page

@@ -6,8 +6,11 @@ from __future__ import annotations
 import multiprocessing
 import os
 import re
+import threading
+import time
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from dbpa.specs import EmbeddingBatch, text_hash
@@ -206,3 +209,37 @@ def test_a_database_no_audit_wrote_is_no_record_yet(postgres, monkeypatch):
         FileNotFoundError, match=r"holds no audit record yet \(run an audit first\)"
     ):
         Store(postgres_url(postgres, dbname), read_only=True)
+
+
+TICK = {
+    "series": "s", "baseline_epoch": "0", "epoch": "1", "tick": 1, "arm_id": "a1",
+    "reference_arm": "a0", "form": "energy", "alpha": 0.05, "tolerance": 0.0,
+    "e_value": 1.5, "log_e_value": 0.4, "threshold": 20.0, "alarm": False,
+    "alarm_tick": None, "pairs": 6, "stake": 0.1,
+}  # fmt: skip
+
+
+def test_a_tick_two_workers_write_at_once_is_stored_once(postgres, monkeypatch):
+    """The monitor's evidence of one tick, written by two workers whose transactions
+    overlap: the second waits on the first's row, fails on its key, runs again and replaces
+    it (one row, no error)."""
+    monkeypatch.setenv("PGPASSWORD", postgres.password)
+    url = postgres_url(postgres, postgres.create_database())
+    failed: list[BaseException] = []
+    with Store(url) as first, Store(url) as second:
+        with first._transaction() as con:  # the first worker's write, not committed yet
+            con.execute("DELETE FROM monitor_ticks WHERE audit = ?", ["a"])
+            first._insert(con, "monitor_ticks", pa.Table.from_pylist([{"audit": "a", **TICK}]))
+
+            def write() -> None:
+                try:
+                    second.add_monitor_ticks("a", [TICK | {"stake": 0.2}])
+                except BaseException as exc:
+                    failed.append(exc)
+
+            overlapping = threading.Thread(target=write)
+            overlapping.start()
+            time.sleep(0.5)  # its INSERT waits on the uncommitted row
+        overlapping.join(timeout=30)
+        assert failed == []
+        assert first._rows("SELECT stake FROM monitor_ticks") == [(0.2,)]
