@@ -36,6 +36,10 @@ finds it about 0.6 of the time, the small one 0.25, the large one 0.93 (measured
    (its median delay + 1) over the oracle's w (the issue's goal: at most 2), and model
    calls per detection of each (k times mean ticks, monitor misses counting 100; the
    oracle's k w).
+6. Designs (``DESIGNS``): every delay and oracle row for today's monitor (``conformal=
+   "outputs"``: betting and per-output conformal processes) and for the same with the
+   per-tick conformal process added (``"both"``: e-Bonferroni of three). The null year and
+   the tolerance rows are today's design's.
 """
 
 from __future__ import annotations

@@ -41,7 +41,9 @@ from that subspace (an answer of a new kind lies off it). The two are combined b
 ranks among the ``B + 1`` subsets (``T = max`` of the two upper-rank shares; Pesarin's
 nonparametric combination), which keeps the exchangeability. Statistics are rounded to
 ``TIE_DIGITS`` relative digits, so that subsets with the same outputs (answers that repeat
-exactly) tie whatever order the sums were taken in; ties are broken by ``U``.
+exactly) tie whatever order the sums were taken in; ties are broken by ``U``. (The pool's
+mean, covariance and components are computed from its rows in arrival order: a symmetric
+function of the multiset up to floating-point rounding, far below those digits.)
 
 **Betting on the p-values.** ``z_t = Phi^{-1}(1 - p_t)`` is N(0, 1) with no change, and each
 bettor ``delta`` of ``DELTAS`` multiplies its capital by ``exp(delta z_t - delta^2 / 2)``
@@ -76,9 +78,9 @@ RANK = 4
 """Principal components of the bag the shares are compared in."""
 PROJECTION = 64
 """Outputs of a higher dimension are projected to this many random directions."""
-DELTAS = (1.0, 1.5, 2.0, 2.5)
+DELTAS = (0.5, 1.0, 1.5, 2.0, 2.5)
 """Normal-score bettors ``exp(delta z - delta^2 / 2)``."""
-JUMP = 0.1
+JUMP = 0.05
 """Share of the total capital spread again evenly over the bettors after every tick."""
 MAX_BAG = 4000
 """Rows the bag keeps at most (random ones leave it beyond)."""
