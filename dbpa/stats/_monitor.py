@@ -104,7 +104,7 @@ Shiryaev-Roberts e-detector, average run length to a false alarm >= 1 / alpha ti
 CONFORMAL = ("outputs", "ticks", "both")
 """The conformal processes run beside the betting one (``tolerance = 0``): ``outputs`` one
 p-value per output (``_conformal.py``), ``ticks`` one per tick against every earlier output
-(``_tick_conformal.py``), ``both`` the two."""
+(``_tick_conformal.py``; alone it is slow on answers of a new kind), ``both`` the two."""
 STAKE_WINDOW = 20
 """Pairs whose payoffs set the next stake (aGRAPA)."""
 STAKE_MIN_PAIRS = 2

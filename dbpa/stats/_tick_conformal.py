@@ -34,12 +34,12 @@ last (that would break the exchangeability above); it learns the shape of the an
 every output so far instead. The outputs (projected on ``PROJECTION`` random directions drawn
 at the first update, when their dimension is higher) are centred on the bag's mean and
 written in the bag's ``RANK`` leading principal components, each scaled to unit variance;
-``T1(A)`` is the squared length of ``A``'s mean there (Hotelling's statistic of ``A``
-against the rest of the bag in the subspace where answer types differ: a change in the
-shares of familiar answers moves it), ``T2(A)`` the mean squared distance of ``A``'s rows
-from that subspace (an answer of a new kind lies off it). The two are combined by their
-ranks among the ``B + 1`` subsets (``T = max`` of the two upper-rank shares; Pesarin's
-nonparametric combination), which keeps the exchangeability. Statistics are rounded to
+``T(A)`` is the squared length of ``A``'s mean there: Hotelling's statistic of ``A``
+against the rest of the bag in the subspace where the answer types differ, which a change
+in the shares of familiar answers moves. An answer of a new kind lies mostly off that
+subspace, so this process alone is slow on such changes (a statistic of the distance from
+it, combined by ranks, cost more on re-weighting than it gained there); the per-output
+process finds them, hence ``DriftMonitor(conformal="both")``. Statistics are rounded to
 ``TIE_DIGITS`` relative digits, so that subsets with the same outputs (answers that repeat
 exactly) tie whatever order the sums were taken in; ties are broken by ``U``. (The pool's
 mean, covariance and components are computed from its rows in arrival order: a symmetric
