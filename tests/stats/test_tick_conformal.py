@@ -125,3 +125,22 @@ def test_a_change_in_shares_is_seen_by_the_tick_process():
             found[conformal] += states[-1].alarm and states[-1].alarm_tick > 60
     assert found["both"] >= 9
     assert found["both"] > found["outputs"]
+
+
+def test_the_conformal_option_is_validated():
+    with pytest.raises(ValueError, match="conformal"):
+        DriftMonitor(0.05, conformal="pairs")
+
+
+def test_the_alarm_line_is_shared_by_three_processes():
+    """With both conformal processes the evidence is the largest of three divided by 3
+    (test) or 6 (detector)."""
+    rng = np.random.default_rng(46)
+    reference = answers(rng, (10,))
+    for form, split in (("test", 3), ("detect", 6)):
+        monitor = DriftMonitor(0.05, form=form, conformal="both", rng=rng)
+        s = [monitor.update(reference, answers(rng, (5,))) for _ in range(20)][-1]
+        assert monitor.split == split
+        assert s.log_e_value == pytest.approx(
+            max(s.log_e_betting, s.log_e_conformal) - math.log(split)
+        )
