@@ -36,6 +36,10 @@ finds it about 0.6 of the time, the small one 0.25, the large one 0.93 (measured
    (its median delay + 1) over the oracle's w (the issue's goal: at most 2), and model
    calls per detection of each (k times mean ticks, monitor misses counting 100; the
    oracle's k w).
+6. Designs (``DESIGNS``): every delay and oracle row for today's monitor (``conformal=
+   "outputs"``: betting and per-output conformal processes) and for the same with the
+   per-tick conformal process added (``"both"``: e-Bonferroni of three). The null year and
+   the tolerance rows are today's design's.
 """
 
 from __future__ import annotations
@@ -69,6 +73,9 @@ ORACLE_MOST = 10
 """Changed ticks the oracle tries at most (beyond: reported as "> 10")."""
 KS = (5, 10, 20)
 FORMS = {"test": ALPHA, "detect": 1 / 3650}
+DESIGNS = {"outputs": "outputs", "both": "both"}
+"""The monitor's designs compared (its ``conformal`` option): today's betting and per-output
+conformal processes, and the same with the per-tick conformal process added (issue 51)."""
 
 
 def changed(share: float) -> Arm:
@@ -105,11 +112,13 @@ def _holm_year(rng: np.random.Generator, space: AnswerSpace, k: int) -> int:
     return alarms
 
 
-def _delay(rng: np.random.Generator, after: Arm, k: int, form: str) -> int | None:
+def _delay(
+    rng: np.random.Generator, after: Arm, k: int, form: str, conformal: str = "outputs"
+) -> int | None:
     """Ticks from the change to the alarm (negative: a false alarm before it; None: none by
     ``HORIZON``)."""
     space = answer_space(rng, d=D)
-    monitor = DriftMonitor(FORMS[form], form=form, rng=rng)
+    monitor = DriftMonitor(FORMS[form], form=form, conformal=conformal, rng=rng)
     reference = sample(rng, space, BASELINE, k)
     for tick in range(1, HORIZON + 1):
         arm = after if tick >= CHANGE_AT else BASELINE
@@ -199,51 +208,55 @@ def main(quick: bool = False) -> None:
         for size, after in changes.items()
         for k in KS
     }
-    for form in FORMS:
-        for size, after in changes.items():
-            for k in KS:
-                delays = [_delay(rng, after, k, form) for _ in range(runs)]
-                found = np.array([d for d in delays if d is not None and d >= 0], dtype=float)
-                before = sum(d is not None and d < 0 for d in delays)
-                missed = sum(d is None for d in delays)
-                waits = [d + 1 if d is not None and d >= 0 else 100 for d in delays]
-                if form == "test" and size == "moderate":
-                    mean_ticks[k] = float(np.mean(waits))
-                used = float(np.median(found)) + 1 if found.size else None
-                w = oracle[size, k]
-                against.append(
-                    [
-                        form,
-                        size,
-                        k,
-                        "-" if used is None else used,
-                        f"> {ORACLE_MOST}" if w is None else w,
-                        "-" if used is None or w is None else f"{used / w:.1f}",
-                        f"{k * np.mean(waits):.0f}",
-                        "-" if w is None else k * w,
-                    ]
-                )
-                rows.append(
-                    [
-                        form,
-                        size,
-                        k,
-                        np.median(found) if found.size else "-",
-                        np.percentile(found, 90) if found.size else "-",
-                        np.mean(found <= 10) * found.size / runs if found.size else 0.0,
-                        before,
-                        missed,
-                    ]
-                )
+    for design, conformal in DESIGNS.items():
+        for form in FORMS:
+            for size, after in changes.items():
+                for k in KS:
+                    delays = [_delay(rng, after, k, form, conformal) for _ in range(runs)]
+                    found = np.array([d for d in delays if d is not None and d >= 0], dtype=float)
+                    before = sum(d is not None and d < 0 for d in delays)
+                    missed = sum(d is None for d in delays)
+                    waits = [d + 1 if d is not None and d >= 0 else 100 for d in delays]
+                    if form == "test" and size == "moderate" and design == "outputs":
+                        mean_ticks[k] = float(np.mean(waits))
+                    used = float(np.median(found)) + 1 if found.size else None
+                    w = oracle[size, k]
+                    against.append(
+                        [
+                            design,
+                            form,
+                            size,
+                            k,
+                            "-" if used is None else used,
+                            f"> {ORACLE_MOST}" if w is None else w,
+                            "-" if used is None or w is None else f"{used / w:.1f}",
+                            f"{k * np.mean(waits):.0f}",
+                            "-" if w is None else k * w,
+                        ]
+                    )
+                    rows.append(
+                        [
+                            design,
+                            form,
+                            size,
+                            k,
+                            np.median(found) if found.size else "-",
+                            np.percentile(found, 90) if found.size else "-",
+                            np.mean(found <= 10) * found.size / runs if found.size else 0.0,
+                            before,
+                            missed,
+                        ]
+                    )
     print_table(
         "detection delay (ticks after the change)",
-        ["form", "change", "k", "median", "p90", "within 10", "before", "missed"],
+        ["design", "form", "change", "k", "median", "p90", "within 10", "before", "missed"],
         rows,
     )
     print_table(
         f"against the oracle (fixed test of w changed ticks vs {ORACLE_HISTORY} quiet outputs, "
         f"{oracle_runs} runs per w)",
         [
+            "design",
             "form",
             "change",
             "k",

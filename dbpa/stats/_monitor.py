@@ -45,6 +45,16 @@ alarm at ``1 / alpha`` is one of them reaching ``2 / alpha``, and by Ville's ine
 each (each in its own filtration) and a union bound the alarm is still ever false with
 probability at most alpha; ``e_value`` at a fixed tick is at most their mean, an e-value.
 With a tolerance the conformal process is off and ``e_value`` is the betting wealth.
+
+**A conformal process on whole ticks** (``conformal="ticks"`` or ``"both"``;
+``_tick_conformal.py``): one permutation p-value per tick, of the tick's outputs against
+every output before it, on a statistic that is a symmetric function of that pool (Hotelling's
+statistic in the pool's leading principal components: it sees a change in the shares of
+familiar answers, which the per-output process hardly does); the p-values are independent
+U(0, 1) with no change, and a jumper bets on them. It spends no output either. With ``m``
+processes in all (the betting one and one or two conformal ones) the evidence is the largest
+divided by ``m`` (test) or ``2 m`` (detector), by the same arguments as for two. The default
+stays ``"outputs"`` until the benchmark's full run settles it (``benchmarks/README.md``).
 ``benchmarks/README.md`` (``monitor``) has the delays of both.
 
 **Tolerance** (Richter et al., ICLR 2025): for any ``|f| <= 1``, ``E f(x) - E f(y) <= 2
@@ -80,9 +90,10 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ._conformal import ConformalMartingale
+from ._tick_conformal import TickConformalMartingale
 from ._validation import RngLike, as_embeddings, as_positive_int, as_probability, as_rng, choose
 
-__all__ = ["FORMS", "DriftMonitor", "MonitorState"]
+__all__ = ["CONFORMAL", "FORMS", "DriftMonitor", "MonitorState"]
 
 Matrix = NDArray[np.float64]
 Vector = NDArray[np.float64]
@@ -90,6 +101,10 @@ Vector = NDArray[np.float64]
 FORMS = ("test", "detect")
 """``test``: Ville's alarm, ever false with probability <= alpha; ``detect``: the
 Shiryaev-Roberts e-detector, average run length to a false alarm >= 1 / alpha ticks."""
+CONFORMAL = ("outputs", "ticks", "both")
+"""The conformal processes run beside the betting one (``tolerance = 0``): ``outputs`` one
+p-value per output (``_conformal.py``), ``ticks`` one per tick against every earlier output
+(``_tick_conformal.py``; alone it is slow on answers of a new kind), ``both`` the two."""
 STAKE_WINDOW = 20
 """Pairs whose payoffs set the next stake (aGRAPA)."""
 STAKE_MIN_PAIRS = 2
@@ -113,11 +128,11 @@ class MonitorState:
     ticks: int
     """Ticks seen since the start or the last reset."""
     e_value: float
-    """The evidence: with ``tolerance = 0`` the larger of the betting and the conformal
-    evidence divided by 2 (``form="test"``) or 4 (``form="detect"``), e-Bonferroni of the
-    two (so it starts at 1/2 or 1/4); with a tolerance the betting evidence alone. Each
-    process's evidence is its wealth (test) or its Shiryaev-Roberts statistic (detect).
-    The alarm line is ``threshold``."""
+    """The evidence: with ``tolerance = 0`` the largest of the m processes' evidences (the
+    betting and one or two conformal ones) divided by m (``form="test"``) or 2 m
+    (``form="detect"``), e-Bonferroni of them (so it starts at 1/m or 1/(2 m)); with a
+    tolerance the betting evidence alone. Each process's evidence is its wealth (test) or
+    its Shiryaev-Roberts statistic (detect). The alarm line is ``threshold``."""
     log_e_value: float
     """Natural log of ``e_value`` (for the evidence chart; finite where ``e_value``
     underflows)."""
@@ -139,8 +154,9 @@ class MonitorState:
     log_e_betting: float
     """Natural log of the betting process's evidence (wealth or Shiryaev-Roberts)."""
     log_e_conformal: float
-    """Natural log of the conformal process's evidence (its martingale or Shiryaev-
-    Roberts statistic; ``_conformal.py``); 0 with a tolerance (the process is off)."""
+    """Natural log of the conformal processes' evidence (each one's martingale or Shiryaev-
+    Roberts statistic, the larger of them with ``conformal="both"``; ``_conformal.py``,
+    ``_tick_conformal.py``); 0 with a tolerance (they are off)."""
 
 
 @dataclass
@@ -167,9 +183,10 @@ class DriftMonitor:
     ``alpha`` in (0, 1): the alarm line is ``1 / alpha``. ``tolerance`` in [0, 1): total-
     variation distance below which a change is not alarmed. ``form``: ``"test"`` or
     ``"detect"`` (``FORMS``); with ``tolerance = 0`` the conformal process runs too (module
-    docstring). ``reserve`` in (0, 1): share of each tick's outputs put aside
-    as fresh baseline for later ticks. ``window``: ticks whose outputs the witness is learnt
-    from. ``rng``: seed or Generator (which outputs are bet on and which put aside).
+    docstring); ``conformal``: which (``CONFORMAL``). ``reserve`` in (0, 1): share of each
+    tick's outputs put aside as fresh baseline for later ticks. ``window``: ticks whose
+    outputs the witness is learnt from. ``rng``: seed or Generator (which outputs are bet
+    on and which put aside).
     """
 
     def __init__(
@@ -178,12 +195,14 @@ class DriftMonitor:
         tolerance: float = 0.0,
         *,
         form: str = "test",
+        conformal: str = "outputs",
         reserve: float = 0.2,
         window: int = 5,
         rng: RngLike = None,
     ) -> None:
         self.alpha, self.tolerance = _monitor_iv(alpha, tolerance, reserve)
         self.form = choose(form, "form", FORMS)
+        self.conformal = choose(conformal, "conformal", CONFORMAL)
         self.reserve = float(reserve)
         self.window = as_positive_int(window, "window")
         self._rng = as_rng(rng)
@@ -203,16 +222,23 @@ class DriftMonitor:
 
     @property
     def split(self) -> int:
-        """The e-Bonferroni divisor of the two processes: 1 with a tolerance (betting
-        alone), 2 for the test form, 4 for the detector (module docstring)."""
+        """The e-Bonferroni divisor of the m processes: 1 with a tolerance (betting
+        alone), m for the test form, 2 m for the detector (module docstring)."""
         if self.tolerance > 0.0:
             return 1
-        return 2 if self.form == "test" else 4
+        return (1 + len(self._conformal)) * (1 if self.form == "test" else 2)
 
-    def _new_conformal(self) -> ConformalMartingale | None:
-        """The conformal process, on a child of the monitor's rng (spawning leaves the
-        parent's stream, and so the betting process, as it was)."""
-        return ConformalMartingale(self._rng.spawn(1)[0]) if self.tolerance == 0.0 else None
+    def _new_conformal(self) -> list[ConformalMartingale | TickConformalMartingale]:
+        """The conformal processes, each on a child of the monitor's rng (spawning leaves
+        the parent's stream, and so the betting process, as it was)."""
+        if self.tolerance > 0.0:
+            return []
+        processes: list[ConformalMartingale | TickConformalMartingale] = []
+        if self.conformal in ("outputs", "both"):
+            processes.append(ConformalMartingale(self._rng.spawn(1)[0]))
+        if self.conformal in ("ticks", "both"):
+            processes.append(TickConformalMartingale(self._rng.spawn(1)[0]))
+        return processes
 
     def update(self, reference: ArrayLike, tick: ArrayLike) -> MonitorState:
         """Bet on one tick: ``reference`` (k_r, d) outputs of the baseline (the same array
@@ -220,7 +246,7 @@ class DriftMonitor:
         ``tick`` (k, d) this tick's outputs of the arm, k_r, k >= 2."""
         ref, current = _update_iv(reference, tick, self._book.reference)
         book = self._book
-        conformal = None if self._conformal is None else self._conformal.update(ref, current)
+        steps = [process.update(ref, current) for process in self._conformal]
         book.span = max(book.span, float(np.abs(ref).max()), float(np.abs(current).max()))
         if book.reference is None or not np.array_equal(ref, book.reference):
             book.reference = ref
@@ -246,9 +272,9 @@ class DriftMonitor:
         book.recent_ticks.append(x)
         betting = book.log_wealth if self.form == "test" else book.log_detector
         other = 0.0
-        if conformal is not None:
-            other = conformal.log_martingale if self.form == "test" else conformal.log_detector
-        evidence = betting if conformal is None else max(betting, other)
+        if steps:
+            other = max(s.log_martingale if self.form == "test" else s.log_detector for s in steps)
+        evidence = max(betting, other) if steps else betting
         evidence -= math.log(self.split)
         if book.alarm_tick is None and evidence >= -math.log(self.alpha):
             book.alarm_tick = book.ticks

@@ -1,0 +1,192 @@
+"""A conformal test martingale on whole ticks: one permutation p-value per tick against every
+earlier output, on a witness learnt from all of them.
+
+**The p-values.** With no change the outputs of the reference and of the ticks are
+independent draws of one distribution. Let ``bag_t`` be the multiset of every output so far
+(the reference's rows, each reference's new rows, and the outputs of ticks ``1..t``) and
+``X_t`` the tick's ``k`` outputs. Given ``bag_t`` (and everything after tick t), the
+positions of ``X_t`` in it are a uniformly random ``k``-subset. The statistic ``T(A; bag)``
+of a subset ``A`` is computed from ``A`` and the bag as a multiset only (below), so ``T(X_t)``
+and ``T(A_1), ..., T(A_B)`` for ``B`` subsets ``A_b`` drawn uniformly from the bag (the
+monitor's ``rng``) are exchangeable, and the smoothed rank
+
+    p_t = (#{b: T_b > T_0} + U (1 + #{b: T_b = T_0})) / (B + 1),   U ~ U(0, 1)
+
+is exactly U(0, 1) given ``bag_t`` and the later data. Every later p-value is a function of
+``bag_t`` (as a multiset), the later outputs and independent draws, so ``p_t`` is independent
+of ``p_{t+1}, p_{t+2}, ...``, for every t: the p-values are independent U(0, 1) (the argument
+of Vovk, Gammerman & Shafer 2005, *Algorithmic Learning in a Random World*, ch. 7-8, for
+smoothed conformal p-values, with a block of ``k`` outputs where they have one; Vovk 2021,
+*Testing randomness online*, Statistical Science 36). Rows of a new reference join the bag
+before the tick, with no p-value of their own (a block not tested). When the bag exceeds
+``MAX_BAG`` rows, rows drawn at random (independently of their values) leave it: the later
+p-values are then functions of ``bag_t``, the later outputs and independent draws, as before.
+
+**Why p-values, not permutation e-values.** ``T(X_t) / mean_b T(A_b)`` (Koning 2023,
+*Post-hoc and anytime valid permutation and group invariance testing*) has mean 1 given
+``bag_t``, but its distribution given the bag depends on the bag, so successive ones are not
+independent: their product has mean 1 at a fixed tick only (a reverse martingale), not a
+forward supermartingale that Ville's inequality covers at every tick. Exactly uniform
+p-values are independent, so any bet on ``p_t`` chosen from ``p_1..p_{t-1}`` is fair.
+
+**The witness** must be a symmetric function of the bag: it cannot know which outputs came
+last (that would break the exchangeability above); it learns the shape of the answers from
+every output so far instead. The outputs (projected on ``PROJECTION`` random directions drawn
+at the first update, when their dimension is higher) are centred on the bag's mean and
+written in the bag's ``RANK`` leading principal components, each scaled to unit variance;
+``T(A)`` is the squared length of ``A``'s mean there: Hotelling's statistic of ``A``
+against the rest of the bag in the subspace where the answer types differ, which a change
+in the shares of familiar answers moves. An answer of a new kind lies mostly off that
+subspace, so this process alone is slow on such changes (a statistic of the distance from
+it, combined by ranks, cost more on re-weighting than it gained there); the per-output
+process finds them, hence ``DriftMonitor(conformal="both")``. Statistics are rounded to
+``TIE_DIGITS`` relative digits, so that subsets with the same outputs (answers that repeat
+exactly) tie whatever order the sums were taken in; ties are broken by ``U``. (The pool's
+mean, covariance and components are computed from its rows in arrival order: a symmetric
+function of the multiset up to floating-point rounding, far below those digits.)
+
+**Betting on the p-values.** ``z_t = Phi^{-1}(1 - p_t)`` is N(0, 1) with no change, and each
+bettor ``delta`` of ``DELTAS`` multiplies its capital by ``exp(delta z_t - delta^2 / 2)``
+(mean 1); a sleeping bettor keeps its capital, and after every tick a share ``JUMP`` of the
+total is spread evenly over the bettors (Vovk et al. 2021, *Retrain or not retrain*, COPA,
+PMLR 152: the Simple Jumper). The total is a test martingale in the p-values' filtration
+(``P(sup_t M_t >= c) <= 1 / c``, Ville); the Shiryaev-Roberts statistic on its per-tick
+factors is the change-detection form (Shin, Ramdas & Rinaldo 2023: ``R_t - t`` is a
+martingale with no change).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy.special import ndtri
+
+from ._threads import blas_for
+
+__all__ = ["TickConformalMartingale", "TickConformalStep"]
+
+Matrix = NDArray[np.float64]
+Vector = NDArray[np.float64]
+
+PERMUTATIONS = 999
+"""Random subsets each tick's statistic is ranked among (smallest p about 1 / 1000 before
+the smoothing)."""
+RANK = 4
+"""Principal components of the bag the shares are compared in."""
+PROJECTION = 64
+"""Outputs of a higher dimension are projected to this many random directions."""
+DELTAS = (0.5, 1.0, 1.5, 2.0, 2.5)
+"""Normal-score bettors ``exp(delta z - delta^2 / 2)``."""
+JUMP = 0.05
+"""Share of the total capital spread again evenly over the bettors after every tick."""
+MAX_BAG = 4000
+"""Rows the bag keeps at most (random ones leave it beyond)."""
+TIE_DIGITS = 9
+"""Relative digits the statistics are compared at."""
+P_FLOOR = 1e-300
+"""A p-value of exactly 0 counts as this (a finite score)."""
+
+
+@dataclass(frozen=True)
+class TickConformalStep:
+    """One tick of the martingale."""
+
+    p_value: float
+    """The tick's permutation p-value against the bag (U(0, 1) with no change)."""
+    log_factor: float
+    """Log of the tick's factor ``M_t / M_{t-1}``."""
+    log_martingale: float
+    log_detector: float
+    """Log of the Shiryaev-Roberts statistic on the same factors."""
+
+
+class TickConformalMartingale:
+    """Jumper over normal-score bettors on one permutation p-value per tick (module
+    docstring). ``rng``: a numpy Generator; the caller validates the inputs."""
+
+    def __init__(self, rng: np.random.Generator) -> None:
+        self._rng = rng
+        self._deltas = np.asarray(DELTAS)
+        bettors = self._deltas.size + 1  # the last one sleeps
+        self._capital = np.full(bettors, 1.0 / bettors)
+        self._projection: Matrix | None = None
+        self._bag = np.zeros((0, 0))
+        self._reference: Matrix | None = None
+        self._log_total = 0.0
+        self._log_detector = -math.inf
+
+    def update(self, reference: Matrix, tick: Matrix) -> TickConformalStep:
+        """Add a reference's new rows (when ``reference`` differs from the last one), then
+        test the tick's outputs (k, d) against the bag and add them."""
+        if self._projection is None:
+            d = reference.shape[1]
+            if d > PROJECTION:
+                self._projection = self._rng.normal(size=(d, PROJECTION)) / math.sqrt(PROJECTION)
+            else:
+                self._projection = np.eye(d)
+            self._bag = np.zeros((0, self._projection.shape[1]))
+        if self._reference is None or not np.array_equal(reference, self._reference):
+            self._reference = reference
+            self._bag = self._thin(np.concatenate([self._bag, reference @ self._projection]))
+        bag = np.concatenate([self._bag, tick @ self._projection])
+        with blas_for(len(bag)):
+            p = max(self._p_value(bag, len(tick)), P_FLOOR)
+        self._bag = self._thin(bag)
+        z = float(ndtri(1.0 - p)) if p < 1.0 else -math.inf
+        gain = np.append(np.exp(np.minimum(self._deltas * z - self._deltas**2 / 2.0, 700.0)), 1.0)
+        grown = self._capital * gain
+        total = float(grown.sum())
+        self._capital = (1.0 - JUMP) * grown / total + JUMP / grown.size
+        log_factor = math.log(total)
+        self._log_total += log_factor
+        self._log_detector = log_factor + float(np.logaddexp(self._log_detector, 0.0))
+        return TickConformalStep(p, log_factor, self._log_total, self._log_detector)
+
+    def _thin(self, bag: Matrix) -> Matrix:
+        if len(bag) <= MAX_BAG:
+            return bag
+        keep = np.sort(self._rng.choice(len(bag), MAX_BAG, replace=False))
+        thinned: Matrix = bag[keep]
+        return thinned
+
+    def _p_value(self, bag: Matrix, k: int) -> float:
+        """The smoothed permutation p-value of the last ``k`` rows of ``bag``."""
+        n = len(bag)
+        centred = bag - bag.mean(axis=0)
+        values, vectors = np.linalg.eigh(centred.T @ centred / n)
+        order = np.argsort(values)[::-1][:RANK]
+        top, basis = values[order], vectors[:, order]
+        keep = top > 1e-9 * max(float(values.max()), 0.0)
+        basis, top = basis[:, keep], top[keep]
+        scores = centred @ basis  # (n, r)
+        whitened = scores / np.sqrt(top)
+        subsets = np.empty((PERMUTATIONS + 1, k), dtype=np.int64)
+        subsets[0] = np.arange(n - k, n)
+        subsets[1:] = _subsets(self._rng, n, k, PERMUTATIONS)
+        means = whitened[subsets].mean(axis=1)
+        statistic = _rounded((means * means).sum(axis=1))
+        greater = int(np.count_nonzero(statistic[1:] > statistic[0]))
+        tied = int(np.count_nonzero(statistic[1:] == statistic[0]))
+        return (greater + float(self._rng.uniform()) * (1 + tied)) / (PERMUTATIONS + 1)
+
+
+def _subsets(rng: np.random.Generator, n: int, k: int, count: int) -> NDArray[np.int64]:
+    """``count`` uniform ``k``-subsets of ``range(n)`` (Floyd's algorithm, row-wise)."""
+    out = np.empty((count, k), dtype=np.int64)
+    for column, j in enumerate(range(n - k, n)):
+        draw = rng.integers(0, j + 1, size=count)
+        taken = (out[:, :column] == draw[:, None]).any(axis=1)
+        out[:, column] = np.where(taken, j, draw)
+    return out
+
+
+def _rounded(values: Vector) -> Vector:
+    """``values`` at ``TIE_DIGITS`` relative digits of their largest magnitude."""
+    scale = float(np.abs(values).max())
+    if scale == 0.0 or not math.isfinite(scale):
+        return np.zeros_like(values)
+    rounded: Vector = np.round(values / scale * 10.0**TIE_DIGITS)
+    return rounded

@@ -1,0 +1,146 @@
+"""The conformal process on whole ticks (``conformal="ticks"`` / ``"both"``): its p-values are
+independent U(0, 1) with no change on the null shapes (answers that vary, that repeat exactly,
+all the same, a re-sampled reference), the checks can fail, its bets are fair, the monitor
+with both conformal processes keeps its false alarm rate over 500 ticks and its detector's
+run length, and it sees a change in the shares of familiar answers that the per-output
+process hardly sees.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import kstest, pearsonr
+
+from dbpa.stats import DriftMonitor
+from dbpa.stats._tick_conformal import TickConformalMartingale
+
+from .test_monitor import BASELINE, LOOSE, answers, e_factors, fair, most_alarms, run
+
+REWEIGHTED = (0.1, 0.2, 0.7, 0.0)
+"""The baseline's own answer types in other shares (total variation 0.5)."""
+
+
+def tick_p_values(rng, shape, runs=8, n_ticks=120, k=5, weights=BASELINE, quiet=0):
+    """Per run, the p-values of ``quiet`` baseline ticks then ``n_ticks`` ticks of
+    ``weights``."""
+    spread = 0.0 if shape in ("repeats", "same") else 0.5
+    out = []
+    for _ in range(runs):
+        martingale = TickConformalMartingale(rng)
+        ticks = np.concatenate(
+            [answers(rng, (quiet, k), spread=spread), answers(rng, (n_ticks, k), weights, spread)]
+        )
+        references = (
+            answers(rng, (len(ticks), 10), spread=spread)
+            if shape == "resampled"
+            else np.repeat(answers(rng, (1, 10), spread=spread), len(ticks), axis=0)
+        )
+        if shape == "same":
+            references, ticks = np.ones_like(references), np.ones_like(ticks)
+        out.append(
+            [martingale.update(r, t).p_value for r, t in zip(references, ticks, strict=True)]
+        )
+    return np.asarray(out)
+
+
+@pytest.mark.parametrize("shape", ["varied", "repeats", "same", "resampled"])
+def test_tick_p_values_are_independent_and_uniform_without_change(shape):
+    """960 p-values per shape: KS test of U(0, 1) at 0.001, and successive ticks' p-values
+    uncorrelated (at 0.001)."""
+    rng = np.random.default_rng({"varied": 31, "repeats": 32, "same": 33, "resampled": 34}[shape])
+    p = tick_p_values(rng, shape)
+    assert kstest(p.ravel(), "uniform").pvalue > 0.001
+    assert pearsonr(p[:, :-1].ravel(), p[:, 1:].ravel()).pvalue > 0.001
+
+
+def test_the_uniformity_check_can_fail():
+    """After a change in the shares of the baseline's own answers the p-values pile up near
+    0: the KS check above rejects them."""
+    rng = np.random.default_rng(35)
+    changed = tick_p_values(rng, "varied", runs=4, n_ticks=15, weights=REWEIGHTED, quiet=40)
+    assert kstest(changed.ravel(), "uniform").pvalue < 0.001
+
+
+def test_the_tick_evidence_is_fair_without_change():
+    """The process's own per-tick factors average at most 1 on three null shapes."""
+    rng = np.random.default_rng(36)
+    factors = []
+    for shape in ("varied", "repeats", "resampled"):
+        for _ in range(4):
+            martingale = TickConformalMartingale(rng)
+            spread = 0.0 if shape == "repeats" else 0.5
+            reference = answers(rng, (10,), spread=spread)
+            for tick in answers(rng, (150, 5), spread=spread):
+                if shape == "resampled":
+                    reference = answers(rng, (10,), spread=spread)
+                factors.append(math.exp(martingale.update(reference, tick).log_factor))
+    assert fair(np.asarray(factors))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", ["fixed", "resampled", "repeats"])
+def test_both_conformal_processes_keep_the_false_alarm_rate_over_500_ticks(shape):
+    rng = np.random.default_rng({"fixed": 41, "resampled": 42, "repeats": 43}[shape])
+    spread = 0.0 if shape == "repeats" else 0.5
+    runs = []
+    for _ in range(30):
+        if shape == "resampled":
+            references = answers(rng, (500, 10), spread=spread)
+        else:
+            references = np.repeat(answers(rng, (1, 10), spread=spread), 500, axis=0)
+        monitor = DriftMonitor(LOOSE, conformal="both", rng=rng)
+        runs.append(run(monitor, references, answers(rng, (500, 5), spread=spread)))
+    assert sum(r[-1].alarm for r in runs) <= most_alarms(len(runs))
+    assert fair(np.concatenate([e_factors(r) for r in runs]))
+    assert max(s.log_e_conformal for r in runs for s in r) > 0.0
+
+
+def test_the_detector_with_both_runs_at_least_one_over_alpha_ticks():
+    rng = np.random.default_rng(44)
+    alpha, cap = 0.1, 100
+    lengths = []
+    for _ in range(40):
+        monitor = DriftMonitor(alpha, form="detect", conformal="both", rng=rng)
+        states = run(monitor, [answers(rng, (10,))] * cap, answers(rng, (cap, 5)))
+        lengths.append(states[-1].alarm_tick or cap)
+    lengths = np.asarray(lengths, dtype=float)
+    assert lengths.mean() + 3.0 * lengths.std() / math.sqrt(lengths.size) >= 1.0 / alpha
+
+
+def test_a_change_in_shares_is_seen_by_the_tick_process():
+    """After 60 quiet ticks the shares of the three familiar answers move (total variation
+    0.5, k = 10): with both processes the monitor alarms within 10 ticks in most runs, more
+    often than with the per-output process alone."""
+    rng = np.random.default_rng(45)
+    found = {"outputs": 0, "both": 0}
+    for seed in range(12):
+        data = np.random.default_rng(seed)
+        reference = answers(data, (10,))
+        ticks = np.concatenate([answers(data, (60, 10)), answers(data, (11, 10), REWEIGHTED)])
+        for conformal in found:
+            states = run(DriftMonitor(0.05, conformal=conformal, rng=rng), [reference] * 71, ticks)
+            found[conformal] += states[-1].alarm and states[-1].alarm_tick > 60
+    assert found["both"] >= 9
+    assert found["both"] > found["outputs"]
+
+
+def test_the_conformal_option_is_validated():
+    with pytest.raises(ValueError, match="conformal"):
+        DriftMonitor(0.05, conformal="pairs")
+
+
+def test_the_alarm_line_is_shared_by_three_processes():
+    """With both conformal processes the evidence is the largest of three divided by 3
+    (test) or 6 (detector)."""
+    rng = np.random.default_rng(46)
+    reference = answers(rng, (10,))
+    for form, split in (("test", 3), ("detect", 6)):
+        monitor = DriftMonitor(0.05, form=form, conformal="both", rng=rng)
+        s = [monitor.update(reference, answers(rng, (5,))) for _ in range(20)][-1]
+        assert monitor.split == split
+        assert s.log_e_value == pytest.approx(
+            max(s.log_e_betting, s.log_e_conformal) - math.log(split)
+        )
