@@ -50,10 +50,10 @@ def test_the_image_installs_the_stack_in_the_steps_and_pins_of_ci_setup():
     # torch's CPU wheel first, alone, at the same pin
     assert image[0] == setup[0] == (["torch==2.13.0"], [])
     # then the project under the same constraints (the image: no dev or docs extras, and
-    # psycopg for the shared record, pinned by the same constraints)
+    # the postgres extra for the shared record, pinned by the same constraints)
     assert setup[1][1] == image[1][1] == ["-c", ".ci/constraints.txt"]
     assert setup[1][0] == [".[dev,docs]"]
-    assert image[1][0] == [".", "psycopg[binary]"]
+    assert image[1][0] == [".[postgres]"]
     constraints = (REPO / ".ci" / "constraints.txt").read_text().splitlines()
     assert any(line.startswith("psycopg-binary==") for line in constraints)
     # then the embedded model's package without its dependencies, at the same pin
