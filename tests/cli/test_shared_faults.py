@@ -24,7 +24,7 @@ from tests.cli.test_shared_record import (
     _latency,
     _rows,
     slow_asked,
-    slow_stored,
+    stored,
     url_of,
 )
 from tests.pipeline.conftest import RULES
@@ -110,7 +110,7 @@ def test_a_restart_mid_audit_fails_the_run_and_the_next_resumes(postgres, prefec
         )
         running = dbpa.start(["run", "b.yaml", "--db", url])
         deadline = time.monotonic() + 600
-        while slow_stored(url, postgres.password) < 2:
+        while stored(url, postgres.password) < 2:
             assert time.monotonic() < deadline, "nothing sampled"
             assert running.poll() is None, running.communicate()[0]
             time.sleep(0.2)
@@ -120,12 +120,12 @@ def test_a_restart_mid_audit_fails_the_run_and_the_next_resumes(postgres, prefec
         assert f"127.0.0.1:{postgres.port}" in output
         assert "Traceback" not in output
         assert "closed the connection" in output or "cannot be reached" in output, output
-        kept = slow_stored(url, postgres.password)  # all of them when the restart came later
+        kept = stored(url, postgres.password)  # all of them when the restart came later
         asked = slow_asked(server)
         code, again = dbpa.run(["run", "b.yaml", "--db", url])
         assert code == 0, again
         assert slow_asked(server) - asked == needed - kept  # none twice
-    assert slow_stored(url, postgres.password) == needed
+    assert stored(url, postgres.password) == needed
     assert sorted(_rows(url, postgres.password, "SELECT status FROM runs")) == [
         ("completed",),
         ("crashed",),
