@@ -1,8 +1,9 @@
 """A shared record's faults (issue 50), against a real PostgreSQL server: a refused login or
 an unknown database exits 2, a server down or silent exits 1 within the connect budget, each
 on one line naming host and port and never the password; a record of a newer dbpa is
-refused as a file is; a server restarted in the middle of an audit fails the run, and the
-next run resumes with nothing lost and nothing asked twice."""
+refused as a file is; a server restarted in the middle of an audit fails the run (or, when it
+dropped only the head start's connection, the flow goes on), and the next run resumes with
+nothing lost and nothing stored asked again."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from tests.cli.test_shared_record import (
     _latency,
     _rows,
     slow_asked,
-    slow_stored,
+    stored,
     url_of,
 )
 from tests.pipeline.conftest import RULES
@@ -100,32 +101,38 @@ def test_a_record_of_a_newer_dbpa_is_refused_as_a_file_is(postgres, record, tmp_
 
 
 @pytest.mark.slow
-def test_a_restart_mid_audit_fails_the_run_and_the_next_resumes(postgres, prefect_home, tmp_path):
+def test_a_restart_mid_audit_loses_nothing_and_the_next_run_resumes(
+    postgres, prefect_home, tmp_path
+):
     url = url_of(postgres, postgres.create_database())
     dbpa = Dbpa(tmp_path, prefect_home, postgres.password)
     needed = ARMS_PER_RUN * K
     with ScriptedServer(rules=RULES, embedding_dimension=24, latency=_latency) as server:
-        (tmp_path / "b.yaml").write_text(yaml.safe_dump(_config(server, "audit-b", SLOW_PROMPT)))
+        (tmp_path / "b.yaml").write_text(
+            yaml.safe_dump(_config(server, "audit-b", SLOW_PROMPT, concurrency=1))
+        )
         running = dbpa.start(["run", "b.yaml", "--db", url])
         deadline = time.monotonic() + 600
-        while slow_stored(url, postgres.password) < 2:
+        while stored(url, postgres.password) < 2:
             assert time.monotonic() < deadline, "nothing sampled"
             assert running.poll() is None, running.communicate()[0]
             time.sleep(0.2)
         postgres.restart()
         output, _ = running.communicate(timeout=600)
-        assert running.returncode == 1, output
-        assert f"127.0.0.1:{postgres.port}" in output
-        assert "Traceback" not in output
-        kept = slow_stored(url, postgres.password)
-        assert kept < needed
-        asked = slow_asked(server)
-        code, again = dbpa.run(["run", "b.yaml", "--db", url])
-        assert code == 0, again
-        assert slow_asked(server) - asked == needed - kept  # none twice
-    assert slow_stored(url, postgres.password) == needed
-    assert sorted(_rows(url, postgres.password, "SELECT status FROM runs")) == [
-        ("completed",),
-        ("crashed",),
-    ]
+        again = ""
+        if running.returncode != 0:  # the restart dropped the flow's connection: the run failed
+            assert running.returncode == 1, output
+            assert f"127.0.0.1:{postgres.port}" in output
+            assert "Traceback" not in output
+            assert "closed the connection" in output or "cannot be reached" in output, output
+            kept = stored(url, postgres.password)
+            asked = slow_asked(server)
+            code, again = dbpa.run(["run", "b.yaml", "--db", url])
+            assert code == 0, again
+            assert slow_asked(server) - asked == needed - kept  # none of the kept asked again
+        # else it dropped the head start's connection only: the flow connected afresh and
+        # went on (what the head start had asked but not stored yet is asked again)
+    assert stored(url, postgres.password) == needed
+    status = sorted(_rows(url, postgres.password, "SELECT status FROM runs"))
+    assert status == ([("completed",), ("crashed",)] if again else [("completed",)])
     assert postgres.password not in output + again

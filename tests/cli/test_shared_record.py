@@ -16,14 +16,17 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from dbpa.cli import app
+from tests.cli.conftest import runner
 from tests.pipeline.conftest import KEY_ENV, RULES, make_config
 from tests.support.cli_process import ROOT
 from tests.support.scripted_server import ScriptedServer
@@ -33,8 +36,8 @@ pytestmark = pytest.mark.slow
 K = 4
 TICK_1, TICK_2 = "2026-11-01T03:00:00+00:00", "2026-11-02T03:00:00+00:00"
 SLOW_PROMPT = "My cough has lasted a week. Should I see a doctor?"
-"""Audit B's prompt: its arms are answered after a second each, one at a time, so that B is
-still sampling when it is killed."""
+"""Audit B's prompt: its arms are answered after two seconds each, one at a time, so that B
+is still sampling when it is killed."""
 PERSONAS = [
     {"value": "doctor", "label": "control"},
     {"value": "comedian", "label": "target"},
@@ -47,7 +50,21 @@ SLOW_WORD = "cough"
 
 
 def _latency(body: dict[str, Any]) -> float:
-    return 1.0 if SLOW_WORD in json.dumps(body.get("messages", [])) else 0.0
+    """Two seconds for each request of audit B's arms."""
+    return 2.0 if SLOW_WORD in json.dumps(body.get("messages", [])) else 0.0
+
+
+def _held_back(release: threading.Event) -> Callable[[dict[str, Any]], float]:
+    """Latency that holds the requests of audit B's perturbed arms until ``release`` is set:
+    B stores its original arm and then waits, there to be killed."""
+
+    def latency(body: dict[str, Any]) -> float:
+        messages = body.get("messages", [])
+        if SLOW_WORD in json.dumps(messages) and messages[-1].get("content") != SLOW_PROMPT:
+            release.wait(120)
+        return 0.0
+
+    return latency
 
 
 def url_of(postgres: Any, dbname: str) -> str:
@@ -96,20 +113,24 @@ class Dbpa:
         return process.returncode, output
 
 
-def _config(server: ScriptedServer, name: str, prompt: str | None = None) -> dict[str, Any]:
+def _config(
+    server: ScriptedServer, name: str, prompt: str | None = None, concurrency: int = 8
+) -> dict[str, Any]:
     config = make_config(server, name=name, k=K, n_permutations=99)
     config["perturbations"] = [{"kind": "personas", "values": PERSONAS}]
+    config["models"][0]["max_concurrency"] = concurrency
     if prompt is not None:
         config["prompt"] = prompt
-        config["models"][0]["max_concurrency"] = 1
     return config
 
 
-def _rows(url: str, password: str, sql: str) -> list[tuple[Any, ...]]:
+def _rows(
+    url: str, password: str, sql: str, params: list[Any] | None = None
+) -> list[tuple[Any, ...]]:
     import psycopg
 
     with psycopg.connect(url, password=password, autocommit=True) as con:
-        cursor = con.execute(sql)
+        cursor = con.execute(sql, params)
         return cursor.fetchall() if cursor.description is not None else []
 
 
@@ -118,18 +139,24 @@ def slow_asked(server: ScriptedServer) -> int:
     return sum(SLOW_WORD in json.dumps(body["messages"]) for body in server.counts.requests)
 
 
-def slow_stored(url: str, password: str) -> int:
-    """Outputs of ``SLOW_PROMPT``'s arms in the record (0 before its tables exist)."""
+def stored(url: str, password: str, arm_ids: list[str] | None = None) -> int:
+    """Outputs in the record (of ``arm_ids`` only, when given; 0 before its tables exist).
+    By arm id: a run records its arms once its flow starts, after its head start stored
+    outputs."""
+    where, params = ("WHERE arm_id = ANY(%s)", [arm_ids]) if arm_ids is not None else ("", [])
     try:
-        found = _rows(
-            url,
-            password,
-            "SELECT count(*) FROM samples JOIN arms USING (arm_id) "
-            f"WHERE arms.messages::text LIKE '%{SLOW_WORD}%'",
-        )
+        return int(_rows(url, password, f"SELECT count(*) FROM samples {where}", params)[0][0])
     except Exception:  # no tables yet
         return 0
-    return int(found[0][0])
+
+
+def arm_ids(config: Path, epoch: str) -> list[str]:
+    """The arms of ``config``'s audit at ``epoch``."""
+    from dbpa.launch import load_audit
+
+    _, plan = load_audit(config, {"epoch": epoch})
+    assert plan is not None
+    return [arm.arm_id for arm in plan.arms]
 
 
 def _whole_record(url: str, password: str) -> str:
@@ -151,16 +178,19 @@ def _files_hold(root: Path, secret: bytes) -> list[Path]:
 def test_writers_at_once_lose_duplicate_and_count_twice_nothing(postgres, prefect_home, tmp_path):
     url = url_of(postgres, postgres.create_database())
     dbpa = Dbpa(tmp_path, prefect_home, postgres.password)
-    with ScriptedServer(rules=RULES, embedding_dimension=24, latency=_latency) as server:
+    release = threading.Event()
+    held = _held_back(release)
+    with ScriptedServer(rules=RULES, embedding_dimension=24, latency=held) as server:
         for name, config in {
             "a.yaml": _config(server, "audit-a"),
-            "b.yaml": _config(server, "audit-b", SLOW_PROMPT),
+            "b.yaml": _config(server, "audit-b", SLOW_PROMPT, concurrency=ARMS_PER_RUN * K),
         }.items():
             (tmp_path / name).write_text(yaml.safe_dump(config))
 
         def a(tick: str) -> list[str]:
             return ["run", "a.yaml", "--set", f"epoch={tick}"]
 
+        b_arms = arm_ids(tmp_path / "b.yaml", TICK_1)
         via_env = {"DBPA_DB": url}
         writers = {
             "a1": dbpa.start([*a(TICK_1), "--db", url]),
@@ -169,17 +199,18 @@ def test_writers_at_once_lose_duplicate_and_count_twice_nothing(postgres, prefec
             "b": dbpa.start(["run", "b.yaml", "--set", f"epoch={TICK_1}"], via_env),
         }
         deadline = time.monotonic() + 600  # four interpreters starting on a busy machine
-        while slow_stored(url, postgres.password) < 1:  # b is sampling: killed
+        while stored(url, postgres.password, b_arms) < 1:  # b is sampling: killed
             assert time.monotonic() < deadline, "b never sampled"
             assert writers["b"].poll() is None, writers["b"].communicate()[0]
             time.sleep(0.1)
         writers["b"].send_signal(signal.SIGKILL)
+        release.set()  # its requests in flight are answered to no one
         outputs = {name: w.communicate(timeout=600)[0] for name, w in writers.items()}
         assert writers["b"].returncode == -signal.SIGKILL
         for name in ("a1", "a1 again", "a2"):
             assert writers[name].returncode == 0, outputs[name]
 
-        b_kept = slow_stored(url, postgres.password)
+        b_kept = stored(url, postgres.password, b_arms)
         assert 0 < b_kept < ARMS_PER_RUN * K
         asked_before = slow_asked(server)
         code, again = dbpa.run(["run", "b.yaml", "--set", f"epoch={TICK_1}"], via_env)
@@ -205,13 +236,14 @@ def test_writers_at_once_lose_duplicate_and_count_twice_nothing(postgres, prefec
     texts = _rows(url, postgres.password, "SELECT count(DISTINCT text) FROM samples")[0][0]
     assert rows["embeddings"] == texts
     status = sorted(_rows(url, postgres.password, "SELECT audit, epoch, status FROM runs"))
-    assert status == [
+    assert [row for row in status if row[2] != "crashed"] == [
         ("audit-a", TICK_1, "completed"),
         ("audit-a", TICK_1, "completed"),
         ("audit-a", TICK_2, "completed"),
         ("audit-b", TICK_1, "completed"),
-        ("audit-b", TICK_1, "crashed"),  # the killed run, marked by its re-run
     ]
+    # the killed run, if its flow had recorded it yet, is marked crashed by its re-run
+    assert [row for row in status if row[2] == "crashed"] in ([], [("audit-b", TICK_1, "crashed")])
 
     # readers: the runs, their results, the monitor over ticks that three processes ran
     code, listed = dbpa.run(["runs", "--db", url])
@@ -226,8 +258,35 @@ def test_writers_at_once_lose_duplicate_and_count_twice_nothing(postgres, prefec
     assert code == 0, exported
 
     secret = postgres.password
+    a_runs = [
+        run_id
+        for (run_id,) in _rows(
+            url, secret, "SELECT run_id FROM runs WHERE audit = 'audit-a' ORDER BY epoch, run_id"
+        )
+    ]
+    env = {"PGPASSWORD": secret, "DBPA_DB": url}
+    same_tick = [
+        _p_values(runner.invoke(app, ["results", r, "--format", "json"], env=env))
+        for r in a_runs[:2]
+    ]
+    assert same_tick[0] == same_tick[1]  # the tick run twice: its tests stored once, shared
+    for args in (
+        ["compare", a_runs[0], a_runs[2]],
+        ["report", a_runs[2], "--out", str(tmp_path / "report")],
+        ["plan", str(tmp_path / "a.yaml"), "--from", a_runs[0], "--simulations", "10"],
+        ["validate", str(tmp_path / "a.yaml")],
+    ):
+        result = runner.invoke(app, args, env=env)
+        assert result.exit_code == 0, result.output
+        outputs[args[0]] = result.output
+
     assert all(secret not in " ".join(c) for c in dbpa.command_lines)
     assert all(secret not in output for output in outputs.values())
     assert secret not in listed + drift + exported
     assert secret not in _whole_record(url, secret)
     assert _files_hold(tmp_path, secret.encode()) == []  # Prefect's databases, reports, export
+
+
+def _p_values(result: Any) -> dict[str, float]:
+    assert result.exit_code == 0, result.output
+    return {row["perturbation_id"]: row["p_value"] for row in json.loads(result.stdout)}
