@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import os
 
+RECORD = "DBPA_DB"
+"""The environment variable naming the record when ``--db`` is not given (a file's path or a
+shared record's URL): read by every command and by the deployments' ticks."""
+
 DEFAULTS = {
     # litellm fetches its model price list from the internet at import unless told not to.
     "LITELLM_LOCAL_MODEL_COST_MAP": "True",

@@ -41,6 +41,7 @@ from prefect.states import Completed
 
 import storage
 from dbpa.config import load_config
+from dbpa.environment import RECORD
 from flows._batches import BatchesPending
 from flows._retries import retried_unless_permanent
 from flows.audit import AuditOutcome, audit, audit_with_runner, flow_run_tags
@@ -50,8 +51,6 @@ from tasks.report import write_reports
 
 TICK_BATCH_WAIT_S = 120.0
 """How long a tick polls its provider batches before it hands over to a scheduled re-run."""
-DB_ENV = "DBPA_DB"
-"""The environment variable naming the record of a tick run without a ``db`` parameter."""
 RETRY_DELAY_SECONDS = 60
 """Wait before the retry of a failed tick (the retry resumes it); permanent failures are not
 retried."""
@@ -117,7 +116,7 @@ def scheduled_audit(
     ``runner``: threads, dask or dask=ADDRESS.
     """
     logger = get_run_logger()
-    db = db or os.environ.get(DB_ENV) or "dbpa.duckdb"
+    db = db or os.environ.get(RECORD) or "dbpa.duckdb"
     with retried_unless_permanent():
         config = load_config(config_path, {"epoch": tick_epoch(), **(overrides or {})})
         logger.info("%s: tick %s (%s)", config.name, config.epoch, Path(config_path).resolve())

@@ -109,9 +109,14 @@ def connect(url: str, *, read_only: bool) -> PostgresConnection:
     READ ONLY transaction open until it closes, so every query of a command sees the record
     as it was at its first, whatever other writers commit meanwhile.
     """
-    import psycopg
-
     check_url(url)
+    try:
+        import psycopg
+    except ImportError:
+        raise ValueError(
+            "a PostgreSQL record needs psycopg: pip install 'dbpa[postgres]'"
+        ) from None
+
     where = _where(url)
     timeout = "" if "connect_timeout=" in url else str(CONNECT_TIMEOUT_S)
     try:

@@ -20,6 +20,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from dbpa.environment import RECORD as DB_ENV
+
 if TYPE_CHECKING:
     from rich.table import Table
 
@@ -60,29 +62,37 @@ def fail(code: ExitCode, message: str, *, one_line: bool = False) -> typer.Exit:
 
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*(:[A-Za-z][A-Za-z0-9+.-]*)*://")
 _SHARED = ("postgresql://", "postgres://")
-DB_ENV = "DBPA_DB"
 """The environment variable naming the record when ``--db`` is not given."""
 
 
-def record_target(value: str | Path) -> str:
-    """The ``--db`` of every command (or ``DBPA_DB``): the path of a DuckDB file, or a
+def record_parser(flag: str) -> Callable[[str], str]:
+    """The parser of an option that names a record (``--db`` of every command, or
+    ``DBPA_DB``; ``--from``/``--to`` of ``dbpa copy``): the path of a DuckDB file, or a
     shared record's URL ``postgresql://USER@HOST:PORT/DBNAME`` (its password only from
     ``PGPASSWORD`` or ``~/.pgpass``). Any other URL (``scheme://...``), a URL with a
-    password or an unknown parameter, is refused with exit 2 on one line that never shows a
-    password (a path would drop one of its slashes and make it a local file named after the
-    server)."""
-    text = os.fspath(value)
-    if not _URL.match(text):
-        return text
-    problem = "give the path of a DuckDB file or postgresql://USER@HOST:PORT/DBNAME"
-    if text.startswith(_SHARED):
-        from storage import check_url  # only for a URL: a file's commands stay light
+    password or an unknown parameter, is refused with exit 2 on one line that names
+    ``flag`` and never shows a password (a path would drop one of its slashes and make it a
+    local file named after the server)."""
 
-        try:
-            return check_url(text)
-        except ValueError as exc:
-            problem = str(exc)
-    raise fail(ExitCode.BAD_INPUT, f"--db {masked_url(text)}: {problem}", one_line=True)
+    def parse(value: str | Path) -> str:
+        text = os.fspath(value)
+        if not _URL.match(text):
+            return text
+        problem = "give the path of a DuckDB file or postgresql://USER@HOST:PORT/DBNAME"
+        if text.startswith(_SHARED):
+            from storage import check_url  # only for a URL: a file's commands stay light
+
+            try:
+                return check_url(text)
+            except ValueError as exc:
+                problem = str(exc)
+        raise fail(ExitCode.BAD_INPUT, f"{flag} {masked_url(text)}: {problem}", one_line=True)
+
+    return parse
+
+
+record_target = record_parser("--db")
+"""The parser of ``--db``."""
 
 
 def masked_url(url: str) -> str:

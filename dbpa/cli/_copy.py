@@ -3,38 +3,14 @@ back, or a file into a file)."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ._common import _SHARED, _URL, ExitCode, fail, masked_url, out
+from ._common import ExitCode, fail, out, record_parser
 
 if TYPE_CHECKING:
     from storage import TableCopy
-
-
-def _record(flag: str) -> Callable[[str], str]:
-    """The parser of ``flag``: ``record_target``'s (a file's path, or a PostgreSQL URL that
-    ``check_url`` accepts; anything else exit 2 on one line, no password shown) under the
-    option's own name."""
-
-    def parse(value: str) -> str:
-        text = os.fspath(value)
-        if not _URL.match(text):
-            return text
-        problem = "give the path of a DuckDB file or postgresql://USER@HOST:PORT/DBNAME"
-        if text.startswith(_SHARED):
-            from storage import check_url
-
-            try:
-                return check_url(text)
-            except ValueError as exc:
-                problem = str(exc)
-        raise fail(ExitCode.BAD_INPUT, f"{flag} {masked_url(text)}: {problem}", one_line=True)
-
-    return parse
 
 
 def copy(
@@ -43,7 +19,7 @@ def copy(
         typer.Option(
             "--from",
             metavar="PATH|URL",
-            parser=_record("--from"),
+            parser=record_parser("--from"),
             help="The record to copy: a DuckDB file or postgresql://USER@HOST:PORT/DBNAME.",
         ),
     ],
@@ -52,7 +28,7 @@ def copy(
         typer.Option(
             "--to",
             metavar="PATH|URL",
-            parser=_record("--to"),
+            parser=record_parser("--to"),
             help="The record to copy into (created or migrated when needed).",
         ),
     ],

@@ -6,6 +6,7 @@ slash: ``postgresql:/dbpa@host/db``)."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -122,3 +123,10 @@ def test_dbpa_db_names_the_record_unless_db_is_given(wide_console):
 def test_the_help_names_dbpa_db():
     result = runner.invoke(app, ["runs", "--help"], env={"COLUMNS": "200"})
     assert "DBPA_DB" in result.stdout
+
+
+def test_a_url_without_psycopg_installed_says_which_extra_to_install(wide_console, monkeypatch):
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as if not installed
+    result = runner.invoke(app, ["runs", "--db", "postgresql://dbpa@127.0.0.1:9/dbpa"])
+    assert result.exit_code == 2
+    assert "needs psycopg: pip install 'dbpa[postgres]'" in result.stderr
