@@ -228,6 +228,17 @@ class SequentialSpec(Spec):
         )
 
 
+class MonitorSpec(Spec):
+    """The drift monitor of the audit's ticks (``dbpa drift``, the ``dbpa-monitor`` flow and
+    every scheduled tick; ``dbpa.stats.DriftMonitor``)."""
+
+    conformal: Literal["outputs", "ticks", "both"] = "outputs"
+    """The conformal processes beside the betting one: ``outputs`` one p-value per output
+    (quick on new kinds of answer), ``ticks`` one per tick against every earlier output
+    (sees the shares of familiar answers move), ``both`` the two, sharing the alarm line
+    (docs/explanation/drift.md). Every replay uses the latest tick's setting for all ticks."""
+
+
 def derive_test_id(
     original_arm: str,
     perturbed_arm: str,

@@ -29,7 +29,14 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
 from dbpa._yaml import check_bounds, load_yaml
-from dbpa.analysis import AnalysisSpec, EquivalenceSpec, FamilyBudget, SequentialSpec, family_budget
+from dbpa.analysis import (
+    AnalysisSpec,
+    EquivalenceSpec,
+    FamilyBudget,
+    MonitorSpec,
+    SequentialSpec,
+    family_budget,
+)
 from dbpa.llm import check_model_string
 from dbpa.perturbations import (
     ModelSwapSpec,
@@ -111,6 +118,9 @@ class AuditConfig(Spec):
     sequential: SequentialSpec | None = None
     """Sample in rounds and stop each test once its answer is clear (``true`` for the
     defaults); ``k`` is then the most outputs an arm gets."""
+    monitor: MonitorSpec = Field(default_factory=MonitorSpec)
+    """The drift monitor over the audit's ticks (left out of the dump at its defaults, so a
+    config's fingerprint is what it was before the key existed)."""
     max_cost_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     """Most a run may spend on sampling, in USD at litellm's prices (or a model's
     ``input_cost_per_token``/``output_cost_per_token``), counting what its arms' stored
@@ -148,6 +158,8 @@ class AuditConfig(Spec):
         ):  # absent: dumped as before
             if data.get(optional, ...) is None:
                 del data[optional]
+        if self.monitor == MonitorSpec():
+            del data["monitor"]
         if "prompts" in data:  # ``prompt`` is then the first prompt's, filled in
             del data["prompt"]
         return {**data.pop("analysis"), **data}

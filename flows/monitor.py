@@ -41,13 +41,18 @@ def monitor(
     epoch: str = "latest",
     tolerance: float = 0.0,
     form: str = "test",
+    conformal: str | None = None,
     publish: bool = True,
 ) -> MonitorSummary:
     """Replay the drift monitor of every arm of ``audit`` through ``epoch``, store it, emit
-    ``dbpa.drift.alarm`` for new alarms and (with ``publish``) show the evidence."""
+    ``dbpa.drift.alarm`` for new alarms and (with ``publish``) show the evidence.
+    ``conformal`` (outputs, ticks or both): the conformal processes, None for the config's
+    ``monitor.conformal`` at ``epoch`` (a scheduled tick uses its config's)."""
     logger = get_run_logger()
     with storage.Store(db) as store:
-        replay = replay_monitor(store, audit, epoch=epoch, tolerance=tolerance, form=form)
+        replay = replay_monitor(
+            store, audit, epoch=epoch, tolerance=tolerance, form=form, conformal=conformal
+        )
         known = _stored_alarms(store, audit)
         raised = [t for t in replay.ticks if t.raised and (t.series, t.baseline_epoch) not in known]
         for tick in raised:
@@ -58,10 +63,11 @@ def monitor(
     latest = replay.latest()
     alarmed = tuple(t.series for t in latest if t.state.alarm)
     logger.info(
-        "monitor of %s: %d arms, alarm line e = %g; %d alarmed%s",
+        "monitor of %s: %d arms, alarm line e = %g, conformal %s; %d alarmed%s",
         audit,
         replay.arms,
         replay.arms / replay.alpha,
+        replay.conformal,
         len(alarmed),
         f" ({', '.join(alarmed)})" if alarmed else "",
     )
@@ -86,7 +92,7 @@ def _publish(replay: MonitorReplay, latest: tuple[MonitorTick, ...]) -> None:
         create_table_artifact,
         artifact_key(replay.audit, "monitor"),
         f"Drift monitor of {replay.audit}: evidence of each arm against its baseline "
-        f"(alarm at e = {replay.arms}/{replay.alpha:g})",
+        f"(alarm at e = {replay.arms}/{replay.alpha:g}, conformal {replay.conformal})",
         digest,
         table=table,
     )

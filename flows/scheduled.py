@@ -1,6 +1,7 @@
 """One tick of a scheduled audit: fresh samples at the scheduled time, then drift: the
-anytime-valid monitor of every arm (``flows.monitor``), or with ``per_tick`` the permutation
-tests of this tick against the previous and the first one (``flows.drift``).
+anytime-valid monitor of every arm (``flows.monitor``, its design the config's
+``monitor.conformal``), or with ``per_tick`` the permutation tests of this tick against the
+previous and the first one (``flows.drift``).
 
 The epoch, part of every arm's id, is the flow run's scheduled start time (UTC, ISO 8601
 to the second). So every tick of a schedule samples anew; a retry of the same flow run

@@ -41,6 +41,13 @@ def drift(
         float,
         typer.Option(help="Monitor: alarm only for changes larger than this share of answers."),
     ] = 0.0,
+    conformal: Annotated[
+        str | None,
+        typer.Option(
+            help="Monitor: outputs, ticks or both conformal processes (default: the config's "
+            "monitor.conformal)."
+        ),
+    ] = None,
 ) -> None:
     """Monitor every arm of an audit over its epochs, or test one epoch against earlier ones.
 
@@ -49,6 +56,7 @@ def drift(
     epoch. Uses the stored embeddings only: no model call, nothing written.
     """
     from dbpa.drift import AGAINST, plan_drift, read_epochs, replay_monitor, run_comparison
+    from dbpa.stats import MONITOR_CONFORMAL
 
     if fmt not in ("table", "json"):
         raise fail(ExitCode.BAD_INPUT, f"--format: unknown {fmt!r}; choose table or json")
@@ -62,8 +70,15 @@ def drift(
             )
         if not 0.0 <= tolerance < 1.0:
             raise fail(ExitCode.BAD_INPUT, f"--tolerance: a share in [0, 1), got {tolerance}")
+        if conformal is not None and conformal not in MONITOR_CONFORMAL:
+            choices = ", ".join(MONITOR_CONFORMAL)
+            raise fail(
+                ExitCode.BAD_INPUT, f"--conformal: unknown {conformal!r}; choose one of {choices}"
+            )
         with open_record(db) as store:
-            replay = replay_monitor(store, audit, epoch=epoch, tolerance=tolerance)
+            replay = replay_monitor(
+                store, audit, epoch=epoch, tolerance=tolerance, conformal=conformal
+            )
         if fmt == "json":
             sys.stdout.write(json.dumps(_monitor_json(replay), indent=2) + "\n")
         else:
@@ -124,6 +139,7 @@ def _monitor_json(replay: MonitorReplay) -> dict[str, Any]:
         "arms": replay.arms,
         "tolerance": replay.tolerance,
         "form": replay.form,
+        "conformal": replay.conformal,
         "latest": [
             {
                 "arm": t.series,
@@ -149,7 +165,8 @@ def _print_monitor(replay: MonitorReplay) -> None:
         return
     table = Table(
         title=f"{replay.audit}: drift monitor of {replay.arms} arms (alarm at e = "
-        f"{replay.arms}/{replay.alpha:g}, tolerance {replay.tolerance:g})",
+        f"{replay.arms}/{replay.alpha:g}, tolerance {replay.tolerance:g}, conformal "
+        f"{replay.conformal})",
         title_justify="left",
         box=box.SIMPLE_HEAD,
         pad_edge=False,

@@ -9,7 +9,10 @@ never counts twice, and a tick recorded late takes its place in time. The family
 is held together by e-Bonferroni (``dbpa.stats.family_alarms``): each of the ``m`` arms
 alarms at ``m / alpha``, so the chance that any arm without a change ever alarms is at most
 the audit's alpha. The reference of a series is its baseline arm's first outputs as loaded
-at its first tick (the same array every tick: never counted again).
+at its first tick (the same array every tick: never counted again). Which conformal
+processes run (``conformal``) is the config's ``monitor.conformal`` at the epoch replayed
+through, for every tick of the replay: a changed setting replays the whole history under the
+new design, never a mix of the two.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dbpa.config import parse_config
-from dbpa.stats import DriftMonitor, MonitorState
+from dbpa.stats import MONITOR_CONFORMAL, DriftMonitor, MonitorState
 
 from ._compare import VectorReader, load_vectors
 from ._epochs import EpochReader, epoch_order, read_epochs
@@ -109,6 +112,8 @@ class MonitorReplay:
     """m, the arms monitored together; each alarms at ``m / alpha``."""
     tolerance: float
     form: str
+    conformal: str
+    """The conformal processes beside the betting one (``dbpa.stats.DriftMonitor``)."""
     ticks: tuple[MonitorTick, ...]
     """By series, then epoch order."""
     skipped: dict[str, str] = field(default_factory=dict)
@@ -228,8 +233,10 @@ def replay_monitor(
     epoch: str = "latest",
     tolerance: float = 0.0,
     form: str = "test",
+    conformal: str | None = None,
 ) -> MonitorReplay:
-    """Replay every arm's monitor of ``audit`` through ``epoch`` (module docstring)."""
+    """Replay every arm's monitor of ``audit`` through ``epoch`` (module docstring);
+    ``conformal`` (outputs, ticks or both) overrides the config's ``monitor.conformal``."""
     epochs = read_epochs(store, audit)
     if not epochs:
         raise DriftError(f"audit: no completed run of {audit!r} is recorded")
@@ -240,6 +247,10 @@ def replay_monitor(
     resets = _resets(store.monitor_resets(audit), names[: upto + 1])
     config = parse_config(epochs[upto].config, source=f"run {epochs[upto].run_id}")
     alpha = config.analysis.alpha
+    conformal = conformal or config.monitor.conformal
+    if conformal not in MONITOR_CONFORMAL:
+        choices = ", ".join(MONITOR_CONFORMAL)
+        raise DriftError(f"conformal: unknown {conformal!r}; choose one of {choices}")
     latest = plan_drift(audit, epochs[: upto + 1], against=("baseline",))
     labels = [job.label for c in latest for job in c.jobs]
     m = max(len(labels), 1)
@@ -267,7 +278,9 @@ def replay_monitor(
                     continue
                 if job.label not in monitors:
                     rng = _seed(audit, job.label, names[base])
-                    monitor = DriftMonitor(alpha / m, tolerance, form=form, rng=rng)
+                    monitor = DriftMonitor(
+                        alpha / m, tolerance, form=form, conformal=conformal, rng=rng
+                    )
                     monitors[job.label] = (monitor, reference)
                 monitor, fixed = monitors[job.label]
                 state = monitor.update(fixed, current)
@@ -277,7 +290,7 @@ def replay_monitor(
                     )
                 )
     replay_ticks.sort(key=lambda t: (t.series, t.baseline_epoch, t.state.ticks))
-    return MonitorReplay(audit, alpha, m, tolerance, form, tuple(replay_ticks), skipped)
+    return MonitorReplay(audit, alpha, m, tolerance, form, conformal, tuple(replay_ticks), skipped)
 
 
 def _tick_or_none(value: Any) -> int | None:

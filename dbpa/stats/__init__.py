@@ -44,6 +44,7 @@ from ._group_sequential import (
 )
 from ._interval import INTERVAL_OMEGAS, EffectInterval, effect_interval
 from ._interval import MIN_ROWS as INTERVAL_MIN_ROWS
+from ._monitor import CONFORMAL as MONITOR_CONFORMAL
 from ._monitor import FORMS as MONITOR_FORMS
 from ._monitor import DriftMonitor, MonitorState
 from ._multiplicity import (
@@ -100,6 +101,7 @@ __all__ = [
     "E_FAMILY_METHODS",
     "INTERVAL_MIN_ROWS",
     "INTERVAL_OMEGAS",
+    "MONITOR_CONFORMAL",
     "MONITOR_FORMS",
     "OMEGAS",
     "SIMILARITIES",

@@ -71,9 +71,18 @@ def test_reset_starts_a_new_baseline_for_one_arm_or_all(db):
         (["drift", "drifty", "--baseline", "x"], "--baseline: only with --per-tick"),
         (["drift", "drifty", "--against", "previous"], "--against: only with --per-tick"),
         (["drift", "drifty", "--tolerance", "1.5"], "--tolerance:"),
+        (["drift", "drifty", "--conformal", "pairs"], "--conformal: unknown 'pairs'"),
     ],
 )
 def test_bad_input_is_named(db, args, message):
     result = invoke(*args, "--db", str(db))
     assert result.exit_code == 2
     assert message in " ".join(result.output.split())
+
+
+def test_the_design_is_shown_and_can_be_chosen(db):
+    table = invoke("drift", "drifty", "--db", str(db))
+    assert "conformal outputs" in " ".join(table.output.split())
+    chosen = invoke("drift", "drifty", "--db", str(db), "--conformal", "both", "--format", "json")
+    assert chosen.exit_code == 0, chosen.output
+    assert json.loads(chosen.output)["conformal"] == "both"

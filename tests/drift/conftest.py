@@ -35,11 +35,13 @@ def record_tick(
     epoch: str,
     *,
     shift: Mapping[str, float] | None = None,
+    outputs: Mapping[str, np.ndarray] | None = None,
     status: str = "completed",
     **overrides: Any,
 ) -> AuditConfig:
     """One tick of the ``drifty`` audit: every arm's outputs embedded around a centre of its
-    own (fixed across ticks), moved by ``shift[role]`` at this tick."""
+    own (fixed across ticks), moved by ``shift[role]`` at this tick; ``outputs[role]``, when
+    given, are the role's embeddings (k x ``DIM``) instead."""
     config = parse_config({**BASE, "epoch": epoch, **overrides})
     plan = plan_audit(config)
     run_id = f"drifty-{epoch}"
@@ -60,7 +62,9 @@ def record_tick(
         role = roles[arm.arm_id]
         texts = [f"{epoch} {role} {i}" for i in range(config.k)]
         store.add_samples(arm.arm_id, [_generation(i, t) for i, t in enumerate(texts)])
-        vectors = _vectors(role, arm.arm_id, config.k, (shift or {}).get(role, 0.0))
+        vectors = (outputs or {}).get(role)
+        if vectors is None:
+            vectors = _vectors(role, arm.arm_id, config.k, (shift or {}).get(role, 0.0))
         store.add_embeddings(
             plan.embedder,
             [text_hash(t) for t in texts],

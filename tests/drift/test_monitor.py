@@ -1,14 +1,15 @@
 """The monitor replayed over an audit's ticks: quiet arms stay quiet, a moved arm alarms,
 a replay is the same every time (a re-run tick never counts twice), resets start a new
-baseline and keep the history."""
+baseline and keep the history, and the config's ``monitor.conformal`` chooses the design."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from dbpa.drift import DriftError, replay_monitor
 from storage import Store
-from tests.drift.conftest import ROLES, record_tick
+from tests.drift.conftest import DIM, ROLES, record_tick
 
 EPOCHS = [f"2026-11-{day:02d}T03:00:00+00:00" for day in range(1, 13)]
 MOVED = "prompt-sky-blue"
@@ -106,3 +107,48 @@ def test_a_reset_of_every_arm(tmp_path):
         resets = store.monitor_resets("drifty")
     assert {t.baseline_epoch for t in replay.ticks} == {EPOCHS[2]}
     assert len(resets) == 1
+
+
+KINDS = np.eye(4, DIM) * 2.0
+"""Answer types as directions; the baseline gives the first three."""
+BASELINE_SHARES = (0.5, 0.3, 0.2, 0.0)
+REWEIGHTED = (0.1, 0.2, 0.7, 0.0)
+"""The baseline's own answer types in other shares (total variation 0.5): no new answer."""
+
+
+def record_reweighted(store: Store, quiet: int, changed: int, **config) -> None:
+    """The baseline tick, ``quiet`` ticks like it, then ``changed`` ticks in which the
+    original arm's answers take the ``REWEIGHTED`` shares (k = 12 per tick)."""
+    rng = np.random.default_rng(0)
+    for i in range(1 + quiet + changed):
+        shares = BASELINE_SHARES if i <= quiet else REWEIGHTED
+        kinds = KINDS[rng.choice(len(shares), size=12, p=shares)]
+        outputs = (kinds + 0.5 * rng.normal(size=(12, DIM))).astype(np.float32)
+        epoch = f"2026-{1 + i // 28:02d}-{1 + i % 28:02d}T03:00:00+00:00"
+        record_tick(store, epoch, outputs={"original": outputs}, **config)
+
+
+def test_the_configured_tick_process_alarms_on_shares_the_default_misses(tmp_path):
+    """12 quiet ticks, then 6 in which the original arm's familiar answers change shares:
+    with ``monitor.conformal: both`` in the config it alarms after the change; replayed
+    with the default design the same ticks raise no alarm."""
+    with Store(tmp_path / "a.duckdb") as store:
+        record_reweighted(store, quiet=12, changed=6, monitor={"conformal": "both"})
+        both = replay_monitor(store, "drifty")
+        outputs = replay_monitor(store, "drifty", conformal="outputs")
+    assert (both.conformal, outputs.conformal) == ("both", "outputs")
+    found = {r.conformal: by_series(r) for r in (both, outputs)}
+    (raised,) = [t for t in found["both"]["original"] if t.raised]
+    assert 12 < raised.state.ticks <= 18
+    assert not any(t.state.alarm for t in found["outputs"]["original"])
+    assert found["outputs"]["original"][-1].state.ticks == 18
+    for design in found.values():
+        assert not any(t.state.alarm for r in ROLES if r != "original" for t in design[r])
+
+
+def test_an_unknown_design_is_named(tmp_path):
+    with Store(tmp_path / "a.duckdb") as store:
+        record(store, upto=2)
+        assert replay_monitor(store, "drifty").conformal == "outputs"  # the default
+        with pytest.raises(DriftError, match=r"^conformal: unknown 'pairs'"):
+            replay_monitor(store, "drifty", conformal="pairs")

@@ -15,6 +15,7 @@ import tasks.monitor
 from flows.monitor import monitor
 from storage import Store
 from tests.drift.conftest import record_tick
+from tests.drift.test_monitor import record_reweighted
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 EPOCHS = [f"2026-11-{day:02d}T03:00:00+00:00" for day in range(1, 13)]
@@ -79,3 +80,14 @@ def test_the_shipped_automation_listens_for_the_alarm_event():
     body = shipped["actions"][0]["body"]
     for key in ("audit", "arm", "tick", "e_value"):
         assert f"event.payload.{key}" in body
+
+
+def test_the_flow_runs_the_configs_design(tmp_path, events):
+    """Without a design given (as a scheduled tick calls it) the config's ``monitor.conformal:
+    both`` alarms on a change of familiar answers' shares."""
+    db = tmp_path / "a.duckdb"
+    with Store(db) as store:
+        record_reweighted(store, quiet=12, changed=6, monitor={"conformal": "both"})
+    found = monitor(audit="drifty", db=str(db), publish=False)
+    assert [a.split(" ")[0] for a in found.alarmed] == ["original"]
+    assert len(events) == 1

@@ -1,0 +1,57 @@
+"""The ``monitor`` key: its default leaves the dump and fingerprint as they were, its one
+setting is validated with an error naming the key, and it takes the library's choices."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import get_args
+
+import pytest
+import yaml
+
+from dbpa.analysis import MonitorSpec
+from dbpa.config import ConfigError, load_config, parse_config, parse_overrides
+from dbpa.stats import MONITOR_CONFORMAL
+from tests.config.test_config import CONFIG, DUMPED_KEYS, FINGERPRINT
+
+
+def test_without_the_key_the_config_dumps_and_fingerprints_as_before():
+    config = parse_config(CONFIG)
+    assert config.monitor.conformal == "outputs"
+    assert list(config.model_dump(mode="json")) == DUMPED_KEYS
+    assert config.fingerprint() == FINGERPRINT
+
+
+def test_a_chosen_design_is_dumped_and_read_back():
+    config = parse_config({**CONFIG, "monitor": {"conformal": "both"}})
+    assert config.monitor == MonitorSpec(conformal="both")
+    dumped = config.model_dump(mode="json")
+    assert dumped["monitor"] == {"conformal": "both"}
+    assert parse_config(dumped) == config
+    assert config.fingerprint() != FINGERPRINT
+
+
+def test_the_choices_are_the_monitors():
+    assert get_args(MonitorSpec.model_fields["conformal"].annotation) == MONITOR_CONFORMAL
+
+
+def test_set_monitor_conformal_works_on_any_config(tmp_path: Path):
+    path = tmp_path / "audit.yaml"
+    path.write_text(yaml.safe_dump(CONFIG))
+    overrides = parse_overrides(["monitor.conformal=ticks"])
+    assert load_config(path, overrides).monitor.conformal == "ticks"
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ({"conformal": "pairs"}, "monitor.conformal: Input should be 'outputs', 'ticks' or 'both'"),
+        ({"conformal": 3}, "monitor.conformal"),
+        ({"tolerance": 0.1}, "monitor.tolerance"),
+        ("both", "monitor: Input should be"),
+    ],
+)
+def test_errors_name_the_key(value, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        parse_config({**CONFIG, "monitor": value})
