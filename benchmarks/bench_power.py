@@ -20,8 +20,8 @@ from numpy.typing import NDArray
 from scipy.stats import binomtest
 
 import dbpa
-from benchmarks._synthetic import Arm, answer_space, sample
 from benchmarks._results import ResultFile
+from benchmarks._synthetic import Arm, answer_space, sample
 from dbpa.stats import OMEGAS
 
 ALPHA = 0.05
