@@ -158,8 +158,8 @@ class AuditConfig(Spec):
         ):  # absent: dumped as before
             if data.get(optional, ...) is None:
                 del data[optional]
-        if self.monitor == MonitorSpec():
-            del data["monitor"]
+        if self.monitor == MonitorSpec():  # absent when a dump's include/exclude left it out
+            data.pop("monitor", None)
         if "prompts" in data:  # ``prompt`` is then the first prompt's, filled in
             del data["prompt"]
         return {**data.pop("analysis"), **data}

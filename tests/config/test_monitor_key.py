@@ -23,6 +23,13 @@ def test_without_the_key_the_config_dumps_and_fingerprints_as_before():
     assert config.fingerprint() == FINGERPRINT
 
 
+
+def test_a_dump_that_leaves_out_unset_fields_leaves_out_the_key():
+    """What Prefect does with a Dask task runner's parameters (the dump failed on the key)."""
+    dumped = parse_config(CONFIG).model_dump(mode="json", exclude_unset=True)
+    assert "monitor" not in dumped
+    assert dumped["k"] == CONFIG["k"]
+
 def test_a_chosen_design_is_dumped_and_read_back():
     config = parse_config({**CONFIG, "monitor": {"conformal": "both"}})
     assert config.monitor == MonitorSpec(conformal="both")
