@@ -108,13 +108,13 @@ p-value per output (``_conformal.py``), ``ticks`` one per tick against every ear
 STAKE_WINDOW = 20
 """Pairs whose payoffs set the next stake (aGRAPA)."""
 STAKE_MIN_PAIRS = 2
+"""No stake until this many pairs have been paid."""
 STAKE_CAUTION = 0.5
 """Standard errors the recent mean payoff is lowered by before it sets the stake: while
 nothing changes the recent mean is noise and the stake mostly 0."""
 MAX_STAKE = 0.8
 """The largest stake with no tolerance (payoffs in [-1, 1]; the wealth keeps at least a
 fifth of itself on the worst pair)."""
-"""No stake until this many pairs have been paid."""
 BASELINE_MEMORY = 400
 """Most recent baseline outputs the witness is learnt from."""
 SPREAD_FLOOR = 1e-12
