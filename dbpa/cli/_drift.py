@@ -38,9 +38,11 @@ def drift(
         ),
     ] = False,
     tolerance: Annotated[
-        float,
-        typer.Option(help="Monitor: alarm only for changes larger than this share of answers."),
-    ] = 0.0,
+        float | None,
+        typer.Option(
+            help="Monitor: alarm only for changes larger than this share of answers (default 0)."
+        ),
+    ] = None,
     conformal: Annotated[
         str | None,
         typer.Option(
@@ -60,7 +62,15 @@ def drift(
 
     if fmt not in ("table", "json"):
         raise fail(ExitCode.BAD_INPUT, f"--format: unknown {fmt!r}; choose table or json")
-    if not per_tick:
+    if per_tick:
+        if tolerance is not None or conformal is not None:
+            option = "--tolerance" if tolerance is not None else "--conformal"
+            raise fail(
+                ExitCode.BAD_INPUT,
+                f"{option}: only without --per-tick; it sets the monitor, which --per-tick "
+                "does not run",
+            )
+    else:
         if baseline != "first" or against:
             option = "--baseline" if baseline != "first" else "--against"
             raise fail(
@@ -68,6 +78,7 @@ def drift(
                 f"{option}: only with --per-tick; the monitor compares every arm with its "
                 "baseline (the first epoch, or the one set by dbpa monitor reset)",
             )
+        tolerance = 0.0 if tolerance is None else tolerance
         if not 0.0 <= tolerance < 1.0:
             raise fail(ExitCode.BAD_INPUT, f"--tolerance: a share in [0, 1), got {tolerance}")
         if conformal is not None and conformal not in MONITOR_CONFORMAL:
