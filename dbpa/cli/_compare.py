@@ -93,7 +93,9 @@ def _print(c: Comparison, all_rows: bool) -> None:
         _print_summary(c, header, rows, several)
     _say(
         f"{c.pairing}; {len(c.rows):,} perturbation(s) in both runs, {len(c.flipped):,} whose "
-        "decision flipped. Effect: the energy distance between the arms' outputs."
+        "decision flipped. Effect: the energy distance between the arms' outputs, shown "
+        "clipped into its interval; a - b is the difference of the unclipped estimates (as "
+        "in --format json)."
     )
     for name, only in (("a", c.only_a), ("b", c.only_b)):
         if only:

@@ -64,6 +64,7 @@ def test_a_flipped_decision_is_shown_with_the_difference_of_the_effects(two_epoc
     assert data["flipped"] == [pid for pid, r in rows.items() if r["decision_a"] != r["decision_b"]]
     assert ("(flipped)" in shown) == bool(data["flipped"])
     assert f"{len(data['flipped'])} whose decision flipped" in shown
+    assert "a - b is the difference of the unclipped estimates" in shown
     doctor = rows["persona-doctor"]
     assert doctor["flipped"] == (doctor["decision_a"] != doctor["decision_b"])
     # a - b: the doctor moved far more at the second epoch; the interval says so
