@@ -129,9 +129,11 @@ GUIDES = {
     "compare": ["tutorials/first-audit.md"],
     "sequential": [],
     "recover": [],
+    "providers": [],
 }
-"""The how-to guides that run offline, and the pages whose files they use. Not here:
-``providers`` and ``cost`` (hosted providers and their batch APIs; ``cost`` has no command),
+"""The how-to guides that run offline, and the pages whose files they use (``providers``
+runs with its five hosted models swapped for the scripted one, as every page's are). Not
+here: ``cost`` (no command: its config is checked by ``tests/docs/test_docs.py``),
 ``dask`` (its first command starts a local cluster of two worker processes, each importing
 dbpa and Prefect, too much for this test; its second needs a cluster's address:
 ``tests/deploy/test_dask.py`` runs the audit on a one-worker cluster),
