@@ -16,12 +16,12 @@ price map gives ``openai/gpt-4o-mini`` (its ``*_cost_per_token_batches``: half t
   gpt-4o-mini on the system prompt and the question.
 
 Designs: the fixed audit (every arm k outputs, permutation p-values corrected by Holm at
-alpha 0.05, B = 1999), and sequential audits (``dbpa.stats.sequential_family`` /
-``set_sequential_family``, the outputs they actually use): **before**, ``SequentialSpec()``'s
-defaults before issue 53 item 5 (first look 8, 4 looks, final weight 0.7, futility 0.2);
-**after**, the design this suite's study chose (``STUDIES``; benchmarks/README.md, ``cost``,
-says how). Each at list price and in provider batches; a design's cost is its outputs times
-the mean cost of an output over the family's arms.
+alpha 0.05, B = 1999), and sequential audits up to the same k (``dbpa.stats.sequential_family``
+/ ``set_sequential_family``, the outputs they actually use): **before**, ``SequentialSpec()``'s
+defaults (first look 8, 4 looks, final weight 0.7, futility 0.2); **after**, the designs each
+study's ``after`` names, chosen by measurement on other orders of the outputs than the check's
+(benchmarks/README.md, ``cost``). Each at list price and in provider batches; a design's cost
+is its outputs times the mean cost of an output over the family's arms.
 
 **Same decisions**: per perturbation, changed or not after the family's correction, all
 equal to the fixed audit's. Two sets of seeds: the **benchmark's** (the recorded outputs in
@@ -71,7 +71,7 @@ SEED = 20261206
 PERSONA_MAX_TOKENS = 80
 GOAL = 0.35
 BEFORE = SequentialSpec(first=8, looks=4, final_weight=0.7, futility=0.2)
-"""``SequentialSpec()``'s defaults before issue 53 item 5."""
+"""``SequentialSpec()``'s defaults, spelled out: the design the issue measured first."""
 
 Arms = np.ndarray
 """A study's outputs: (arms, [prompts,] outputs, embedding dim), the original arm first."""
@@ -82,6 +82,8 @@ class Outputs:
     """A study's recorded outputs and the mean tokens of one output."""
 
     arms: Arms
+    names: tuple[str, ...]
+    """The perturbations' names, in the order of ``arms[1:]``."""
     prompt_tokens: float
     completion_tokens: float
     tokens_from: str
@@ -103,9 +105,8 @@ class Study:
     sequential: Sequential
     k: int
     """The fixed audit's outputs per arm (and prompt)."""
-    after: SequentialSpec
-    k_max: int
-    """The after design's most outputs per arm (and prompt): k, or above it (inflation)."""
+    after: tuple[tuple[str, SequentialSpec], ...]
+    """The sequential designs measured beside ``BEFORE``, by name, each up to k."""
 
 
 def _persona_outputs() -> Outputs:
@@ -119,6 +120,7 @@ def _persona_outputs() -> Outputs:
     ]
     return Outputs(
         np.stack([data["original"], *(data[pid] for pid in labels)]),
+        tuple(labels),
         float(np.mean(prompt)),
         float(PERSONA_MAX_TOKENS),
         f"max_tokens={PERSONA_MAX_TOKENS} per output: no counts recorded",
@@ -141,6 +143,7 @@ def _set_outputs() -> Outputs:
     tokens = data["tokens"]  # arm, prompt, output, token (-1: padding)
     return Outputs(
         data["embeddings"].astype(np.float32),
+        tuple(list(meta["arms"])[1:]),
         float(np.mean(prompt)),
         float((tokens >= 0).sum(-1).mean()),
         "recorded SmolLM2 token counts",
@@ -188,8 +191,7 @@ STUDIES = (
         _persona_test,
         _persona_sequential,
         k=20,
-        after=SequentialSpec(final_weight=0.5, futility=False),
-        k_max=20,
+        after=(("after", SequentialSpec(final_weight=0.5, futility=False)),),
     ),
     Study(
         "prompt set (4 arms x 20 prompts, k=8, auto)",
@@ -197,8 +199,10 @@ STUDIES = (
         _set_test,
         _set_sequential,
         k=8,
-        after=SequentialSpec(first=4, looks=3, futility=0.5),
-        k_max=8,
+        after=(
+            ("after", SequentialSpec(first=4, looks=3, futility=0.5)),
+            ("after, no futility", SequentialSpec(first=4, looks=3, futility=False)),
+        ),
     ),
 )
 
@@ -293,11 +297,102 @@ def _agree(cases: list[Case], design: str) -> tuple[int, int]:
     return sum(bool(np.array_equal(f, s)) for f, s in pairs), len(pairs)
 
 
+def _stops(counts: Counter[str]) -> str:
+    """``changed@12 x3, futile@8 x1``: reason, then outputs per arm, in that order."""
+    key = lambda stop: (stop.split("@")[0], int(stop.split("@")[1]))  # noqa: E731
+    return ", ".join(f"{stop} x{counts[stop]}" for stop in sorted(counts, key=key))
+
+
+def _measure(
+    study: Study, seeds: range, orders: range, prices: tuple[float, ...]
+) -> tuple[list[list[object]], list[list[object]], list[str]]:
+    """One study's cost rows, per-perturbation stop rows and findings."""
+    li, lo, bi, bo = prices
+    outputs = study.load()
+    designs = {"before": BEFORE.design(study.k)}
+    designs |= {name: spec.design(study.k) for name, spec in study.after}
+    bench = _case(outputs.arms, study.test, study.sequential, study.k, designs, seeds, SEED)
+    checks = [
+        _case(
+            _shuffled(outputs.arms, o),
+            study.test,
+            study.sequential,
+            study.k,
+            designs,
+            range(o, o + 1),
+            SEED + 2 * o,
+        )
+        for o in orders
+    ]
+    per_list = outputs.prompt_tokens * li + outputs.completion_tokens * lo
+    per_batch = outputs.prompt_tokens * bi + outputs.completion_tokens * bo
+    base = bench.fixed_outputs * per_list
+    self_bench = int(np.array_equal(bench.fixed_reject, bench.fixed_again))
+    self_check = sum(bool(np.array_equal(c.fixed_reject, c.fixed_again)) for c in checks)
+    entries = [
+        (
+            "fixed",
+            float(bench.fixed_outputs),
+            f"{self_bench}/1 seed; check {self_check}/{len(checks)} (fixed vs itself)",
+            None,
+        )
+    ]
+    for name, design in designs.items():
+        used = float(np.mean([r.outputs for r in bench.runs[name]]))
+        same, total = _agree([bench], name)
+        same_c, total_c = _agree(checks, name)
+        looks = ", ".join(str(k) for k in design.looks)
+        label = (
+            f"sequential {name} (looks {looks}; last look {design.weights[-1]:.1f} of alpha; "
+            f"futility {design.futility or 'none'})"
+        )
+        entries.append((label, used, f"{same}/{total} seeds; check {same_c}/{total_c}", name))
+    rows, findings = [], []
+    for label, used, agree, name in entries:
+        for price, per in (("list", per_list), ("batch", per_batch)):
+            cost = used * per
+            rows.append(
+                [study.name, label, price, f"{used:.1f}", f"${cost:.4f}",
+                 f"{cost / base:.2f}x", agree]
+            )  # fmt: skip
+        if name is not None:
+            ratio = used * per_batch / base
+            changed = sorted({_changed(r.reject) for r in bench.runs[name]})
+            findings.append(
+                f"{study.name}, sequential {name}: in batches {ratio:.2f}x the fixed audit at "
+                f"list price ({'meets' if ratio <= GOAL else 'misses'} the goal {GOAL}x); "
+                f"decisions equal to the fixed audit's {agree}; it finds {changed} where the "
+                f"fixed audit finds {_changed(bench.fixed_reject)}"
+            )
+    findings.append(
+        f"{study.name}: tokens per output {outputs.prompt_tokens:.0f} prompt + "
+        f"{outputs.completion_tokens:.1f} completion ({outputs.tokens_from})"
+    )
+    stop_rows = []
+    for i, (label, p) in enumerate(zip(outputs.names, bench.fixed_p, strict=True)):
+        fixed_changed = sum(bool(c.fixed_reject[i]) for c in checks)
+        for name in designs:
+            stops = Counter(r.stops[i] for c in [bench, *checks] for r in c.runs[name])
+            stop_rows.append(
+                [
+                    study.name,
+                    label,
+                    f"{p:.4f}",
+                    f"{'yes' if bench.fixed_reject[i] else 'no'}; check "
+                    f"{fixed_changed}/{len(checks)}",
+                    name,
+                    _stops(stops),
+                ]
+            )
+    return rows, stop_rows, findings
+
+
 def main(quick: bool = False) -> None:
     seeds, orders = (range(2), range(1, 3)) if quick else (range(10), range(1, 11))
     result = ResultFile("cost", quick)
     start = time.perf_counter()
-    li, lo, bi, bo = _prices()
+    prices = _prices()
+    li, lo, bi, bo = prices
     result.note(
         f"cost: {MODEL} at litellm's prices, list ${li * 1e6:.3f} / ${lo * 1e6:.3f} and batch "
         f"${bi * 1e6:.3f} / ${bo * 1e6:.3f} per million prompt / completion tokens; B={B}, "
@@ -305,80 +400,12 @@ def main(quick: bool = False) -> None:
         f"{seeds.start}-{seeds.stop - 1}; check: {len(orders)} other orders of the outputs "
         f"(seeded {orders.start}-{orders.stop - 1}), paths seeded by the order"
     )
-    rows, stops_rows, verdicts = [], [], []
+    rows, stop_rows, findings = [], [], []
     for study in STUDIES:
-        outputs = study.load()
-        designs = {
-            "before": BEFORE.design(study.k),
-            "after": study.after.design(study.k_max),
-        }
-        bench = _case(outputs.arms, study.test, study.sequential, study.k, designs, seeds, SEED)
-        checks = [
-            _case(
-                _shuffled(outputs.arms, o),
-                study.test,
-                study.sequential,
-                study.k,
-                designs,
-                range(o, o + 1),
-                SEED + 2 * o,
-            )
-            for o in orders
-        ]
-        per_list = outputs.prompt_tokens * li + outputs.completion_tokens * lo
-        per_batch = outputs.prompt_tokens * bi + outputs.completion_tokens * bo
-        base = bench.fixed_outputs * per_list
-        self_bench = int(np.array_equal(bench.fixed_reject, bench.fixed_again))
-        self_check = sum(bool(np.array_equal(c.fixed_reject, c.fixed_again)) for c in checks)
-        fixed_agree = f"{self_bench}/1 seed; check {self_check}/{len(checks)} (fixed vs itself)"
-        entries = [("fixed", bench.fixed_outputs, fixed_agree, None)]
-        for name, design in designs.items():
-            used = float(np.mean([r.outputs for r in bench.runs[name]]))
-            same, total = _agree([bench], name)
-            same_c, total_c = _agree(checks, name)
-            looks = ", ".join(str(k) for k in design.looks)
-            label = f"sequential {name} (looks {looks}; futility {design.futility})"
-            agree = f"{same}/{total} seeds; check {same_c}/{total_c}"
-            entries.append((label, used, agree, name))
-        for label, used, agree, name in entries:
-            for price, per in (("list", per_list), ("batch", per_batch)):
-                cost = used * per
-                rows.append(
-                    [study.name, label, price, f"{used:.1f}", f"${cost:.4f}",
-                     f"{cost / base:.2f}x", agree]
-                )  # fmt: skip
-            if name is not None:
-                ratio = used * per_batch / base
-                changed = sorted({_changed(r.reject) for r in bench.runs[name]})
-                verdicts.append(
-                    f"{study.name}, sequential {name}: in batches {ratio:.2f}x the fixed audit "
-                    f"at list price ({'meets' if ratio <= GOAL else 'misses'} the goal "
-                    f"{GOAL}x); decisions equal to the fixed audit's {agree}; it finds "
-                    f"{changed} where the fixed audit finds {_changed(bench.fixed_reject)}"
-                )
-        for i, p in enumerate(bench.fixed_p):
-            stops = {
-                name: Counter(r.stops[i] for c in [bench, *checks] for r in c.runs[name])
-                for name in designs
-            }
-            fixed_changed = sum(bool(c.fixed_reject[i]) for c in checks)
-            stops_rows.append(
-                [
-                    study.name,
-                    i,
-                    f"{p:.4f}",
-                    f"{'yes' if bench.fixed_reject[i] else 'no'}; check "
-                    f"{fixed_changed}/{len(checks)}",
-                    *(
-                        ", ".join(f"{s} x{n}" for s, n in sorted(stops[name].items()))
-                        for name in designs
-                    ),
-                ]
-            )
-        verdicts.append(
-            f"{study.name}: tokens per output {outputs.prompt_tokens:.0f} prompt + "
-            f"{outputs.completion_tokens:.1f} completion ({outputs.tokens_from})"
-        )
+        measured = _measure(study, seeds, orders, prices)
+        rows += measured[0]
+        stop_rows += measured[1]
+        findings += measured[2]
     result.table(
         "cost of one audit (outputs: the mean over the benchmark's seeds; same decisions: "
         "runs equal to the fixed audit's, on the benchmark's seeds and on the check)",
@@ -388,11 +415,11 @@ def main(quick: bool = False) -> None:
     result.table(
         "per perturbation: the fixed audit's p-value and decision (recorded order; check: "
         "changed in how many other orders), and where each sequential design stopped it "
-        "(every run, benchmark seeds and check)",
-        ["audit", "perturbation", "fixed p", "fixed changed", "before: stops", "after: stops"],
-        stops_rows,
+        "(every run: benchmark seeds and check)",
+        ["audit", "perturbation", "fixed p", "fixed changed", "design", "stops"],
+        stop_rows,
     )
-    for line in verdicts:
+    for line in findings:
         result.note(line)
     result.note(f"bench_cost: {time.perf_counter() - start:.0f} s")
     result.write()
