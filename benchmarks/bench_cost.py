@@ -360,7 +360,7 @@ def _measure(
             changed = sorted({_changed(r.reject) for r in bench.runs[name]})
             findings.append(
                 f"{study.name}, sequential {name}: in batches {ratio:.2f}x the fixed audit at "
-                f"list price ({'meets' if ratio <= GOAL else 'misses'} the goal {GOAL}x); "
+                f"list price ({'within' if ratio <= GOAL else 'above'} the goal's {GOAL}x); "
                 f"decisions equal to the fixed audit's {agree}; it finds {changed} where the "
                 f"fixed audit finds {_changed(bench.fixed_reject)}"
             )
