@@ -41,19 +41,20 @@ def _cpu_model() -> str:
 
 
 def _git(*args: str) -> str:
+    """Git's output, unstripped: a porcelain status line starts with a space."""
     done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True)
-    return done.stdout.strip()
+    return done.stdout
 
 
 def _git_state() -> dict[str, Any]:
     """The commit measured, whether the tree differed from it (result files aside) and the
     paths that differed, so a reader can judge whether they touch what was measured."""
     try:
-        commit = _git("rev-parse", "HEAD")
+        commit = _git("rev-parse", "HEAD").strip()
         status = _git("status", "--porcelain", "--", ".", ":!benchmarks/results")
     except (OSError, subprocess.CalledProcessError):
         return {"commit": None, "dirty": None, "changed": []}
-    changed = [line[3:] for line in status.splitlines()]
+    changed = [line[3:] for line in status.splitlines() if line.strip()]
     return {"commit": commit, "dirty": bool(changed), "changed": changed}
 
 

@@ -4,33 +4,42 @@ No model is called and nothing is spent: the decisions come from recorded output
 embedded model, the cost from their token counts at the list and batch prices litellm's
 price map gives ``openai/gpt-4o-mini`` (its ``*_cost_per_token_batches``: half the list).
 
-* **Persona study** (``examples/personas.yaml``: the original and 8 personas, k = 20):
-  ``data/personas_smollm2_minilm.npz``, the embeddings of 20 recorded outputs per arm.
+* **Persona study** (``examples/personas.yaml``: the original and 8 personas, k = 20, omega
+  jsd): ``data/personas_smollm2_minilm.npz``, the embeddings of 20 recorded outputs per arm.
   Prompt tokens: litellm's counter for gpt-4o-mini on each arm's messages; completion
   tokens: the config's ``max_tokens`` (80) per output, as this file records no token counts
   (an upper bound; every design pays the same per output, so the ratios do not depend on it).
-* **Prompt set** (an original and 3 changes over 20 questions, k = 8 per prompt, as in
-  ``examples/prompt_set.yaml``): ``data/prompt_sets_smollm2.npz``, the first 8 of 40
-  recorded outputs per arm and prompt, with their recorded token counts (SmolLM2's
-  tokenizer); prompt tokens: litellm's counter for gpt-4o-mini on the system prompt and the
-  question.
+* **Prompt set** (an original and 3 changes over 20 questions, k = 8 per prompt as in
+  ``examples/prompt_set.yaml``, omega auto, the product's pooled test
+  ``SET_COMBINATION``): ``data/prompt_sets_smollm2.npz``, 40 recorded outputs per arm and
+  prompt with their token counts (SmolLM2's tokenizer); prompt tokens: litellm's counter for
+  gpt-4o-mini on the system prompt and the question.
 
 Designs: the fixed audit (every arm k outputs, permutation p-values corrected by Holm at
-alpha 0.05, omega as each example sets it: jsd, auto; over the set, the pooled tests), the
-sequential audit (the default ``SequentialSpec`` with k_max = k, run by
-``dbpa.stats.sequential_family`` / ``set_sequential_family`` on the same outputs: the outputs
-it actually uses), each at list price and in provider batches. A design's cost is its
-outputs times the mean cost of an output over the family's arms. The sequential design draws
-its paths at random: it is run with several seeds and its outputs and decisions reported per
-seed. The goal of issue 53:
-the sequential batch audit at or below 0.35x the fixed audit at list price, with the same
-decisions.
+alpha 0.05, B = 1999), and sequential audits up to the same k (``dbpa.stats.sequential_family``
+/ ``set_sequential_family``, the outputs they actually use): **before**, ``SequentialSpec()``'s
+defaults (first look 8, 4 looks, final weight 0.7, futility 0.2); **after**, the designs each
+study's ``after`` names, chosen by measurement on other orders of the outputs than the check's
+(benchmarks/README.md, ``cost``). Each at list price and in provider batches; a design's cost
+is its outputs times the mean cost of an output over the family's arms.
+
+**Same decisions**: per perturbation, changed or not after the family's correction, all
+equal to the fixed audit's. Two sets of seeds: the **benchmark's** (the recorded outputs in
+their recorded order, the sequential design's paths drawn with seeds 0-9) and a **check**
+(the outputs of every arm, and of every prompt, in 10 other random orders, seeded 1-10: a
+sequential audit sees the first outputs first, and on the prompt set the fixed audit's first
+k of 40 differ too; the fixed audit is recomputed on each). Beside them, the fixed audit
+against itself with other permutation seeds: how often a decision flips on the test's own
+randomness, the floor under any agreement. The goal of issue 53: the sequential batch audit
+at or below 0.35x the fixed audit at list price, with the same decisions.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,8 +50,11 @@ from dbpa.analysis import SequentialSpec
 from dbpa.config import load_config
 from dbpa.llm import batch_prices, litellm, model_prices
 from dbpa.plan import plan_audit
+from dbpa.set_analysis import SET_COMBINATION
 from dbpa.specs import ModelSpec
 from dbpa.stats import (
+    SequentialDesign,
+    SequentialFamily,
     correct,
     permutation_test,
     prompt_set_test,
@@ -55,15 +67,210 @@ DATA = Path(__file__).parent / "data"
 MODEL = "openai/gpt-4o-mini"
 ALPHA = 0.05
 B = 1999
-PERSONA_OMEGA = "jsd"
-"""examples/personas.yaml's (pinned there to reproduce the paper's table)."""
-SET_OMEGA = "auto"
-"""examples/prompt_set.yaml's (the default)."""
 SEED = 20261206
-PERSONA_K = 20
 PERSONA_MAX_TOKENS = 80
-SET_K = 8
 GOAL = 0.35
+BEFORE = SequentialSpec(first=8, looks=4, final_weight=0.7, futility=0.2)
+"""``SequentialSpec()``'s defaults, spelled out: the design the issue measured first."""
+
+Arms = np.ndarray
+"""A study's outputs: (arms, [prompts,] outputs, embedding dim), the original arm first."""
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """A study's recorded outputs and the mean tokens of one output."""
+
+    arms: Arms
+    names: tuple[str, ...]
+    """The perturbations' names, in the order of ``arms[1:]``."""
+    prompt_tokens: float
+    completion_tokens: float
+    tokens_from: str
+
+
+Test = Callable[[Arms, Arms, np.random.Generator], float]
+"""The fixed audit's p-value of one perturbed arm against the original, first k outputs."""
+Sequential = Callable[[Arms, SequentialDesign, int], SequentialFamily]
+"""The sequential family of every perturbed arm (``arms[1:]``) against ``arms[0]``."""
+
+
+@dataclass(frozen=True)
+class Study:
+    """One audit measured: how to load its outputs, its tests and its designs."""
+
+    name: str
+    load: Callable[[], Outputs]
+    test: Test
+    sequential: Sequential
+    k: int
+    """The fixed audit's outputs per arm (and prompt)."""
+    after: tuple[tuple[str, SequentialSpec], ...]
+    """The sequential designs measured beside ``BEFORE``, by name, each up to k."""
+
+
+def _persona_outputs() -> Outputs:
+    data = np.load(DATA / "personas_smollm2_minilm.npz")
+    labels = json.loads(str(data["labels"]))
+    config = load_config(ROOT / "examples" / "personas.yaml", {"models.0.model": MODEL})
+    counter = litellm().token_counter
+    prompt = [
+        counter(model=MODEL, messages=[m.model_dump() for m in arm.messages])
+        for arm in plan_audit(config).arms
+    ]
+    return Outputs(
+        np.stack([data["original"], *(data[pid] for pid in labels)]),
+        tuple(labels),
+        float(np.mean(prompt)),
+        float(PERSONA_MAX_TOKENS),
+        f"max_tokens={PERSONA_MAX_TOKENS} per output: no counts recorded",
+    )
+
+
+def _set_outputs() -> Outputs:
+    data = np.load(DATA / "prompt_sets_smollm2.npz")
+    meta = json.loads(str(data["meta"]))
+    counter = litellm().token_counter
+    systems = {a["system"] for a in meta["arms"].values()}
+    prompt = [
+        counter(
+            model=MODEL,
+            messages=[{"role": "system", "content": s}, {"role": "user", "content": str(q)}],
+        )
+        for s in sorted(systems)
+        for q in data["prompts"]
+    ]
+    tokens = data["tokens"]  # arm, prompt, output, token (-1: padding)
+    return Outputs(
+        data["embeddings"].astype(np.float32),
+        tuple(list(meta["arms"])[1:]),
+        float(np.mean(prompt)),
+        float((tokens >= 0).sum(-1).mean()),
+        "recorded SmolLM2 token counts",
+    )
+
+
+def _persona_test(original: Arms, arm: Arms, rng: np.random.Generator) -> float:
+    return permutation_test(original, arm, omega="jsd", n_permutations=B, rng=rng).p_value
+
+
+def _persona_sequential(arms: Arms, design: SequentialDesign, seed: int) -> SequentialFamily:
+    return sequential_family(
+        arms[0], list(arms[1:]), design, alpha=ALPHA, method="holm", omega="jsd", rng=seed
+    )
+
+
+def _set_test(original: Arms, arm: Arms, rng: np.random.Generator) -> float:
+    return prompt_set_test(
+        list(original),
+        list(arm),
+        omega="auto",
+        combination=SET_COMBINATION,
+        n_permutations=B,
+        rng=rng,
+    ).p_value
+
+
+def _set_sequential(arms: Arms, design: SequentialDesign, seed: int) -> SequentialFamily:
+    return set_sequential_family(
+        list(arms[0]),
+        [list(a) for a in arms[1:]],
+        design,
+        alpha=ALPHA,
+        method="holm",
+        omega="auto",
+        combination=SET_COMBINATION,
+        rng=seed,
+    )
+
+
+STUDIES = (
+    Study(
+        "persona study (9 arms, k=20, jsd)",
+        _persona_outputs,
+        _persona_test,
+        _persona_sequential,
+        k=20,
+        after=(("after", SequentialSpec(final_weight=0.5, futility=False)),),
+    ),
+    Study(
+        "prompt set (4 arms x 20 prompts, k=8, auto)",
+        _set_outputs,
+        _set_test,
+        _set_sequential,
+        k=8,
+        after=(
+            ("after", SequentialSpec(first=4, looks=3, futility=0.5)),
+            ("after, no futility", SequentialSpec(first=4, looks=3, futility=False)),
+        ),
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One sequential run: outputs used (over every prompt), decisions, and each test's stop."""
+
+    outputs: float
+    reject: np.ndarray
+    stops: tuple[str, ...]
+    """Per perturbation, e.g. ``changed@12``, ``futile@8``, ``k_max@20``."""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One study on one order of its outputs: the fixed audit and each design's runs."""
+
+    fixed_outputs: int
+    fixed_p: np.ndarray
+    fixed_reject: np.ndarray
+    fixed_again: np.ndarray
+    """The fixed audit's decisions with another permutation seed."""
+    runs: dict[str, list[Run]]
+
+
+def _first(arms: Arms, k: int) -> Arms:
+    return arms[..., :k, :]
+
+
+def _case(
+    arms: Arms,
+    test: Test,
+    sequential: Sequential,
+    k: int,
+    designs: dict[str, SequentialDesign],
+    seeds: range,
+    fixed_seed: int,
+) -> Case:
+    """The fixed audit of ``arms`` at ``k`` (twice, two permutation seeds) and each design's
+    sequential runs, one per seed of ``seeds``."""
+    units = int(np.prod(arms.shape[1:-2], dtype=int))  # prompts per arm (1 for one prompt)
+
+    def fixed(seed: int) -> tuple[np.ndarray, np.ndarray]:
+        rng = np.random.default_rng(seed)
+        p = np.array([test(_first(arms[0], k), _first(b, k), rng) for b in arms[1:]])
+        return p, correct(p, method="holm", alpha=ALPHA).reject
+
+    p, reject = fixed(fixed_seed)
+    runs = {}
+    for name, design in designs.items():
+        used = _first(arms, design.k_max)
+        found = [sequential(used, design, s) for s in seeds]
+        runs[name] = [
+            Run(
+                float(r.calls * units),
+                r.reject,
+                tuple(f"{t.reason}@{t.stopped_at}" for t in r.tests),
+            )
+            for r in found
+        ]
+    return Case(arms.shape[0] * units * k, p, reject, fixed(fixed_seed + 1)[1], runs)
+
+
+def _shuffled(arms: Arms, order: int) -> Arms:
+    """Every arm's (and prompt's) outputs in a random order seeded by ``order``."""
+    keys = np.random.default_rng([SEED, order]).random(arms.shape[:-1])
+    return np.take_along_axis(arms, np.argsort(keys, axis=-1)[..., None], axis=-2)
 
 
 def _prices() -> tuple[float, float, float, float]:
@@ -79,159 +286,140 @@ def _prices() -> tuple[float, float, float, float]:
     )
 
 
-@dataclass(frozen=True)
-class _Case:
-    """One audit's outputs per design, decisions and mean tokens per output."""
-
-    name: str
-    fixed_outputs: int
-    fixed_reject: np.ndarray
-    sequential: list[tuple[float, np.ndarray]]
-    """(outputs used, decisions) per seed of the sequential design."""
-    prompt_tokens: float
-    completion_tokens: float
-    tokens_from: str
-
-
-def _persona_case(seeds: int) -> _Case:
-    """The persona study's outputs per design and its decisions, and its mean tokens."""
-    data = np.load(DATA / "personas_smollm2_minilm.npz")
-    labels = json.loads(str(data["labels"]))
-    original = data["original"][:PERSONA_K]
-    arms = [data[pid][:PERSONA_K] for pid in labels]
-    rng = np.random.default_rng(SEED)
-    p = [
-        permutation_test(original, b, omega=PERSONA_OMEGA, n_permutations=B, rng=rng).p_value
-        for b in arms
-    ]
-    fixed = correct(p, method="holm", alpha=ALPHA).reject
-    design = SequentialSpec().design(PERSONA_K)
-    runs = [
-        sequential_family(
-            original, arms, design, alpha=ALPHA, method="holm", omega=PERSONA_OMEGA, rng=s
-        )
-        for s in range(seeds)
-    ]
-    config = load_config(ROOT / "examples" / "personas.yaml", {"models.0.model": MODEL})
-    counter = litellm().token_counter
-    prompt = [
-        counter(model=MODEL, messages=[m.model_dump() for m in arm.messages])
-        for arm in plan_audit(config).arms
-    ]
-    return _Case(
-        "persona study (9 arms, k=20)",
-        (len(arms) + 1) * PERSONA_K,
-        fixed,
-        [(float(r.calls), r.reject) for r in runs],
-        float(np.mean(prompt)),
-        float(PERSONA_MAX_TOKENS),
-        f"max_tokens={PERSONA_MAX_TOKENS} per output: no counts recorded",
-    )
-
-
-def _set_case(seeds: int) -> _Case:
-    """The prompt set's outputs per design and its decisions, and its mean tokens."""
-    data = np.load(DATA / "prompt_sets_smollm2.npz")
-    vectors = data["embeddings"].astype(np.float32)[:, :, :SET_K]  # arm, prompt, output
-    meta = json.loads(str(data["meta"]))
-    n_prompts = vectors.shape[1]
-    originals = list(vectors[0])
-    perturbed = [list(vectors[a]) for a in range(1, vectors.shape[0])]
-    rng = np.random.default_rng(SEED)
-    p = [
-        prompt_set_test(originals, arms, omega=SET_OMEGA, n_permutations=B, rng=rng).p_value
-        for arms in perturbed
-    ]
-    fixed = correct(p, method="holm", alpha=ALPHA).reject
-    design = SequentialSpec().design(SET_K)
-    runs = [
-        set_sequential_family(
-            originals, perturbed, design, alpha=ALPHA, method="holm", omega=SET_OMEGA, rng=s
-        )
-        for s in range(seeds)
-    ]
-    tokens = data["tokens"][:, :, :SET_K]
-    completion = float((tokens >= 0).sum(-1).mean())
-    counter = litellm().token_counter
-    systems = {a["system"] for a in meta["arms"].values()}
-    prompt = [
-        counter(
-            model=MODEL,
-            messages=[{"role": "system", "content": s}, {"role": "user", "content": str(q)}],
-        )
-        for s in sorted(systems)
-        for q in data["prompts"]
-    ]
-    return _Case(
-        f"prompt set (4 arms x {n_prompts} prompts, k={SET_K})",
-        vectors.shape[0] * n_prompts * SET_K,
-        fixed,
-        [(float(r.calls * n_prompts), r.reject) for r in runs],
-        float(np.mean(prompt)),
-        completion,
-        "recorded SmolLM2 token counts",
-    )
-
-
 def _changed(reject: np.ndarray) -> str:
     """The positions of the perturbations found changed, e.g. ``[0, 2]``."""
     return str([int(i) for i in np.flatnonzero(reject)])
 
 
-def main(quick: bool = False) -> None:
-    seeds = 2 if quick else 10
-    result = ResultFile("cost", quick)
-    start = time.perf_counter()
-    li, lo, bi, bo = _prices()
-    result.note(
-        f"cost: {MODEL} at litellm's prices, list ${li * 1e6:.3f} / ${lo * 1e6:.3f} and batch "
-        f"${bi * 1e6:.3f} / ${bo * 1e6:.3f} per million prompt / completion tokens; omega "
-        f"{PERSONA_OMEGA} (personas) and {SET_OMEGA} (prompt set) as the examples set them, "
-        f"B={B}, Holm at alpha={ALPHA}; the sequential design with {seeds} seeds"
-    )
-    rows, verdicts = [], []
-    for case in (_persona_case(seeds), _set_case(seeds)):
-        per_list = case.prompt_tokens * li + case.completion_tokens * lo
-        per_batch = case.prompt_tokens * bi + case.completion_tokens * bo
-        base = case.fixed_outputs * per_list
-        used = float(np.mean([outputs for outputs, _ in case.sequential]))
-        same = sum(bool(np.array_equal(r, case.fixed_reject)) for _, r in case.sequential)
-        agree = f"{same}/{len(case.sequential)} seeds"
-        for design, outputs, price, per in (
-            ("fixed", case.fixed_outputs, "list", per_list),
-            ("fixed", case.fixed_outputs, "batch", per_batch),
-            ("sequential", used, "list", per_list),
-            ("sequential", used, "batch", per_batch),
-        ):
-            cost = outputs * per
+def _agree(cases: list[Case], design: str) -> tuple[int, int]:
+    """Runs of ``design`` whose decisions equal their case's fixed audit's, and runs."""
+    pairs = [(c.fixed_reject, r.reject) for c in cases for r in c.runs[design]]
+    return sum(bool(np.array_equal(f, s)) for f, s in pairs), len(pairs)
+
+
+def _stops(counts: Counter[str]) -> str:
+    """``changed@12 x3, futile@8 x1``: reason, then outputs per arm, in that order."""
+    key = lambda stop: (stop.split("@")[0], int(stop.split("@")[1]))  # noqa: E731
+    return ", ".join(f"{stop} x{counts[stop]}" for stop in sorted(counts, key=key))
+
+
+def _measure(
+    study: Study, seeds: range, orders: range, prices: tuple[float, ...]
+) -> tuple[list[list[object]], list[list[object]], list[str]]:
+    """One study's cost rows, per-perturbation stop rows and findings."""
+    li, lo, bi, bo = prices
+    outputs = study.load()
+    designs = {"before": BEFORE.design(study.k)}
+    designs |= {name: spec.design(study.k) for name, spec in study.after}
+    bench = _case(outputs.arms, study.test, study.sequential, study.k, designs, seeds, SEED)
+    checks = [
+        _case(
+            _shuffled(outputs.arms, o),
+            study.test,
+            study.sequential,
+            study.k,
+            designs,
+            range(o, o + 1),
+            SEED + 2 * o,
+        )
+        for o in orders
+    ]
+    per_list = outputs.prompt_tokens * li + outputs.completion_tokens * lo
+    per_batch = outputs.prompt_tokens * bi + outputs.completion_tokens * bo
+    base = bench.fixed_outputs * per_list
+    self_bench = int(np.array_equal(bench.fixed_reject, bench.fixed_again))
+    self_check = sum(bool(np.array_equal(c.fixed_reject, c.fixed_again)) for c in checks)
+    entries = [
+        (
+            "fixed",
+            float(bench.fixed_outputs),
+            f"{self_bench}/1 seed; check {self_check}/{len(checks)} (fixed vs itself)",
+            None,
+        )
+    ]
+    for name, design in designs.items():
+        used = float(np.mean([r.outputs for r in bench.runs[name]]))
+        same, total = _agree([bench], name)
+        same_c, total_c = _agree(checks, name)
+        looks = ", ".join(str(k) for k in design.looks)
+        label = (
+            f"sequential {name} (looks {looks}; last look {design.weights[-1]:.1f} of alpha; "
+            f"futility {design.futility or 'none'})"
+        )
+        entries.append((label, used, f"{same}/{total} seeds; check {same_c}/{total_c}", name))
+    rows, findings = [], []
+    for label, used, agree, name in entries:
+        for price, per in (("list", per_list), ("batch", per_batch)):
+            cost = used * per
             rows.append(
+                [study.name, label, price, f"{used:.1f}", f"${cost:.4f}",
+                 f"{cost / base:.2f}x", agree]
+            )  # fmt: skip
+        if name is not None:
+            ratio = used * per_batch / base
+            changed = sorted({_changed(r.reject) for r in bench.runs[name]})
+            findings.append(
+                f"{study.name}, sequential {name}: in batches {ratio:.2f}x the fixed audit at "
+                f"list price ({'within' if ratio <= GOAL else 'above'} the goal's {GOAL}x); "
+                f"decisions equal to the fixed audit's {agree}; it finds {changed} where the "
+                f"fixed audit finds {_changed(bench.fixed_reject)}"
+            )
+    findings.append(
+        f"{study.name}: tokens per output {outputs.prompt_tokens:.0f} prompt + "
+        f"{outputs.completion_tokens:.1f} completion ({outputs.tokens_from})"
+    )
+    stop_rows = []
+    for i, (label, p) in enumerate(zip(outputs.names, bench.fixed_p, strict=True)):
+        fixed_changed = sum(bool(c.fixed_reject[i]) for c in checks)
+        for name in designs:
+            stops = Counter(r.stops[i] for c in [bench, *checks] for r in c.runs[name])
+            stop_rows.append(
                 [
-                    case.name,
-                    design,
-                    price,
-                    f"{outputs:.1f}",
-                    f"${cost:.4f}",
-                    f"{cost / base:.2f}x",
-                    "-" if design == "fixed" else agree,
+                    study.name,
+                    label,
+                    f"{p:.4f}",
+                    f"{'yes' if bench.fixed_reject[i] else 'no'}; check "
+                    f"{fixed_changed}/{len(checks)}",
+                    name,
+                    _stops(stops),
                 ]
             )
-        ratio = used * per_batch / base
-        verdicts.append(
-            f"{case.name}: sequential in batches {ratio:.2f}x the fixed audit at list price "
-            f"({'meets' if ratio <= GOAL else 'misses'} the goal {GOAL}x); decisions equal to "
-            f"the fixed audit's with {agree}; the fixed audit finds "
-            f"{int(case.fixed_reject.sum())} of {len(case.fixed_reject)} changed "
-            f"({_changed(case.fixed_reject)}), the sequential "
-            f"{sorted({_changed(r) for _, r in case.sequential})}; tokens per "
-            f"output {case.prompt_tokens:.0f} prompt + {case.completion_tokens:.1f} completion "
-            f"({case.tokens_from})"
-        )
+    return rows, stop_rows, findings
+
+
+def main(quick: bool = False) -> None:
+    seeds, orders = (range(2), range(1, 3)) if quick else (range(10), range(1, 11))
+    result = ResultFile("cost", quick)
+    start = time.perf_counter()
+    prices = _prices()
+    li, lo, bi, bo = prices
+    result.note(
+        f"cost: {MODEL} at litellm's prices, list ${li * 1e6:.3f} / ${lo * 1e6:.3f} and batch "
+        f"${bi * 1e6:.3f} / ${bo * 1e6:.3f} per million prompt / completion tokens; B={B}, "
+        f"Holm at alpha={ALPHA}; benchmark seeds: the recorded order, paths seeded "
+        f"{seeds.start}-{seeds.stop - 1}; check: {len(orders)} other orders of the outputs "
+        f"(seeded {orders.start}-{orders.stop - 1}), paths seeded by the order"
+    )
+    rows, stop_rows, findings = [], [], []
+    for study in STUDIES:
+        measured = _measure(study, seeds, orders, prices)
+        rows += measured[0]
+        stop_rows += measured[1]
+        findings += measured[2]
     result.table(
-        "cost of one audit (outputs: the mean over the sequential design's seeds)",
+        "cost of one audit (outputs: the mean over the benchmark's seeds; same decisions: "
+        "runs equal to the fixed audit's, on the benchmark's seeds and on the check)",
         ["audit", "design", "price", "outputs", "cost", "vs fixed at list", "same decisions"],
         rows,
     )
-    for line in verdicts:
+    result.table(
+        "per perturbation: the fixed audit's p-value and decision (recorded order; check: "
+        "changed in how many other orders), and where each sequential design stopped it "
+        "(every run: benchmark seeds and check)",
+        ["audit", "perturbation", "fixed p", "fixed changed", "design", "stops"],
+        stop_rows,
+    )
+    for line in findings:
         result.note(line)
     result.note(f"bench_cost: {time.perf_counter() - start:.0f} s")
     result.write()

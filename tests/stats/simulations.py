@@ -141,14 +141,18 @@ def sequential_null_rejections(
 
 
 def sequential_family_errors(
-    seed: int, method: str = "holm", effects: int = 0, omega: str = "energy_cosine"
+    seed: int,
+    method: str = "holm",
+    effects: int = 0,
+    omega: str = "energy_cosine",
+    design: SequentialDesign | None = None,
 ) -> Iterator[tuple[bool, float]]:
-    """Per family of 4 group-sequential tests (k_max = 20, the default design, R + 1 = 800
-    random paths: Holm's first look, 0.1 x 0.05/4 x 800 = 1 path, may cross; BY's cannot,
-    which only costs power), the first ``effects`` shifted: whether any unshifted one is
-    rejected, and the false discovery proportion."""
+    """Per family of 4 group-sequential tests (k_max = 20, the default design unless
+    ``design``, R + 1 = 800 random paths: Holm's first look, 0.1 x 0.05/4 x 800 = 1 path, may
+    cross; BY's cannot, which only costs power), the first ``effects`` shifted: whether any
+    unshifted one is rejected, and the false discovery proportion."""
     rng = np.random.default_rng(seed)
-    design = sequential_design(20)
+    design = sequential_design(20) if design is None else design
     while True:
         space = answer_space(rng)
         original = sample(rng, space, ORIGINAL, 20)

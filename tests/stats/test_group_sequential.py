@@ -269,6 +269,16 @@ def test_error_rate_of_families_with_two_changes(method):
     assert_rates(outcomes, Rate(ALPHA, f"{method}: 2 of 4 shifted"))
 
 
+def test_error_rate_of_families_without_futility_and_half_the_level_at_the_end():
+    """The design ``python -m benchmarks cost`` measures for the persona study (no futility
+    stops, half the level kept for the last look, the interim looks sharing the rest):
+    Holm families of 4 with 2 shifted, FWER at most alpha, checked sequentially. Without
+    futility the boundary spends the level exactly (the worst case for the error rate)."""
+    design = sequential_design(20, final_weight=0.5, futility=None)
+    errors = sequential_family_errors(31, "holm", effects=2, design=design)
+    assert_rates((any_false for any_false, _ in errors), Rate(ALPHA, "holm: no futility, 0.5"))
+
+
 def test_an_exhaustive_first_block_runs_through_every_split_equally_often():
     looks = (4, 6, 8)  # C(8, 4) = 70 splits of the first block
     splits = block_splits(looks, 0, 140, 0, first_block="all")
