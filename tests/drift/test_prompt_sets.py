@@ -32,3 +32,13 @@ def test_every_prompts_arms_drift_under_their_prompts_name() -> None:
     for job in jobs:  # each arm against the same prompt's arm at the reference epoch
         prompt = job.role.rsplit(" on ", 1)[1]
         assert (prompt, job.reference_arm) in _arms("2026-11-27")
+
+
+def test_every_prompts_arm_of_a_perturbation_is_one_series() -> None:
+    config = parse_config({**SET, "epoch": "2026-11-28"})
+    (spec,) = config.family
+    jobs = _jobs(config, plan_audit(config), "2026-11-27", config.k)
+    pools: dict[str, set[str]] = {}
+    for job in jobs:
+        pools.setdefault(job.pool, set()).add(job.prompt_id)
+    assert pools == {"original (m)": {"sky", "grass"}, f"{spec.id} (m)": {"sky", "grass"}}
