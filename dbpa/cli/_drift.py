@@ -123,7 +123,12 @@ def drift(
 def monitor_reset(
     audit: Annotated[str, typer.Argument(metavar="AUDIT", help="Audit name (the config's name).")],
     arm: Annotated[
-        str | None, typer.Argument(metavar="ARM", help="The arm's label, as dbpa drift shows it.")
+        str | None,
+        typer.Argument(
+            metavar="ARM",
+            help="The arm's label as dbpa drift shows it (over a set of prompts, the series "
+            "of a perturbation's arms: all of them restart).",
+        ),
     ] = None,
     every: Annotated[bool, typer.Option("--all", help="Reset every arm of the audit.")] = False,
     db: DbOption = DEFAULT_DB,
