@@ -29,8 +29,11 @@ no arm of it changed, over any number of ticks. ``form="detect"``: each pooled p
 Shiryaev-Roberts statistic on its per-tick factors (Shin, Ramdas & Rinaldo 2023), the
 largest divided by ``2 m`` (1 when ``m = 1``), as ``DriftMonitor`` does for one arm. With
 ``G`` pools each at ``alpha / G`` (e-Bonferroni over pools only), the chance that any pool
-none of whose arms changed ever alarms is at most ``alpha``. A change spread over the
-prompts adds up: ``n`` arms each gaining ``log`` evidence ``g`` give the pool ``n g``.
+none of whose arms changed ever alarms is at most ``alpha`` (test form); with the detector
+each such pool's statistic ``R_t`` has ``E R_n <= n`` so, by Doob's maximal inequality and
+the same union bound, some such pool alarms by tick ``n`` with probability at most ``n
+alpha`` (``n alpha / 2`` with ``m > 1``). A change spread over the prompts adds up: ``n``
+arms each gaining log evidence ``g`` give the pool ``n g``.
 """
 
 from __future__ import annotations
