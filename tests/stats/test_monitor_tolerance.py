@@ -12,6 +12,11 @@ each bet against the mean of many fresh tick outputs (payoff ``(mean f(x) - f(y)
 tolerance``, still of mean <= 0 while the total variation is within the tolerance) gain
 about 0.2 each, 4.1 in all, so the information is there; the fix is the per-arm monitor's
 (``_monitor.py``, branch monitor-power's to change).
+
+No test at all can do it for small tolerances: against the null baseline that gives the new
+kind a share ``tolerance`` (within the tolerance of the ticks), 20 reference outputs none of
+that kind are a likelihood ratio of ``(1 - tolerance)^-20`` at most, below 1 / alpha = 20 for
+a tolerance under 0.14; hence the test's tolerance of 0.3.
 """
 
 from __future__ import annotations
