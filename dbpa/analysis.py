@@ -9,7 +9,13 @@ from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
-from pydantic import Field, field_validator, model_validator
+from pydantic import (
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from dbpa.specs import Spec, content_hash
 from dbpa.stats import (
@@ -237,6 +243,21 @@ class MonitorSpec(Spec):
     (quick on new kinds of answer), ``ticks`` one per tick against every earlier output
     (sees the shares of familiar answers move), ``both`` the two, sharing the alarm line
     (docs/explanation/drift.md). Every replay uses the latest tick's setting for all ticks."""
+    pool: Literal["prompts", "arms"] = "prompts"
+    """How the arms share the alarm line: ``prompts`` pools the evidence of every prompt's arm
+    of one perturbation (or the original) and model over a set of prompts (the product of
+    their monitors' processes, ``dbpa.stats.pool_evidence``), e-Bonferroni over the pools
+    only; ``arms`` monitors each arm alone, e-Bonferroni over every arm. The same for a
+    single prompt. Every replay uses the latest tick's setting for all ticks."""
+
+    @model_serializer(mode="wrap")
+    def _dump_as_before(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Without ``pool`` when it is the default: configs dump, and hash, as they did
+        before it existed."""
+        data: dict[str, Any] = handler(self)
+        if data.get("pool") == "prompts":
+            del data["pool"]
+        return data
 
 
 def derive_test_id(

@@ -43,15 +43,23 @@ def monitor(
     form: str = "test",
     conformal: str | None = None,
     publish: bool = True,
+    pool: str | None = None,
 ) -> MonitorSummary:
     """Replay the drift monitor of every arm of ``audit`` through ``epoch``, store it, emit
     ``dbpa.drift.alarm`` for new alarms and (with ``publish``) show the evidence.
     ``conformal`` (outputs, ticks or both): the conformal processes, None for the config's
-    ``monitor.conformal`` at ``epoch`` (a scheduled tick uses its config's)."""
+    ``monitor.conformal`` at ``epoch`` (a scheduled tick uses its config's); ``pool``
+    (prompts or arms) likewise for ``monitor.pool``."""
     logger = get_run_logger()
     with storage.Store(db) as store:
         replay = replay_monitor(
-            store, audit, epoch=epoch, tolerance=tolerance, form=form, conformal=conformal
+            store,
+            audit,
+            epoch=epoch,
+            tolerance=tolerance,
+            form=form,
+            conformal=conformal,
+            pool=pool,
         )
         known = _stored_alarms(store, audit)
         raised = [t for t in replay.ticks if t.raised and (t.series, t.baseline_epoch) not in known]
@@ -63,10 +71,9 @@ def monitor(
     latest = replay.latest()
     alarmed = tuple(t.series for t in latest if t.state.alarm)
     logger.info(
-        "monitor of %s: %d arms, alarm line e = %g, conformal %s; %d alarmed%s",
+        "monitor of %s: %s, conformal %s; %d alarmed%s",
         audit,
-        replay.arms,
-        replay.arms / replay.alpha,
+        replay.design,
         replay.conformal,
         len(alarmed),
         f" ({', '.join(alarmed)})" if alarmed else "",
@@ -91,8 +98,8 @@ def _publish(replay: MonitorReplay, latest: tuple[MonitorTick, ...]) -> None:
     publish_once(
         create_table_artifact,
         artifact_key(replay.audit, "monitor"),
-        f"Drift monitor of {replay.audit}: evidence of each arm against its baseline "
-        f"(alarm at e = {replay.arms}/{replay.alpha:g}, conformal {replay.conformal})",
+        f"Drift monitor of {replay.audit}: evidence of each series against its baseline "
+        f"({replay.design}, conformal {replay.conformal})",
         digest,
         table=table,
     )
@@ -110,6 +117,7 @@ def _table_row(tick: MonitorTick) -> dict[str, str]:
     s = tick.state
     return {
         "arm": tick.series,
+        "arms": str(tick.arms),
         "decision": "alarm" if s.alarm else "no alarm",
         "e-value": f"{s.e_value:.3g}",
         "alarm line": f"{s.threshold:.3g}",

@@ -50,6 +50,13 @@ def drift(
             "monitor.conformal)."
         ),
     ] = None,
+    pool: Annotated[
+        str | None,
+        typer.Option(
+            help="Monitor: prompts (pool every prompt's arm of a perturbation and model) or "
+            "arms (each arm alone); default: the config's monitor.pool."
+        ),
+    ] = None,
 ) -> None:
     """Monitor every arm of an audit over its epochs, or test one epoch against earlier ones.
 
@@ -57,7 +64,14 @@ def drift(
     ticks; ``--per-tick`` permutation-tests one epoch against the previous and the baseline
     epoch. Uses the stored embeddings only: no model call, nothing written.
     """
-    from dbpa.drift import AGAINST, plan_drift, read_epochs, replay_monitor, run_comparison
+    from dbpa.drift import (
+        AGAINST,
+        POOLS,
+        plan_drift,
+        read_epochs,
+        replay_monitor,
+        run_comparison,
+    )
     from dbpa.stats import MONITOR_CONFORMAL
 
     if fmt not in ("table", "json"):
@@ -86,9 +100,13 @@ def drift(
             raise fail(
                 ExitCode.BAD_INPUT, f"--conformal: unknown {conformal!r}; choose one of {choices}"
             )
+        if pool is not None and pool not in POOLS:
+            raise fail(
+                ExitCode.BAD_INPUT, f"--pool: unknown {pool!r}; choose one of {', '.join(POOLS)}"
+            )
         with open_record(db) as store:
             replay = replay_monitor(
-                store, audit, epoch=epoch, tolerance=tolerance, conformal=conformal
+                store, audit, epoch=epoch, tolerance=tolerance, conformal=conformal, pool=pool
             )
         if fmt == "json":
             sys.stdout.write(json.dumps(_monitor_json(replay), indent=2) + "\n")
@@ -116,7 +134,12 @@ def drift(
 def monitor_reset(
     audit: Annotated[str, typer.Argument(metavar="AUDIT", help="Audit name (the config's name).")],
     arm: Annotated[
-        str | None, typer.Argument(metavar="ARM", help="The arm's label, as dbpa drift shows it.")
+        str | None,
+        typer.Argument(
+            metavar="ARM",
+            help="The arm's label as dbpa drift shows it (over a set of prompts, the series "
+            "of a perturbation's arms: all of them restart).",
+        ),
     ] = None,
     every: Annotated[bool, typer.Option("--all", help="Reset every arm of the audit.")] = False,
     db: DbOption = DEFAULT_DB,
@@ -151,9 +174,13 @@ def _monitor_json(replay: MonitorReplay) -> dict[str, Any]:
         "tolerance": replay.tolerance,
         "form": replay.form,
         "conformal": replay.conformal,
+        "pool": replay.pool,
+        "design": replay.design,
+        "series": replay.members,
         "latest": [
             {
                 "arm": t.series,
+                "arms": t.arms,
                 "arm_id": t.arm_id,
                 "baseline_epoch": t.baseline_epoch,
                 "epoch": t.epoch,
@@ -175,9 +202,8 @@ def _print_monitor(replay: MonitorReplay) -> None:
         out.print(f"{replay.audit}: no epoch after the baseline is recorded; nothing to monitor")
         return
     table = Table(
-        title=f"{replay.audit}: drift monitor of {replay.arms} arms (alarm at e = "
-        f"{replay.arms}/{replay.alpha:g}, tolerance {replay.tolerance:g}, conformal "
-        f"{replay.conformal})",
+        title=f"{replay.audit}: drift monitor of {replay.design} (tolerance "
+        f"{replay.tolerance:g}, conformal {replay.conformal})",
         title_justify="left",
         box=box.SIMPLE_HEAD,
         pad_edge=False,

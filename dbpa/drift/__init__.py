@@ -20,6 +20,7 @@ from ._epochs import Epoch, EpochReader, epoch_order, read_epochs
 from ._history import DriftHistory, DriftPoint, HistoryReader, read_history
 from ._monitor import (
     ALL_SERIES,
+    POOLS,
     EvidencePoint,
     MonitorHistory,
     MonitorHistoryReader,
@@ -34,6 +35,7 @@ from ._plan import AGAINST, Comparison, DriftError, DriftJob, outdated, plan_dri
 __all__ = [
     "AGAINST",
     "ALL_SERIES",
+    "POOLS",
     "Comparison",
     "DriftError",
     "DriftHistory",

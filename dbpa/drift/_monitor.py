@@ -1,25 +1,33 @@
 """The drift monitor over an audit's epochs: every arm replayed from its baseline epoch.
 
-Each arm of the audit (a *series*, named by its label ``role (family)``) is monitored by a
-``dbpa.stats.DriftMonitor`` against its baseline: the arm at the first epoch, or at the
-epoch of its latest reset (``Store.add_monitor_reset``; series ``*`` resets every arm). The
-monitor is replayed from the stored embeddings, the epochs in epoch order, so its state is
-a function of the record: a retried, resumed or re-run tick gives the same evidence and
-never counts twice, and a tick recorded late takes its place in time. The family of arms
-is held together by e-Bonferroni (``dbpa.stats.family_alarms``): each of the ``m`` arms
-alarms at ``m / alpha``, so the chance that any arm without a change ever alarms is at most
-the audit's alpha. The reference of a series is its baseline arm's first outputs as loaded
-at its first tick (the same array every tick: never counted again). Which conformal
-processes run (``conformal``) is the config's ``monitor.conformal`` at the epoch replayed
-through, for every tick of the replay: a changed setting replays the whole history under the
-new design, never a mix of the two.
+Each arm of the audit is monitored by a ``dbpa.stats.DriftMonitor`` against its baseline:
+the arm at the first epoch, or at the epoch of its series' latest reset
+(``Store.add_monitor_reset``; series ``*`` resets every arm). The monitor is replayed from
+the stored embeddings, the epochs in epoch order, so its state is a function of the record:
+a retried, resumed or re-run tick gives the same evidence and never counts twice, and a
+tick recorded late takes its place in time. The reference of an arm is its baseline arm's
+first outputs as loaded at its first tick (the same array every tick: never counted again).
+
+**Series.** With ``pool="prompts"`` (the config's ``monitor.pool``, the default) a *series*
+is every prompt's arm of one perturbation (or the original) and model over a set of
+prompts, named ``role (family)`` without the prompt: its evidence is the product of its
+arms' processes (``dbpa.stats.pool_evidence``: the arms' outputs are independent given the
+model, so the product of their test martingales is one), and a change spread over the
+prompts adds up. With ``pool="arms"``, and for a single prompt either way, a series is one
+arm. The ``m`` series are held together by e-Bonferroni (as ``dbpa.stats.family_alarms``):
+each alarms at ``m / alpha``, so the chance that any series none of whose arms changed ever
+alarms is at most the audit's alpha. A reset of a series (or of one of its arms) restarts
+all of its arms. Which conformal processes run (``conformal``) and the pooling are the
+config's at the epoch replayed through, for every tick of the replay: a changed setting
+replays the whole history under the new design, never a mix of the two.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -27,17 +35,19 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dbpa.config import parse_config
-from dbpa.stats import MONITOR_CONFORMAL, DriftMonitor, MonitorState
+from dbpa.specs import content_hash
+from dbpa.stats import MONITOR_CONFORMAL, DriftMonitor, MonitorState, pool_evidence
 
 from ._compare import VectorReader, load_vectors
 from ._epochs import EpochReader, epoch_order, read_epochs
-from ._plan import DriftError, plan_drift
+from ._plan import DriftError, DriftJob, plan_drift
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
     "ALL_SERIES",
+    "POOLS",
     "EvidencePoint",
     "MonitorHistory",
     "MonitorHistoryReader",
@@ -50,6 +60,9 @@ __all__ = [
 
 ALL_SERIES = "*"
 """A reset's series that applies to every arm."""
+POOLS = ("prompts", "arms")
+"""How arms form the monitored series: ``prompts`` every prompt's arm of one perturbation (or
+the original) and model over a set, ``arms`` each arm alone (``MonitorSpec.pool``)."""
 
 
 @runtime_checkable
@@ -71,7 +84,10 @@ class MonitorTick:
     epoch: str
     arm_id: str
     reference_arm: str
+    """The arm's ids, or for a series of several arms content ids of theirs."""
     state: MonitorState
+    arms: int = 1
+    """The series' arms monitored at this tick (their evidence multiplied)."""
 
     def row(self, replay: MonitorReplay) -> dict[str, Any]:
         """The row ``Store.add_monitor_ticks`` stores."""
@@ -109,7 +125,8 @@ class MonitorReplay:
     alpha: float
     """The family's level (the audit's alpha)."""
     arms: int
-    """m, the arms monitored together; each alarms at ``m / alpha``."""
+    """m, the series monitored together (pools of arms, or arms); each alarms at ``m /
+    alpha``."""
     tolerance: float
     form: str
     conformal: str
@@ -117,12 +134,28 @@ class MonitorReplay:
     ticks: tuple[MonitorTick, ...]
     """By series, then epoch order."""
     skipped: dict[str, str] = field(default_factory=dict)
-    """Series and epoch not monitored -> why."""
+    """Arm and epoch not monitored -> why."""
+    pool: str = "arms"
+    """How arms form the series (``POOLS``)."""
+    members: dict[str, int] = field(default_factory=dict)
+    """Series -> the arms it pools (at the epoch replayed through)."""
 
     @property
     def arm_alpha(self) -> float:
-        """Each arm's level under e-Bonferroni: ``alpha / m``."""
+        """Each series' level under e-Bonferroni: ``alpha / m``."""
         return self.alpha / self.arms
+
+    @property
+    def design(self) -> str:
+        """The design in a sentence: what is pooled and the alarm line."""
+        line = f"alarm at e = {self.arms}/{self.alpha:g}"
+        arms = sum(self.members.values()) or self.arms
+        if arms > self.arms:
+            return (
+                f"{arms} arms pooled over the prompts into {self.arms} series (perturbation "
+                f"and model; their evidence multiplied), {line}"
+            )
+        return f"{self.arms} arms, each alone, {line}"
 
     def latest(self) -> tuple[MonitorTick, ...]:
         """Each series' last tick."""
@@ -234,9 +267,11 @@ def replay_monitor(
     tolerance: float = 0.0,
     form: str = "test",
     conformal: str | None = None,
+    pool: str | None = None,
 ) -> MonitorReplay:
-    """Replay every arm's monitor of ``audit`` through ``epoch`` (module docstring);
-    ``conformal`` (outputs, ticks or both) overrides the config's ``monitor.conformal``."""
+    """Replay every arm's monitor of ``audit`` through ``epoch`` and pool their evidence
+    (module docstring); ``conformal`` (outputs, ticks or both) and ``pool`` (prompts or
+    arms) override the config's ``monitor.conformal`` and ``monitor.pool``."""
     epochs = read_epochs(store, audit)
     if not epochs:
         raise DriftError(f"audit: no completed run of {audit!r} is recorded")
@@ -251,15 +286,27 @@ def replay_monitor(
     if conformal not in MONITOR_CONFORMAL:
         choices = ", ".join(MONITOR_CONFORMAL)
         raise DriftError(f"conformal: unknown {conformal!r}; choose one of {choices}")
+    pool = pool or config.monitor.pool
+    if pool not in POOLS:
+        raise DriftError(f"pool: unknown {pool!r}; choose one of {', '.join(POOLS)}")
     latest = plan_drift(audit, epochs[: upto + 1], against=("baseline",))
-    labels = [job.label for c in latest for job in c.jobs]
-    m = max(len(labels), 1)
+    series_of = {
+        job.label: job.pool if pool == "prompts" else job.label for c in latest for job in c.jobs
+    }
+    members = Counter(series_of.values())
+    m = max(len(members), 1)
+    everyone = resets.get(ALL_SERIES, 0)
+    baselines = {
+        name: max(
+            [everyone, resets.get(name, 0)] + [resets.get(a, 0) for a in _arms(series_of, name)]
+        )
+        for name in members
+    }
     replay_ticks: list[MonitorTick] = []
     skipped: dict[str, str] = {}
-    everyone = resets.get(ALL_SERIES, 0)
-    baselines = {label: max(resets.get(label, 0), everyone) for label in labels}
     for base in sorted(set(baselines.values())):
-        series = {label for label, b in baselines.items() if b == base}
+        series = {name for name, b in baselines.items() if b == base}
+        found: dict[str, _Series] = {}
         monitors: dict[str, tuple[DriftMonitor, NDArray[np.float32]]] = {}
         for position in range(base + 1, upto + 1):
             (comparison,) = plan_drift(
@@ -271,26 +318,105 @@ def replay_monitor(
             )
             ready, missing = load_vectors(store, comparison)
             for label, reason in missing.items():
-                if label in series:
+                if series_of.get(label) in series:
                     skipped[f"{label} @ {names[position]}"] = reason
             for job, reference, current in ready:
-                if job.label not in series:
+                name = series_of.get(job.label)
+                if name not in series:
                     continue
                 if job.label not in monitors:
                     rng = _seed(audit, job.label, names[base])
-                    monitor = DriftMonitor(
-                        alpha / m, tolerance, form=form, conformal=conformal, rng=rng
-                    )
+                    monitor = DriftMonitor(tolerance=tolerance, conformal=conformal, rng=rng)
                     monitors[job.label] = (monitor, reference)
                 monitor, fixed = monitors[job.label]
                 state = monitor.update(fixed, current)
-                replay_ticks.append(
-                    MonitorTick(
-                        job.label, names[base], names[position], job.arm, job.reference_arm, state
-                    )
-                )
+                found.setdefault(name, _Series()).add(names[position], job, state)
+        for name, tracked in found.items():
+            replay_ticks += tracked.ticks(name, names[base], alpha / m, form)
     replay_ticks.sort(key=lambda t: (t.series, t.baseline_epoch, t.state.ticks))
-    return MonitorReplay(audit, alpha, m, tolerance, form, conformal, tuple(replay_ticks), skipped)
+    return MonitorReplay(
+        audit,
+        alpha,
+        m,
+        tolerance,
+        form,
+        conformal,
+        tuple(replay_ticks),
+        skipped,
+        pool=pool,
+        members=dict(sorted(members.items())),
+    )
+
+
+@dataclass
+class _Series:
+    """A series' arms' monitor states by epoch, pooled by ``ticks`` (``pool_evidence``)."""
+
+    epochs: list[str] = field(default_factory=list)
+    states: list[dict[str, tuple[DriftJob, MonitorState]]] = field(default_factory=list)
+
+    def add(self, epoch: str, job: DriftJob, state: MonitorState) -> None:
+        if not self.epochs or self.epochs[-1] != epoch:
+            self.epochs.append(epoch)
+            self.states.append({})
+        self.states[-1][job.label] = (job, state)
+
+    def ticks(self, name: str, baseline: str, alpha: float, form: str) -> list[MonitorTick]:
+        """The series' states: its arms' processes multiplied, each arm's carried over
+        ticks it missed (1 before its first)."""
+        arms = sorted({label for tick in self.states for label in tick})
+        processes = len(next(iter(self.states[0].values()))[1].log_martingales)
+        logs = np.zeros((len(self.states), len(arms), processes))
+        for t, tick in enumerate(self.states):
+            if t:
+                logs[t] = logs[t - 1]
+            for label, (_, state) in tick.items():
+                logs[t, arms.index(label)] = state.log_martingales
+        pooled = pool_evidence(logs, alpha, form=form)
+        jobs = {label: job for tick in self.states for label, (job, _) in tick.items()}
+        arm_id, reference_arm = _pool_ids([jobs[a] for a in arms])
+        found = []
+        for t, (epoch, tick) in enumerate(zip(self.epochs, self.states, strict=True)):
+            states = [state for _, state in tick.values()]
+            evidence = float(pooled.log_e_value[t])
+            alarm_tick = (
+                pooled.alarm_tick if pooled.alarm_tick and pooled.alarm_tick <= t + 1 else None
+            )
+            state = MonitorState(
+                ticks=t + 1,
+                e_value=math.exp(min(evidence, 700.0)),
+                log_e_value=evidence,
+                threshold=pooled.threshold,
+                alarm=alarm_tick is not None,
+                alarm_tick=alarm_tick,
+                pairs=sum(s.pairs for s in states),
+                stake=float(np.mean([s.stake for s in states])),
+                payoff=float(np.mean([s.payoff for s in states])),
+                baseline_left=sum(s.baseline_left for s in states),
+                log_e_betting=float(pooled.log_processes[t, 0]),
+                log_e_conformal=float(pooled.log_processes[t, 1:].max()) if processes > 1 else 0.0,
+                log_martingales=tuple(float(v) for v in logs[t].sum(axis=0)),
+            )
+            found.append(
+                MonitorTick(name, baseline, epoch, arm_id, reference_arm, state, len(tick))
+            )
+        return found
+
+
+def _pool_ids(jobs: Sequence[DriftJob]) -> tuple[str, str]:
+    """A series' arm and reference arm ids: its arm's, or for a pool of several a content
+    id of its arms'."""
+    if len(jobs) == 1:
+        return jobs[0].arm, jobs[0].reference_arm
+    return (
+        content_hash("pool", sorted(j.arm for j in jobs)),
+        content_hash("pool", sorted(j.reference_arm for j in jobs)),
+    )
+
+
+def _arms(series_of: Mapping[str, str], name: str) -> list[str]:
+    """The arm labels of series ``name``."""
+    return [label for label, series in series_of.items() if series == name and label != name]
 
 
 def _tick_or_none(value: Any) -> int | None:

@@ -34,11 +34,22 @@ class DriftJob:
     reference_arm: str
     arm: str
     test_id: str
+    prompt_id: str | None = None
+    """The arm's prompt over a set of prompts; None for a single prompt."""
 
     @property
     def label(self) -> str:
         """``role (family)``, e.g. ``persona-child (gpt-4o)``."""
         return f"{self.role} ({self.family})"
+
+    @property
+    def pool(self) -> str:
+        """The label without the prompt: every prompt's arm of this perturbation (or the
+        original) and family over a set, e.g. ``persona-child (gpt-4o)``; the label itself
+        for a single prompt."""
+        if self.prompt_id is None:
+            return self.label
+        return f"{self.role.removesuffix(f' on {self.prompt_id}')} ({self.family})"
 
 
 @dataclass(frozen=True)
@@ -167,5 +178,7 @@ def _jobs(
             test_id = derive_test_id(
                 earlier.arm_id, arm.arm_id, plan.embedder, config.analysis, config.seed, k
             )
-            jobs[arm.arm_id] = DriftJob(now.family, role, earlier.arm_id, arm.arm_id, test_id)
+            jobs[arm.arm_id] = DriftJob(
+                now.family, role, earlier.arm_id, arm.arm_id, test_id, now.prompt_id
+            )
     return tuple(jobs.values())

@@ -399,9 +399,10 @@ def _monitor(data: ReportData) -> list[str]:
         "",
         "## Drift monitor",
         "",
-        "Each arm's evidence against its baseline, accumulated over the ticks; an arm without "
-        "a change ever reaches its alarm line with probability at most alpha (all arms "
-        "together).",
+        "Each arm's evidence against its baseline, accumulated over the ticks (over a set of "
+        "prompts, each perturbation's and model's arms on every prompt pooled into one "
+        "series, their evidence multiplied); a series without a change ever reaches its "
+        "alarm line with probability at most alpha (all series together).",
         "",
         _table(header, rows),
     ]

@@ -47,6 +47,7 @@ from ._interval import MIN_ROWS as INTERVAL_MIN_ROWS
 from ._monitor import CONFORMAL as MONITOR_CONFORMAL
 from ._monitor import FORMS as MONITOR_FORMS
 from ._monitor import DriftMonitor, MonitorState
+from ._monitor_pool import PooledEvidence, pool_evidence, pool_split
 from ._multiplicity import (
     CORRECTIONS,
     CorrectionResult,
@@ -126,6 +127,7 @@ __all__ = [
     "PermutationBudgetWarning",
     "PermutationTestResult",
     "PerturbationPower",
+    "PooledEvidence",
     "PowerResult",
     "PromptDrilldown",
     "PromptSetResult",
@@ -168,6 +170,8 @@ __all__ = [
     "plan_family",
     "plan_k",
     "plan_set_power",
+    "pool_evidence",
+    "pool_split",
     "pooled_similarity",
     "prompt_drilldown",
     "prompt_set_test",

@@ -157,6 +157,10 @@ class MonitorState:
     """Natural log of the conformal processes' evidence (each one's martingale or Shiryaev-
     Roberts statistic, the larger of them with ``conformal="both"``; ``_conformal.py``,
     ``_tick_conformal.py``); 0 with a tolerance (they are off)."""
+    log_martingales: tuple[float, ...] = ()
+    """Natural log of each process's test martingale whatever the form: the betting wealth,
+    then each conformal process's (in ``CONFORMAL`` order). The pieces ``MonitorPool``
+    multiplies across independent arms (``_monitor_pool.py``)."""
 
 
 @dataclass
@@ -291,6 +295,7 @@ class DriftMonitor:
             baseline_left=len(book.queue),
             log_e_betting=betting,
             log_e_conformal=other,
+            log_martingales=(book.log_wealth, *(s.log_martingale for s in steps)),
         )
 
     def _stake(self) -> float:

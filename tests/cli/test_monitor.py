@@ -88,3 +88,16 @@ def test_the_design_is_shown_and_can_be_chosen(db):
     chosen = invoke("drift", "drifty", "--db", str(db), "--conformal", "both", "--format", "json")
     assert chosen.exit_code == 0, chosen.output
     assert json.loads(chosen.output)["conformal"] == "both"
+
+
+def test_an_unknown_pooling_is_named(db):
+    result = invoke("drift", "drifty", "--db", str(db), "--pool", "models")
+    assert result.exit_code != 0
+    assert "--pool: unknown 'models'" in result.output
+
+
+def test_a_single_prompts_arms_are_each_alone(db):
+    shown = json.loads(invoke("drift", "drifty", "--db", str(db), "--format", "json").output)
+    assert shown["pool"] == "prompts"
+    assert shown["design"] == "3 arms, each alone, alarm at e = 3/0.05"
+    assert set(shown["series"].values()) == {1}

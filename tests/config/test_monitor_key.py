@@ -12,6 +12,7 @@ import yaml
 
 from dbpa.analysis import MonitorSpec
 from dbpa.config import ConfigError, load_config, parse_config, parse_overrides
+from dbpa.drift import POOLS
 from dbpa.stats import MONITOR_CONFORMAL
 from tests.config.test_config import CONFIG, DUMPED_KEYS, FINGERPRINT
 
@@ -23,12 +24,12 @@ def test_without_the_key_the_config_dumps_and_fingerprints_as_before():
     assert config.fingerprint() == FINGERPRINT
 
 
-
 def test_a_dump_that_leaves_out_unset_fields_leaves_out_the_key():
     """What Prefect does with a Dask task runner's parameters (the dump failed on the key)."""
     dumped = parse_config(CONFIG).model_dump(mode="json", exclude_unset=True)
     assert "monitor" not in dumped
     assert dumped["k"] == CONFIG["k"]
+
 
 def test_a_chosen_design_is_dumped_and_read_back():
     config = parse_config({**CONFIG, "monitor": {"conformal": "both"}})
@@ -41,6 +42,15 @@ def test_a_chosen_design_is_dumped_and_read_back():
 
 def test_the_choices_are_the_monitors():
     assert get_args(MonitorSpec.model_fields["conformal"].annotation) == MONITOR_CONFORMAL
+    assert get_args(MonitorSpec.model_fields["pool"].annotation) == POOLS
+
+
+def test_pooling_is_dumped_only_when_not_the_default():
+    config = parse_config({**CONFIG, "monitor": {"conformal": "both", "pool": "prompts"}})
+    assert config.model_dump(mode="json")["monitor"] == {"conformal": "both"}
+    alone = parse_config({**CONFIG, "monitor": {"pool": "arms"}})
+    assert alone.model_dump(mode="json")["monitor"] == {"conformal": "outputs", "pool": "arms"}
+    assert parse_config(alone.model_dump(mode="json")) == alone
 
 
 def test_set_monitor_conformal_works_on_any_config(tmp_path: Path):
@@ -55,6 +65,7 @@ def test_set_monitor_conformal_works_on_any_config(tmp_path: Path):
     [
         ({"conformal": "pairs"}, "monitor.conformal: Input should be 'outputs', 'ticks' or 'both'"),
         ({"conformal": 3}, "monitor.conformal"),
+        ({"pool": "models"}, "monitor.pool: Input should be 'prompts' or 'arms'"),
         ({"tolerance": 0.1}, "monitor.tolerance"),
         ("both", "monitor: Input should be"),
     ],

@@ -41,7 +41,8 @@ def record_tick(
 ) -> AuditConfig:
     """One tick of the ``drifty`` audit: every arm's outputs embedded around a centre of its
     own (fixed across ticks), moved by ``shift[role]`` at this tick; ``outputs[role]``, when
-    given, are the role's embeddings (k x ``DIM``) instead."""
+    given, are the role's embeddings (k x ``DIM``) instead. Over a set of prompts (``prompts``
+    in ``overrides``, and ``prompt=None``) a role is ``original on <prompt id>``."""
     config = parse_config({**BASE, "epoch": epoch, **overrides})
     plan = plan_audit(config)
     run_id = f"drifty-{epoch}"
@@ -56,8 +57,11 @@ def record_tick(
     )
     store.add_arms(plan.arms)
     store.add_family(run_id, [t.row() for t in plan.tests])
-    roles = {plan.tests[0].original.arm_id: "original"}
-    roles.update({t.perturbed.arm_id: t.perturbation.id for t in plan.tests})
+    roles: dict[str, str] = {}
+    for t in plan.unit_tests:  # over a set of prompts, the role on each prompt
+        on = "" if t.prompt_id is None else f" on {t.prompt_id}"
+        roles.setdefault(t.original.arm_id, f"original{on}")
+        roles.setdefault(t.perturbed.arm_id, f"{t.perturbation.id}{on}")
     for arm in plan.arms:
         role = roles[arm.arm_id]
         texts = [f"{epoch} {role} {i}" for i in range(config.k)]
