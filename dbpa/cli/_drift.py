@@ -77,8 +77,9 @@ def drift(
     if fmt not in ("table", "json"):
         raise fail(ExitCode.BAD_INPUT, f"--format: unknown {fmt!r}; choose table or json")
     if per_tick:
-        if tolerance is not None or conformal is not None:
-            option = "--tolerance" if tolerance is not None else "--conformal"
+        given = {"--tolerance": tolerance, "--conformal": conformal, "--pool": pool}
+        option = next((name for name, value in given.items() if value is not None), None)
+        if option is not None:
             raise fail(
                 ExitCode.BAD_INPUT,
                 f"{option}: only without --per-tick; it sets the monitor, which --per-tick "

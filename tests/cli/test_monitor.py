@@ -74,6 +74,7 @@ def test_reset_starts_a_new_baseline_for_one_arm_or_all(db):
         (["drift", "drifty", "--conformal", "pairs"], "--conformal: unknown 'pairs'"),
         (["drift", "drifty", "--per-tick", "--tolerance", "0.1"], "--tolerance: only without"),
         (["drift", "drifty", "--per-tick", "--conformal", "both"], "--conformal: only without"),
+        (["drift", "drifty", "--per-tick", "--pool", "arms"], "--pool: only without"),
     ],
 )
 def test_bad_input_is_named(db, args, message):
