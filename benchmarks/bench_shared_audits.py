@@ -12,22 +12,35 @@ through ``storage.Store`` in one process, as an audit makes them (the arms; an a
 a write; 256 vectors of 384 floats a write; 50 tests a write, each with its null distribution
 of B = 19,999; the run, its family and corrections): the shared record against the file.
 
-Every ``dbpa run`` is a fresh process with Prefect's temporary server (what ``dbpa run``
-starts), in a Prefect home of its own slot (one initialized by an untimed flow run, copied).
+Every ``dbpa run`` is a fresh process pointed at one running Prefect server
+(``PREFECT_API_URL``), as a deployment's worker runs its flow runs at scale, in both arms: a
+``prefect server start`` on a database of the same PostgreSQL cluster (a self-hosted Prefect
+at scale runs on PostgreSQL; on SQLite it answers 503 under concurrent flow runs, see
+``tests/support/prefect_api.py``), started once and untimed. ``dbpa run`` without
+``PREFECT_API_URL`` starts a temporary server of its own instead (3-4 CPU-s more a run,
+and its start-up in each run's wall time; see ARCHITECTURE.md): not measured here.
 PostgreSQL is a throwaway cluster on this machine with the server's default (durable)
 settings, made as the tests make theirs (``tests/support/postgres.py``); the password goes in
 ``PGPASSWORD``, never in the URL.
+
+CPU is counted so that a run on a loaded machine can be judged: each ``dbpa run``'s CPU
+seconds (its process and the children it waited for, from ``wait4``), and the servers'
+(the Prefect server's and PostgreSQL's process trees) over each measure; the load average
+at each measure's start and end. A measure whose wall time is near its CPU floor (all CPU
+seconds over the cores) was bound by the machine, not by the model's latency.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-import shutil
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -35,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psutil
 import yaml
 
 from benchmarks._provider import remote_provider
@@ -50,7 +64,6 @@ RULES = (
     Rule("", [("Rest, drink fluids and see a doctor if it gets worse.", 2), ("Rest.", 1)]),
 )
 PERSONAS = ("doctor", "nurse", "comedian", "child")
-BARE_FLOW = "from prefect import flow\nflow(lambda: None, name='init')()\n"
 SHARED_GOAL, ALONE_GOAL = 3.0, 1.3
 
 
@@ -96,58 +109,154 @@ def _config(name: str, api_base: str, k: int) -> dict[str, Any]:
     }
 
 
-class _Runs:
-    """``dbpa run`` processes, each in the Prefect home of a slot."""
+@dataclass(frozen=True)
+class Measure:
+    """The wall time of some ``dbpa run`` processes and the CPU they and the servers used."""
 
-    def __init__(self, tmp: Path, slots: int, server: PostgresServer, api_base: str) -> None:
+    wall: float
+    runs_cpu: list[float]
+    """CPU seconds of each ``dbpa run`` (its process and the children it waited for)."""
+    servers_cpu: float
+    """CPU seconds of the Prefect server's and PostgreSQL's processes meanwhile."""
+    load: tuple[float, float]
+    """The 1-minute load average at the start and at the end."""
+
+    @property
+    def machine_share(self) -> float:
+        """The share of the machine's cores these processes got: their CPU over wall x cores
+        (far below 1 on a machine others load, whatever the record)."""
+        return self.cpu_floor / self.wall
+
+    @property
+    def cpu_floor(self) -> float:
+        """The wall time if the machine's cores did nothing else: all CPU over the cores."""
+        return (sum(self.runs_cpu) + self.servers_cpu) / (os.cpu_count() or 1)
+
+
+def _postmaster(server: PostgresServer) -> int:
+    """The pid of ``server``'s postmaster (the first line of its data directory's pid file)."""
+    pid_file = server.socket_dir.parent / "data" / "postmaster.pid"
+    return int(pid_file.read_text().split()[0])
+
+
+def _tree_cpu(pid: int) -> float:
+    """CPU seconds of process ``pid``, the children it waited for and its live children."""
+    try:
+        root = psutil.Process(pid)
+        total = float(sum(root.cpu_times()[:4]))  # user, system, children's user and system
+        for child in root.children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                total += sum(child.cpu_times()[:2])
+    except psutil.Error:
+        return 0.0
+    return total
+
+
+class _Runs:
+    """``dbpa run`` processes pointed at one Prefect server, measured."""
+
+    def __init__(self, tmp: Path, server: PostgresServer, api_base: str) -> None:
         self.tmp, self.api_base = tmp, api_base
+        self.servers = [_postmaster(server)]
         base = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "PG"))}
-        base |= {
+        self.env = base | {
+            "PREFECT_HOME": str(tmp / "home"),
             "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-            "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "300",
             "DO_NOT_TRACK": "1",
             "PYTHONPATH": str(ROOT),
             "PGPASSWORD": server.password,
             KEY_ENV: "sk-bench",
         }
-        first = tmp / "home-0"
-        self.envs = [base | {"PREFECT_HOME": str(first)}]
-        _checked([sys.executable, "-c", BARE_FLOW], self.envs[0])  # migrations, untimed
-        for slot in range(1, slots):
-            shutil.copytree(first, tmp / f"home-{slot}")
-            self.envs.append(base | {"PREFECT_HOME": str(tmp / f"home-{slot}")})
+        self.prefect, api_url = _start_prefect_server(tmp, server, self.env)
+        self.servers.append(self.prefect.pid)
+        self.env["PREFECT_API_URL"] = api_url
+
+    def close(self) -> None:
+        self.prefect.terminate()
+        try:
+            self.prefect.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.prefect.kill()
+            self.prefect.wait()
+
+    def warm(self) -> None:
+        """What a ``dbpa run`` imports, imported once (untimed): the first measured run does
+        not read it from disk alone."""
+        imports = "import flows.audit; from dbpa.llm._client import litellm; litellm()"
+        command = [sys.executable, "-c", imports]
+        subprocess.run(command, env=self.env, cwd=ROOT, check=True, capture_output=True)
 
     def config(self, name: str, k: int) -> Path:
         path = self.tmp / f"{name}.yaml"
         path.write_text(yaml.safe_dump(_config(name, self.api_base, k)))
         return path
 
-    def run(self, config: Path, db: str, slot: int = 0) -> float:
-        """Wall seconds of ``dbpa run CONFIG --db DB`` to its exit (which must be 0)."""
+    def run(self, config: Path, db: str) -> float:
+        """CPU seconds of ``dbpa run CONFIG --db DB`` to its exit (which must be 0)."""
         out = self.tmp / "reports" / config.stem
         command = [sys.executable, "-m", "dbpa.cli", "run", str(config), "--db", db]
-        start = time.perf_counter()
-        _checked([*command, "--out", str(out)], self.envs[slot])
-        return time.perf_counter() - start
+        with tempfile.TemporaryFile("w+") as err:
+            process = subprocess.Popen(
+                [*command, "--out", str(out)], env=self.env, cwd=ROOT,
+                stdout=subprocess.DEVNULL, stderr=err,
+            )  # fmt: skip
+            _, status, usage = os.wait4(process.pid, 0)
+            process.returncode = os.waitstatus_to_exitcode(status)
+            if process.returncode != 0:
+                err.seek(0)
+                raise RuntimeError(
+                    f"{command[3:]} exited {process.returncode}:\n{err.read()[-3000:]}"
+                )
+        return usage.ru_utime + usage.ru_stime
 
-    def batch(self, configs: Sequence[Path], db: str, at_once: int) -> float:
-        """Wall seconds of every audit of ``configs`` on ``db``, ``at_once`` at a time."""
-        slots = list(range(at_once))
+    def batch(self, configs: Sequence[Path], db: str, at_once: int) -> Measure:
+        """Every audit of ``configs`` on ``db``, ``at_once`` at a time."""
+        load, servers = os.getloadavg()[0], sum(_tree_cpu(p) for p in self.servers)
         start = time.perf_counter()
         with ThreadPoolExecutor(at_once) as pool:
-            futures = [
-                pool.submit(self.run, config, db, slots[i % at_once])
-                for i, config in enumerate(configs)
-            ]
-            for future in futures:
-                future.result()
-        return time.perf_counter() - start
+            cpu = list(pool.map(lambda c: self.run(c, db), configs))
+        wall = time.perf_counter() - start
+        servers = sum(_tree_cpu(p) for p in self.servers) - servers
+        return Measure(wall, cpu, servers, (load, os.getloadavg()[0]))
 
 
-def _checked(command: list[str], env: dict[str, str]) -> None:
-    done = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"{command[3:]} exited {done.returncode}:\n{done.stderr[-3000:]}")
+def _start_prefect_server(
+    tmp: Path, server: PostgresServer, env: dict[str, str]
+) -> tuple[subprocess.Popen[bytes], str]:
+    """``prefect server start`` on a new database of ``server`` and its API's URL, once it
+    answers (its migrations run then, untimed). Services no ``dbpa run`` needs are off."""
+    database = server.create_database()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    idle = ("SCHEDULER", "LATE_RUNS", "FOREMAN", "PAUSE_EXPIRATIONS", "CANCELLATION_CLEANUP")
+    url = (
+        f"postgresql+asyncpg://{server.user}:{server.password}@{server.host}:{server.port}/"
+        f"{database}"
+    )
+    server_env = env | {
+        "PREFECT_SERVER_DATABASE_CONNECTION_URL": url,
+        "PREFECT_SERVER_UI_ENABLED": "false",
+        **{f"PREFECT_SERVER_SERVICES_{s}_ENABLED": "false" for s in idle},
+    }
+    log = open(tmp / "prefect-server.log", "wb")  # noqa: SIM115 (the server's for its life)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port",
+         str(port)],
+        env=server_env, cwd=tmp, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    health = f"http://127.0.0.1:{port}/api/health"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and process.poll() is None:
+        with contextlib.suppress(OSError), urllib.request.urlopen(health, timeout=5) as answer:
+            if answer.status == 200:
+                return process, f"http://127.0.0.1:{port}/api"
+        time.sleep(0.5)
+    process.kill()
+    process.wait()
+    raise RuntimeError(
+        f"the Prefect server did not answer: {(tmp / 'prefect-server.log').read_text()[-3000:]}"
+    )
 
 
 def _write_audit(target: str, m: int, k: int, b: int) -> dict[str, float]:
@@ -228,26 +337,30 @@ def main(quick: bool = False) -> None:
         throwaway_cluster(settings={}) as server,
         remote_provider(RULES, latency=sizes.latency) as provider,
     ):
-        runs = _Runs(Path(tmp), sizes.at_once, server, provider.api_base)
+        runs = _Runs(Path(tmp), server, provider.api_base)
+        try:
 
-        def url() -> str:  # a database of its own for each measure
-            return f"postgresql://{server.user}@{server.host}:{server.port}/" + (
-                server.create_database()
-            )
+            def url() -> str:  # a database of its own for each measure
+                return f"postgresql://{server.user}@{server.host}:{server.port}/" + (
+                    server.create_database()
+                )
 
-        configs = [runs.config(f"audit-{i}", sizes.k) for i in range(sizes.audits)]
-        local = runs.batch(configs, str(Path(tmp) / "local.duckdb"), at_once=1)
-        print(f"  {sizes.audits} audits one at a time on the file: {local:.1f} s", flush=True)
-        shared = runs.batch(configs, url(), at_once=sizes.at_once)
-        print(f"  {sizes.audits} audits {sizes.at_once} at a time, shared: {shared:.1f} s")
-        alone: dict[str, list[float]] = {"file": [], "shared": []}
-        for pair in range(sizes.alone_pairs):
-            config = runs.config(f"alone-{pair}", sizes.k)
-            order = ("file", "shared") if pair % 2 == 0 else ("shared", "file")
-            for kind in order:
-                db = str(Path(tmp) / f"alone-{pair}.duckdb") if kind == "file" else url()
-                alone[kind].append(runs.run(config, db))
-        print(f"  one audit alone: {alone}", flush=True)
+            runs.warm()
+            configs = [runs.config(f"audit-{i}", sizes.k) for i in range(sizes.audits)]
+            local = runs.batch(configs, str(Path(tmp) / "local.duckdb"), at_once=1)
+            print(f"  {sizes.audits} audits one at a time on the file: {local}", flush=True)
+            shared = runs.batch(configs, url(), at_once=sizes.at_once)
+            print(f"  {sizes.audits} audits {sizes.at_once} at a time, shared: {shared}")
+            alone: dict[str, list[Measure]] = {"file": [], "shared": []}
+            for pair in range(sizes.alone_pairs):
+                config = runs.config(f"alone-{pair}", sizes.k)
+                order = ("file", "shared") if pair % 2 == 0 else ("shared", "file")
+                for kind in order:
+                    db = str(Path(tmp) / f"alone-{pair}.duckdb") if kind == "file" else url()
+                    alone[kind].append(runs.batch([config], db, at_once=1))
+            print(f"  one audit alone: {alone}", flush=True)
+        finally:
+            runs.close()
         os.environ["PGPASSWORD"] = server.password
         m, b = sizes.perturbations, sizes.permutations
         writes = {
@@ -260,31 +373,45 @@ def main(quick: bool = False) -> None:
 def _report(
     result: ResultFile,
     sizes: Sizes,
-    local: float,
-    shared: float,
-    alone: dict[str, list[float]],
+    local: Measure,
+    shared: Measure,
+    alone: dict[str, list[Measure]],
     writes: dict[str, dict[str, float]],
 ) -> None:
     n, at_once = sizes.audits, sizes.at_once
     audit = f"5 arms, k = {sizes.k}, {sizes.latency:g} s a request"
+    cpu_columns = ["CPU-s a run", "servers' CPU-s", "CPU floor s", "cores used", "load start-end"]
+
+    def cpu(m: Measure) -> list[object]:
+        load = f"{m.load[0]:.1f}-{m.load[1]:.1f}"
+        share = f"{m.machine_share:.0%}"
+        return [statistics.mean(m.runs_cpu), m.servers_cpu, m.cpu_floor, share, load]
+
     result.table(
-        f"(1) {n} audits ({audit}): wall time of all of them",
-        ["record", "at a time", "wall s", "s an audit", "x faster than the file", "goal"],
+        f"(1) {n} audits ({audit}), each a `dbpa run` against one Prefect server: wall time "
+        f"of all of them; CPU-s of a run (mean), of the servers (Prefect's and PostgreSQL's), "
+        f"the floor they set on {os.cpu_count()} cores and the share of the cores they got",
+        ["record", "at a time", "wall s", "s an audit", "x faster than the file", "goal",
+         *cpu_columns],
         [
-            ["local DuckDB file", 1, local, local / n, 1.0, "baseline"],
-            ["shared PostgreSQL", at_once, shared, shared / n, local / shared,
-             f">= {SHARED_GOAL:g}x"],
+            ["local DuckDB file", 1, local.wall, local.wall / n, 1.0, "baseline", *cpu(local)],
+            ["shared PostgreSQL", at_once, shared.wall, shared.wall / n, local.wall / shared.wall,
+             f">= {SHARED_GOAL:g}x", *cpu(shared)],
         ],
     )  # fmt: skip
-    file_s, shared_s = statistics.median(alone["file"]), statistics.median(alone["shared"])
+    file_s = statistics.median(m.wall for m in alone["file"])
+    shared_s = statistics.median(m.wall for m in alone["shared"])
     result.table(
         f"(2) one audit alone ({audit}), median of {len(alone['file'])} each, alternating",
-        ["record", "wall s", "runs s", "x the file", "goal"],
+        ["record", "wall s", "runs s", "x the file", "goal", "CPU-s a run", "loads"],
         [
-            ["local DuckDB file", file_s, " ".join(f"{s:.1f}" for s in alone["file"]), 1.0,
-             "baseline"],
-            ["shared PostgreSQL", shared_s, " ".join(f"{s:.1f}" for s in alone["shared"]),
-             shared_s / file_s, f"<= {ALONE_GOAL:g}x"],
+            [name, wall, " ".join(f"{m.wall:.1f}" for m in alone[kind]), wall / file_s, goal,
+             statistics.mean(m.runs_cpu[0] for m in alone[kind]),
+             " ".join(f"{m.load[0]:.1f}" for m in alone[kind])]
+            for name, kind, wall, goal in (
+                ("local DuckDB file", "file", file_s, "baseline"),
+                ("shared PostgreSQL", "shared", shared_s, f"<= {ALONE_GOAL:g}x"),
+            )
         ],
     )  # fmt: skip
     parts = list(writes["file"])
@@ -299,10 +426,13 @@ def _report(
         ],
     )  # fmt: skip
     result.note(
-        f"{n} audits {at_once} at a time on the shared record: {local / shared:.2f}x faster "
-        f"than one at a time on the file (goal >= {SHARED_GOAL:g}x); one audit alone "
+        f"{n} audits {at_once} at a time on the shared record: "
+        f"{local.wall / shared.wall:.2f}x faster than one at a time on the file (goal >= "
+        f"{SHARED_GOAL:g}x; {shared.wall:.0f} s against a CPU floor of {shared.cpu_floor:.0f} s, "
+        f"{statistics.mean(shared.runs_cpu):.1f} CPU-s a run, {shared.machine_share:.0%} of "
+        f"the cores got; load average {shared.load[0]:.1f} at its start); one audit alone "
         f"{shared_s / file_s:.2f}x the file's time (goal <= {ALONE_GOAL:g}x); the "
-        f"{sizes.perturbations:,}-perturbation audit's writes "
-        f"{writes['shared']['total'] / writes['file']['total']:.2f}x the file's"
+        f"{sizes.perturbations:,}-perturbation "
+        f"audit's writes {writes['shared']['total'] / writes['file']['total']:.2f}x the file's"
     )
     result.write()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import threading
 import time
 import uuid
@@ -24,7 +25,7 @@ import duckdb
 import pandas as pd
 import pyarrow as pa
 
-from ._errors import DamagedRecordError
+from ._errors import DamagedRecordError, RecordUnreachableError
 from ._open import (
     damaged,
     damaged_in_write,
@@ -35,6 +36,7 @@ from ._open import (
     open_connection,
 )
 from ._postgres import (
+    CONNECT_TIMEOUT_S,
     RETRIED,
     UNIQUE_VIOLATION,
     PostgresConnection,
@@ -53,15 +55,25 @@ _MIGRATION_LOCK = 50_0001
 """The advisory lock that lets one process at a time migrate a PostgreSQL record."""
 _ATTEMPTS = 8
 """Tries of a write that loses to another writer on PostgreSQL (``RETRIED``)."""
+_RECONNECT_PAUSE_S = 0.5
+"""Pause between connection attempts while a dropped PostgreSQL server comes back."""
 
 
 def _retrying(states: tuple[str, ...]) -> Callable[[Callable[P, T]], Callable[P, T]]:
     def decorate(write: Callable[P, T]) -> Callable[P, T]:
         @functools.wraps(write)
         def again(*args: P.args, **kwargs: P.kwargs) -> T:
+            reconnected = False
             for attempt in range(_ATTEMPTS):
                 try:
                     return write(*args, **kwargs)
+                except RecordUnreachableError:
+                    store = args[0]
+                    if reconnected or not isinstance(store, StoreCore) or not store.reconnects:
+                        raise
+                    store._reconnect()
+                    reconnected = True
+                    continue
                 except Exception as exc:
                     if getattr(exc, "sqlstate", None) not in states or attempt == _ATTEMPTS - 1:
                         raise
@@ -75,7 +87,9 @@ def _retrying(states: tuple[str, ...]) -> Callable[[Callable[P, T]], Callable[P,
 
 retried = _retrying(RETRIED)
 """``write`` (one whole, idempotent write) run again when it lost to another writer of a
-PostgreSQL record (serialization failure or deadlock), after a growing pause."""
+PostgreSQL record (serialization failure or deadlock), after a growing pause; and once more
+after a writer's connection was dropped and made again (``StoreCore._reconnect``): whether
+the lost attempt committed cannot be known, and being idempotent the write may run twice."""
 replaced = _retrying((*RETRIED, UNIQUE_VIOLATION))
 """``retried``, for a write that replaces rows by key (DELETE, then INSERT): when another
 writer inserted the same key meanwhile (the same tick run by two workers), the INSERT fails
@@ -108,6 +122,8 @@ class StoreCore:
         """Whether the record is a PostgreSQL database (else a DuckDB file)."""
         self.location = locate(path)
         """The record's identity: a file's absolute path, a database's URL without its user."""
+        self._url = str(path) if self.postgres else None
+        """A PostgreSQL record's URL (no password in it: ``check_url``), to connect again."""
         if self.postgres:
             self.path = Path()  # a file's: no file here
             self._attach(connect(str(path), read_only=read_only), read_only=read_only)
@@ -134,6 +150,55 @@ class StoreCore:
         self._con: Any = con
         self._lock = threading.RLock()
         self.read_only = read_only
+        self._open_transactions = 0
+        """Transactions under way in this store (a read inside one is not replayed alone)."""
+
+    @property
+    def reconnects(self) -> bool:
+        """Whether a dropped connection is made again (``_reconnect``): a PostgreSQL record's
+        writer only. A reader keeps its one snapshot or fails; a file is never dropped."""
+        return self.postgres and not self.read_only
+
+    def _reconnect(self) -> None:
+        """A new connection in place of one the server dropped (restarted, failed over),
+        tried for up to the connect budget (``CONNECT_TIMEOUT_S`` or the URL's
+        ``connect_timeout``) while the server comes back; then ``_reconnected``.
+        ``RecordUnreachableError`` when it does not come back in time. Nothing is replayed
+        here: the callers replay a whole idempotent write (``retried``) or a read."""
+        with self._lock:
+            old = self._connection
+            if not old.broken:  # another thread made it again meanwhile
+                return
+            timeout = re.search(r"connect_timeout=(\d+)", self._url or "")
+            deadline = time.monotonic() + (int(timeout.group(1)) if timeout else CONNECT_TIMEOUT_S)
+            while True:
+                try:
+                    con = connect(str(self._url), read_only=False)
+                    break
+                except RecordUnreachableError:
+                    if time.monotonic() + _RECONNECT_PAUSE_S >= deadline:
+                        raise
+                    time.sleep(_RECONNECT_PAUSE_S)
+            with suppress(Exception):
+                old.close()
+            self._con = con
+            self._reconnected()
+
+    def _reconnected(self) -> None:
+        """What a new connection must hold again (the records' session state): nothing
+        here; ``RunRecord`` takes its live runs' locks again."""
+
+    def _replayed(self, read: Callable[[], T]) -> T:
+        """``read()``; on a writer whose connection was dropped, once more on a new one
+        (a read changes nothing), unless a transaction is under way (its write is replayed
+        whole, or not at all)."""
+        try:
+            return read()
+        except RecordUnreachableError:
+            if not self.reconnects or self._open_transactions:
+                raise
+            self._reconnect()
+            return read()
 
     def _view(self) -> Self:
         """Another read-only view of this open record over its own DuckDB cursor, for the
@@ -192,6 +257,7 @@ class StoreCore:
         with self._lock:
             con = self._connection
             con.execute("BEGIN TRANSACTION")
+            self._open_transactions += 1
             try:
                 yield con
             except duckdb.Error as exc:
@@ -206,26 +272,35 @@ class StoreCore:
                 raise
             else:
                 con.execute("COMMIT")
+            finally:
+                self._open_transactions -= 1
         if error is not None:
             raise error
 
     def _arrow(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> pa.Table:
         """The result of a query as Arrow (``params``: positional, or named as a mapping)."""
         values = dict(params) if isinstance(params, Mapping) else list(params)
-        with self._lock:
-            relation = self._connection.sql(sql, params=values or None)
-            try:
-                return self._read(relation.to_arrow_table)
-            finally:
-                relation.close()
+
+        def read() -> pa.Table:
+            with self._lock:
+                relation = self._connection.sql(sql, params=values or None)
+                try:
+                    return self._read(relation.to_arrow_table)
+                finally:
+                    relation.close()
+
+        return self._replayed(read)
 
     def _df(self, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
         return self._arrow(sql, params).to_pandas()
 
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        with self._lock:
-            con = self._connection
-            return self._read(lambda: con.execute(sql, list(params)).fetchall())
+        def read() -> list[tuple[Any, ...]]:
+            with self._lock:
+                con = self._connection
+                return self._read(lambda: con.execute(sql, list(params)).fetchall())
+
+        return self._replayed(read)
 
     def _read(self, read: Callable[[], T]) -> T:
         """``read()``, with a damaged file as ``DamagedRecordError`` and a query that Ctrl-C

@@ -53,6 +53,16 @@ class RunRecord(StoreCore):
         once each)."""
         super().__init__(*args, **kwargs)
 
+    def _reconnected(self) -> None:
+        """The locks of this store's live runs, taken again on the new connection (the
+        server let go of them with the old one). Another process's ``mark_interrupted_runs``
+        may have marked a run crashed meanwhile; its status is written again when it ends."""
+        super()._reconnected()
+        for run_id in sorted(self._live_runs):  # on the connection itself: no replay again
+            self._connection.execute(
+                "SELECT pg_try_advisory_lock(?, hashtext(?))", [_RUN_LOCKS, run_id]
+            )
+
     @retried
     def start_run(
         self,
