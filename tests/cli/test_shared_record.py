@@ -175,6 +175,7 @@ def _files_hold(root: Path, secret: bytes) -> list[Path]:
     return [p for p in root.rglob("*") if p.is_file() and secret in p.read_bytes()]
 
 
+@pytest.mark.usefixtures("wide_console")  # the readers' tables: no cell wrapped
 def test_writers_at_once_lose_duplicate_and_count_twice_nothing(postgres, prefect_home, tmp_path):
     url = url_of(postgres, postgres.create_database())
     dbpa = Dbpa(tmp_path, prefect_home, postgres.password)
@@ -245,26 +246,26 @@ def test_writers_at_once_lose_duplicate_and_count_twice_nothing(postgres, prefec
     # the killed run, if its flow had recorded it yet, is marked crashed by its re-run
     assert [row for row in status if row[2] == "crashed"] in ([], [("audit-b", TICK_1, "crashed")])
 
-    # readers: the runs, their results, the monitor over ticks that three processes ran
-    code, listed = dbpa.run(["runs", "--db", url])
-    assert code == 0, listed
+    # readers, in this process (fresh interpreters are the writers' subject): the runs, their
+    # results, the monitor over ticks that three processes ran
+    secret = postgres.password
+    env = {"PGPASSWORD": secret, "DBPA_DB": url}
+    listed = _output(runner.invoke(app, ["runs", "--db", url], env={"PGPASSWORD": secret}))
     assert listed.count("completed") == 4
-    code, drift = dbpa.run(["drift", "audit-a", "--format", "json"], via_env)
-    assert code == 0, drift
-    latest = json.loads(drift)["latest"]
+    monitor = runner.invoke(app, ["drift", "audit-a", "--format", "json"], env=env)
+    drift = _output(monitor)
+    latest = json.loads(monitor.stdout)["latest"]
     assert len(latest) == ARMS_PER_RUN
     assert {row["ticks"] for row in latest} == {1}  # tick 2 against tick 1, run twice: once
-    code, exported = dbpa.run(["export", "--format", "csv", "--out", "export"], via_env)
-    assert code == 0, exported
+    export = ["export", "--format", "csv", "--out", str(tmp_path / "export")]
+    exported = _output(runner.invoke(app, export, env=env))
 
-    secret = postgres.password
     a_runs = [
         run_id
         for (run_id,) in _rows(
             url, secret, "SELECT run_id FROM runs WHERE audit = 'audit-a' ORDER BY epoch, run_id"
         )
     ]
-    env = {"PGPASSWORD": secret, "DBPA_DB": url}
     same_tick = [
         _p_values(runner.invoke(app, ["results", r, "--format", "json"], env=env))
         for r in a_runs[:2]
@@ -285,6 +286,11 @@ def test_writers_at_once_lose_duplicate_and_count_twice_nothing(postgres, prefec
     assert secret not in listed + drift + exported
     assert secret not in _whole_record(url, secret)
     assert _files_hold(tmp_path, secret.encode()) == []  # Prefect's databases, reports, export
+
+
+def _output(result: Any) -> str:
+    assert result.exit_code == 0, result.output
+    return str(result.output)
 
 
 def _p_values(result: Any) -> dict[str, float]:

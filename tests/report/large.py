@@ -8,9 +8,11 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 
+import dbpa.analysis
 from dbpa.analysis import AnalysisSpec, decide_family, run_test
 from dbpa.arms import Arm
 from dbpa.specs import EmbeddingBatch, Generation, Message, ModelSpec, content_hash, text_hash
@@ -19,6 +21,12 @@ from tests.report.conftest import DIM, EMBEDDER
 
 K = 8
 LABELS = ("control", "target", None)
+N_BOOTSTRAP = 100
+"""Fewest resamples of each test's effect interval (B = ``n_permutations`` when larger): the
+fewest ``effect_interval`` takes, where a run's intervals take at least
+``dbpa.analysis.MIN_BOOTSTRAP`` (1000: about 60 of the 75 CPU-s of 1000 perturbations).
+These reports show each interval's estimate and bounds, not how precise they are (that is
+tests/stats/test_interval.py's)."""
 
 
 def perturbation_ids(m: int) -> list[str]:
@@ -42,7 +50,7 @@ class Built:
 def build_large(db: Path, m: int, n_permutations: int = 499) -> Built:
     """One model and ``m`` perturbations (the first two thirds of kind template, the rest
     prompt; labels control, target, none in turn), tested with B = ``n_permutations`` and
-    corrected by Holm at 0.05."""
+    corrected by Holm at 0.05; effect intervals of at least ``N_BOOTSTRAP`` resamples."""
     rng = np.random.default_rng(3)
     analysis = AnalysisSpec(n_permutations=n_permutations, alpha=0.05, correction="holm")
     model = ModelSpec(model="openai/gpt-4", name="gpt-4")
@@ -85,8 +93,8 @@ def build_large(db: Path, m: int, n_permutations: int = 499) -> Built:
                 "test_id": test_id,
             }
         )
-        records.append(
-            run_test(
+        with mock.patch.object(dbpa.analysis, "MIN_BOOTSTRAP", N_BOOTSTRAP):
+            record = run_test(
                 test_id,
                 vectors[original.arm_id],
                 vectors[arm.arm_id],
@@ -95,7 +103,7 @@ def build_large(db: Path, m: int, n_permutations: int = 499) -> Built:
                 embedder=EMBEDDER,
                 analysis=analysis,
             )
-        )
+        records.append(record)
     with Store(db) as store:
         store.start_run(
             "large-run",
