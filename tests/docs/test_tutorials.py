@@ -137,8 +137,9 @@ here: ``cost`` (no command: its config is checked by ``tests/docs/test_docs.py``
 ``dask`` (its first command starts a local cluster of two worker processes, each importing
 dbpa and Prefect, too much for this test; its second needs a cluster's address:
 ``tests/deploy/test_dask.py`` runs the audit on a one-worker cluster),
-``record-sql`` (run on the first tutorial's record above) and ``library`` (Python on the
-reader's own arrays)."""
+``record-sql`` (run on the first tutorial's record above), ``library`` (Python on the
+reader's own arrays), and ``shared-record`` and ``copy-record`` (on a PostgreSQL server:
+below)."""
 GIVEN = {"recover": _damaged_record}
 """What a guide assumes the reader already has, made here."""
 RESULTS = {
@@ -162,3 +163,37 @@ def test_a_guide_runs_as_written(name, provider, tmp_path, monkeypatch):  # noqa
     _run_commands(page, tmp_path, gates=True)
     if name in RESULTS:
         assert (tmp_path / RESULTS[name]).is_file()
+
+
+SHARED = ["shared-record", "copy-record"]
+"""The guides whose commands name a PostgreSQL record: run in this order on one database of
+the test's server, whose URL stands for each URL they show (the first runs an example of
+the repository, the second copies a file record into the same database)."""
+
+
+def test_the_shared_record_guides_run_as_written(provider, postgres, tmp_path, monkeypatch):  # noqa: F811
+    url = f"postgresql://{postgres.user}@{postgres.host}:{postgres.port}/"
+    url += postgres.create_database()
+    monkeypatch.setenv(KEY_ENV, "sk-pipeline-test")
+    monkeypatch.setenv("PGPASSWORD", postgres.password)
+    monkeypatch.setenv("DBPA_DB", url)
+    monkeypatch.chdir(tmp_path)
+    example = yaml.safe_load((DOCS.parent / "examples" / "personas.yaml").read_text())
+    scripted = make_config(provider)
+    example["models"] = [{**scripted["models"][0], "params": example["models"][0]["params"]}]
+    example["embedder"] = scripted["embedder"]
+    (tmp_path / "examples").mkdir()
+    (tmp_path / "examples" / "personas.yaml").write_text(yaml.safe_dump(example))
+    small_record(tmp_path / "dbpa.duckdb")
+    runner = CliRunner()
+    for page in SHARED:
+        commands = _commands(DOCS / "how-to" / f"{page}.md")
+        assert commands, page
+        for args, _ in commands:
+            args = [url if a.startswith("postgresql://") else a for a in args]
+            result = runner.invoke(app, args, catch_exceptions=False)
+            assert result.exit_code == 0, (page, args, result.output)
+    assert provider.counts.total > 0
+    assert (tmp_path / "personas.html").is_file()
+    with Store(url, read_only=True) as store:
+        assert len(store.runs()) == 2  # the example's run, and the file's copied in
