@@ -387,8 +387,9 @@ def guard_walk_rows(audits: int) -> list[list[object]]:
                     steps = walk(iv.distances, k, first, n_boot, np.random.default_rng(seed))
                     (t_main, t_now)[i].append(time.process_time() - start)
                     ones[i] += bool(steps.p_values[-1] >= 1.0)  # the least of the steps
-                    decided = replace(iv.boundary, guard=steps)
-                    shown[i] += boundary_p_value(decided, margin) <= ALPHA
+                    if margin > 0.0:  # no margin at 0: a null shape's cells show none
+                        decided = replace(iv.boundary, guard=steps)
+                        shown[i] += boundary_p_value(decided, margin) <= ALPHA
         main_ms, now_ms = float(np.mean(t_main)) * 1e3, float(np.mean(t_now)) * 1e3
         interval_ms = float(np.mean(t_interval)) * 1e3
         rows.append(
@@ -401,7 +402,7 @@ def guard_walk_rows(audits: int) -> list[list[object]]:
                 f"{now_ms:.1f}",
                 f"{now_ms / main_ms:.2f}",
                 f"{ones[0] / audits:.2f} / {ones[1] / audits:.2f}",
-                f"{shown[0] / audits:.2f} / {shown[1] / audits:.2f}",
+                f"{shown[0] / audits:.2f} / {shown[1] / audits:.2f}" if margin > 0.0 else "-",
                 f"{FAMILY * (interval_ms - now_ms + main_ms) / 1e3:.0f} / "
                 f"{FAMILY * interval_ms / 1e3:.0f}",
             ]
