@@ -53,7 +53,7 @@ the margins below them are first drawn for a few at a time, from the top: once e
 draw at or below the observed estimate (or one in which an arm repeats one output), none can
 stop the walk at the floor, which then surely ends at 1, and the steps are that 1 from the
 first grid margin, without the walk (``_first_draws``, since 2026-12-06: at k = 8 and
-B = 9,999, 3-6 times faster on shapes whose audits mostly end so, collapses among them;
+B = 9,999, 2-5.5 times faster on shapes whose audits mostly end so, collapses among them;
 ``python -m benchmarks stats``). Otherwise the walk is taken with those draws as each
 margin's first: the decisions have the walk's law exactly.
 """
