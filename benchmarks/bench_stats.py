@@ -21,12 +21,13 @@ import math
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 import numpy as np
 
 import dbpa
+from benchmarks._plain_walk import plain_tilted_steps
 from benchmarks._results import ResultFile
 from benchmarks._synthetic import Arm, Matrix, Vector, answer_space, cosine_range, sample
 from dbpa.stats import OMEGAS, effect_interval, equivalence_p_value
@@ -61,6 +62,21 @@ PROBE_B = 500
 PROBE_AUDITS = 100
 """At-margin audits per shape and k (a tenth with --quick)."""
 TARGET_PROBE_RATIO = 2.0
+WALK_CELLS = (
+    ("collapse", 8, 9999),
+    ("collapse_hard", 8, 9999),
+    ("null", 8, 9999),
+    ("few_texts", 8, 9999),
+    ("mixture", 8, 9999),
+    ("collapse_hard", 10, 500),
+    ("collapse", 20, 500),
+)
+"""(shape, k, B) of the guard's walk rows: k = 8, B = 9,999 as a family of template
+perturbations runs (issue 49), and the collapse probe's B = 500."""
+WALK_AUDITS = 12
+"""Audits per cell of the guard's walk rows (a third with --quick)."""
+FAMILY = 500
+"""Perturbations of the family whose intervals the walk rows project."""
 ALPHA = 0.05
 NEW_TYPE_SHARES = {"null": 0.0, "new type 20%": 0.2, "new type 40%": 0.4, "new type 50%": 0.5}
 """Perturbed arm: the original mixture with this share moved to a fifth answer type."""
@@ -342,6 +358,58 @@ def collapse_probe_rows(audits: int) -> list[list[object]]:
     return rows
 
 
+def guard_walk_rows(audits: int) -> list[list[object]]:
+    """Per cell of ``WALK_CELLS``: CPU ms of the tilted guard as main took it until
+    2026-12-06 (``benchmarks._plain_walk``, every margin on the walk drawn) and now (with
+    ``_first_draws``' look for a walk that surely ends at 1), interleaved on the same
+    distances; the share of audits whose steps are 1 at every margin (never shown) and
+    shown equivalent at the true effect (a false claim), each way; and the CPU s of a family of
+    ``FAMILY`` such intervals, each way (the interval's time now, less the guard's
+    difference)."""
+    rows: list[list[object]] = []
+    for name, k, n_boot in WALK_CELLS:
+        rng = np.random.default_rng(k + n_boot)
+        margin = true_effect(name)
+        t_main: list[float] = []
+        t_now: list[float] = []
+        t_interval: list[float] = []
+        ones, shown = [0, 0], [0, 0]
+        for seed in range(audits):
+            a, b = scenario(name).draw(rng, k)
+            start = time.process_time()
+            iv = effect_interval(a, b, n_bootstrap=n_boot, rng=seed)
+            t_interval.append(time.process_time() - start)
+            first = float(iv.boundary.guard.margins[0])
+            assert iv.distances is not None
+            with blas_for(2 * k):  # as effect_interval runs it
+                for i, walk in enumerate((plain_tilted_steps, tilted_steps)):
+                    start = time.process_time()
+                    steps = walk(iv.distances, k, first, n_boot, np.random.default_rng(seed))
+                    (t_main, t_now)[i].append(time.process_time() - start)
+                    ones[i] += bool(steps.p_values[-1] >= 1.0)  # the least of the steps
+                    if margin > 0.0:  # no margin at 0: a null shape's cells show none
+                        decided = replace(iv.boundary, guard=steps)
+                        shown[i] += boundary_p_value(decided, margin) <= ALPHA
+        main_ms, now_ms = float(np.mean(t_main)) * 1e3, float(np.mean(t_now)) * 1e3
+        interval_ms = float(np.mean(t_interval)) * 1e3
+        rows.append(
+            [
+                name,
+                k,
+                n_boot,
+                audits,
+                f"{main_ms:.1f}",
+                f"{now_ms:.1f}",
+                f"{now_ms / main_ms:.2f}",
+                f"{ones[0] / audits:.2f} / {ones[1] / audits:.2f}",
+                f"{shown[0] / audits:.2f} / {shown[1] / audits:.2f}" if margin > 0.0 else "-",
+                f"{FAMILY * (interval_ms - now_ms + main_ms) / 1e3:.0f} / "
+                f"{FAMILY * interval_ms / 1e3:.0f}",
+            ]
+        )
+    return rows
+
+
 def main(quick: bool = False) -> None:
     result_file = ResultFile("stats", quick)
     cfg = QUICK if quick else FULL
@@ -421,5 +489,22 @@ def main(quick: bool = False) -> None:
             "shown now",
         ],
         collapse_probe_rows(PROBE_AUDITS // 10 if quick else PROBE_AUDITS),
+    )
+    result_file.table(
+        "The tilted guard: main's walk (until 2026-12-06) against now, CPU ms per interval's "
+        "guard, mean, interleaved on the same distances; decisions each way (main / now)",
+        [
+            "shape",
+            "k",
+            "B",
+            "audits",
+            "main's walk ms",
+            "now ms",
+            "ratio",
+            "all 1",
+            "shown at the true effect",
+            f"{FAMILY} intervals CPU s",
+        ],
+        guard_walk_rows(WALK_AUDITS // 3 if quick else WALK_AUDITS),
     )
     result_file.write()

@@ -190,3 +190,81 @@ def test_the_grid_margins_boundary_points_are_each_margins_own(rng, name):
             np.testing.assert_allclose(point[0], alone[0], rtol=1e-12)
             np.testing.assert_allclose(point[1], alone[1], rtol=1e-12)
             np.testing.assert_allclose(point[2], alone[2], rtol=1e-12)
+
+
+def _guard_start(a, b, n_bootstrap):
+    interval = effect_interval(a, b, n_bootstrap=n_bootstrap, rng=0)
+    return interval.distances, float(interval.boundary.guard.margins[0])
+
+
+@pytest.mark.parametrize("name", ["collapse_hard", "few_texts", "null"])
+def test_below_the_look_the_walk_is_the_plain_walk_draw_for_draw(rng, name):
+    """With fewer than ``SCREEN_FROM`` draws per margin nothing is looked at before the walk:
+    the steps are those of the walk margin by margin (``benchmarks._plain_walk``), draw for
+    draw."""
+    from benchmarks._plain_walk import plain_tilted_steps
+    from dbpa.stats._tilted import SCREEN_FROM, tilted_steps
+    from tests.stats.synthetic_effects import scenario
+
+    n_draws = SCREEN_FROM - 1
+    for seed in range(3):
+        distances, start = _guard_start(*scenario(name).draw(rng, 8), n_draws)
+        now = tilted_steps(distances, 8, start, n_draws, np.random.default_rng(seed))
+        plain = plain_tilted_steps(distances, 8, start, n_draws, np.random.default_rng(seed))
+        np.testing.assert_array_equal(now.margins, plain.margins)
+        np.testing.assert_array_equal(now.p_values, plain.p_values)
+
+
+def test_a_walk_the_look_finds_ending_at_1_ends_at_1_from_its_draws():
+    """Collapses at k = 8, B = 2,000: where the look (``_first_draws``) finds that the walk
+    surely ends at 1, the walk taken from the look's draws (each margin's first) does end
+    at 1 at every margin, and ``tilted_steps`` is that 1 from the first grid margin; where
+    it does not, ``tilted_steps`` is the walk from those draws, draw for draw."""
+    from dbpa.stats._tilted import (
+        COARSE,
+        GRID_SIZE,
+        SCREEN_FROM,
+        _Arms,
+        _first_draws,
+        _walk,
+        tilted_steps,
+    )
+    from tests.stats.synthetic_effects import scenario
+
+    rng = np.random.default_rng(11)
+    concluded = walked = 0
+    for seed in range(10):
+        distances, start = _guard_start(*scenario("collapse").draw(rng, 8), SCREEN_FROM)
+        arms = _Arms(distances, 8)
+        margins = [start * GRID_RATIO**g for g in range(GRID_SIZE)]
+        points = arms.likeliest_at(margins)
+        look = np.random.default_rng(seed)
+        ends, first = _first_draws(arms, margins, points, SCREEN_FROM, look, COARSE)
+        steps = _walk(arms, margins, points, SCREEN_FROM, look, COARSE, first)
+        now = tilted_steps(distances, 8, start, SCREEN_FROM, np.random.default_rng(seed))
+        if ends:
+            concluded += 1
+            assert np.all(steps.p_values == 1.0), seed
+            np.testing.assert_array_equal(now.margins, margins[:1])
+            np.testing.assert_array_equal(now.p_values, [1.0])
+        else:
+            walked += 1
+            np.testing.assert_array_equal(now.p_values, steps.p_values)
+    assert concluded >= 3
+    assert walked >= 1
+
+
+def test_a_margins_first_draws_are_its_first():
+    """``p_value_at`` completes the draws given to ``n_draws`` and counts them all: given
+    every draw, the p-value is theirs (1 inside of 3 here)."""
+    from dbpa.stats._tilted import _Arms
+
+    distances = np.abs(np.subtract.outer(np.arange(10.0), np.arange(10.0)))
+    arms = _Arms(distances, 5)
+    point = arms.likeliest(arms.observed * 2.0)
+    assert point is not None
+    drawn = np.array([arms.observed - 1.0, arms.observed + 1.0, arms.observed + 2.0])
+    p = arms.p_value_at(arms.observed * 2.0, point, 3, np.random.default_rng(0), drawn)
+    assert p == pytest.approx((1 + 1) / (1 + 3))
+    more = arms.p_value_at(arms.observed * 2.0, point, 50, np.random.default_rng(0), drawn)
+    assert more != p
