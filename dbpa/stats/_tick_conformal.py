@@ -197,21 +197,6 @@ class TickConformalMartingale:
 
 
 def _subsets(rng: np.random.Generator, n: int, k: int, count: int) -> NDArray[np.int64]:
-    """``count`` uniform ``k``-subsets of ``range(n)``: ``k`` draws with replacement, rows
-    with a repeat drawn again (a row kept is a uniform ordered draw without replacement);
-    Floyd's algorithm row-wise when repeats would be common (``k * k > n``)."""
-    if k * k > n:
-        return _floyd(rng, n, k, count)
-    out = rng.integers(0, n, size=(count, k))
-    while True:
-        ordered = np.sort(out, axis=1)
-        again = np.flatnonzero((ordered[:, 1:] == ordered[:, :-1]).any(axis=1))
-        if again.size == 0:
-            return out
-        out[again] = rng.integers(0, n, size=(again.size, k))
-
-
-def _floyd(rng: np.random.Generator, n: int, k: int, count: int) -> NDArray[np.int64]:
     """``count`` uniform ``k``-subsets of ``range(n)`` (Floyd's algorithm, row-wise)."""
     out = np.empty((count, k), dtype=np.int64)
     for column, j in enumerate(range(n - k, n)):
