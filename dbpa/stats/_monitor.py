@@ -106,8 +106,9 @@ FORMS = ("test", "detect")
 Shiryaev-Roberts e-detector, average run length to a false alarm >= 1 / alpha ticks."""
 CONFORMAL = ("outputs", "ticks", "both")
 """The conformal processes run beside the betting one (``tolerance = 0``): ``outputs`` one
-p-value per output (``_conformal.py``), ``ticks`` one per tick against every earlier output
-(``_tick_conformal.py``; alone it is slow on answers of a new kind), ``both`` the two."""
+p-value per output (``_conformal.py``), ``ticks`` one per block of ticks against every
+earlier output, a process per block length of ``blocks`` (``_tick_conformal.py``; alone
+slow on answers of a new kind), ``both`` the two."""
 STAKE_WINDOW = 20
 """Pairs whose payoffs set the next stake (aGRAPA)."""
 STAKE_MIN_PAIRS = 2
