@@ -23,8 +23,9 @@ finds it about 0.6 of the time, the small one 0.25, the large one 0.93 (measured
 3. Tolerance: a change of exactly the tolerance (a share 0.25 of answers moved, tolerance
    0.25) at tick 1 or after 100 quiet ticks, 300 ticks: the share of runs that alarm
    (at most alpha = 0.05 by design), against a change of twice it.
-4. Model calls per detection of the moderate change: the monitor's k times the mean number
-   of ticks to its alarm (misses count 100); per-tick tests at k outputs per tick, each
+4. Model calls per detection of the moderate change and of the re-weighting (item 5), per
+   design (test form): the monitor's k times the mean number of ticks to its alarm (misses
+   and alarms before the change count 100); per-tick tests at k outputs per tick, each
    finding the change with power p at Holm's first threshold 0.05 / 50, need k / p calls.
 5. Against an oracle (issue 51): besides the three changes to a new type, a *re-weighting*
    that moves half of the answers onto the baseline's own rarest type (shares (0.2, 0.15,
@@ -37,20 +38,25 @@ finds it about 0.6 of the time, the small one 0.25, the large one 0.93 (measured
    calls per detection of each (k times mean ticks, monitor misses counting 100; the
    oracle's k w).
 6. Designs (``DESIGNS``): every delay and oracle row for today's monitor (``conformal=
-   "outputs"``: betting and per-output conformal processes) and for the same with the
-   per-tick conformal process added (``"both"``: e-Bonferroni of three). The null year and
-   the tolerance rows are today's design's.
+   "outputs"``: betting and per-output conformal processes), for the same with the per-tick
+   conformal process added (``"both"``, ``blocks=(1,)``: e-Bonferroni of three), and with
+   tick processes on blocks of 1 and of 2 ticks (``blocks=(1, 2)``: of four). The null year
+   and the tolerance rows are the default design's; the cost table has every design's calls
+   per detection of the moderate change and of the re-weighting.
+
+The tables go to ``benchmarks/results/monitor.json`` (rendered by ``docs/gen_benchmarks.py``).
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
+from benchmarks._results import ResultFile
 from benchmarks._synthetic import AnswerSpace, Arm, answer_space, sample
-from benchmarks._table import print_table
 from dbpa.stats import DriftMonitor, correct, family_alarms, permutation_test
 
 ALPHA = 0.05
@@ -73,9 +79,14 @@ ORACLE_MOST = 10
 """Changed ticks the oracle tries at most (beyond: reported as "> 10")."""
 KS = (5, 10, 20)
 FORMS = {"test": ALPHA, "detect": 1 / 3650}
-DESIGNS = {"outputs": "outputs", "both": "both"}
-"""The monitor's designs compared (its ``conformal`` option): today's betting and per-output
-conformal processes, and the same with the per-tick conformal process added (issue 51)."""
+DESIGNS: dict[str, dict[str, Any]] = {
+    "outputs": {"conformal": "outputs"},
+    "both, ticks": {"conformal": "both", "blocks": (1,)},
+    "both, blocks 1+2": {"conformal": "both", "blocks": (1, 2)},
+}
+"""The monitor's designs compared (``DriftMonitor`` options): today's default (betting and
+per-output conformal processes), the per-tick conformal process added, and tick processes on
+blocks of one and of two ticks (issue 51)."""
 
 
 def changed(share: float) -> Arm:
@@ -113,12 +124,12 @@ def _holm_year(rng: np.random.Generator, space: AnswerSpace, k: int) -> int:
 
 
 def _delay(
-    rng: np.random.Generator, after: Arm, k: int, form: str, conformal: str = "outputs"
+    rng: np.random.Generator, after: Arm, k: int, form: str, design: dict[str, Any]
 ) -> int | None:
     """Ticks from the change to the alarm (negative: a false alarm before it; None: none by
     ``HORIZON``)."""
     space = answer_space(rng, d=D)
-    monitor = DriftMonitor(FORMS[form], form=form, conformal=conformal, rng=rng)
+    monitor = DriftMonitor(FORMS[form], form=form, rng=rng, **design)
     reference = sample(rng, space, BASELINE, k)
     for tick in range(1, HORIZON + 1):
         arm = after if tick >= CHANGE_AT else BASELINE
@@ -166,13 +177,16 @@ def tolerance_rates(rng: np.random.Generator, runs: int, k: int = 10) -> list[li
     return rows
 
 
-def _per_tick_power(rng: np.random.Generator, share: float, k: int, runs: int) -> float:
+def _per_tick_power(rng: np.random.Generator, share: float | None, k: int, runs: int) -> float:
+    """Power of one tick against its reference at Holm's first threshold (``share``: a
+    change to the new type; None: the re-weighting)."""
+    after = REWEIGHTED if share is None else changed(share)
     hits = 0
     for _ in range(runs):
         space = answer_space(rng, d=D)
         p = permutation_test(
             sample(rng, space, BASELINE, k),
-            sample(rng, space, changed(share), k),
+            sample(rng, space, after, k),
             omega=OMEGA,
             n_permutations=B,
             rng=rng,
@@ -182,18 +196,19 @@ def _per_tick_power(rng: np.random.Generator, share: float, k: int, runs: int) -
 
 
 def main(quick: bool = False) -> None:
-    audits, holm_audits, runs, power_runs = (10, 1, 20, 20) if quick else (40, 2, 60, 60)
+    audits, holm_audits, runs, power_runs = (10, 1, 20, 20) if quick else (40, 2, 40, 60)
     oracle_runs = 20 if quick else 40
     start = time.perf_counter()
+    result_file = ResultFile("monitor", quick)
     rng = np.random.default_rng(ROOT_SEED)
-    print(
+    result_file.note(
         f"monitor: {ARMS} arms x {YEAR} ticks per null audit, {audits} audits (monitor, "
         f"k = 5), {holm_audits} (per-tick Holm, k = {HOLM_K}, B = {B}); {runs} runs per "
         f"delay cell, change at tick {CHANGE_AT}; d = {D}"
     )
     clean = sum(not _null_year(rng, answer_space(rng, d=D), 5) for _ in range(audits))
     holm = [_holm_year(rng, answer_space(rng, d=D), HOLM_K) for _ in range(holm_audits)]
-    print_table(
+    result_file.table(
         "null year",
         ["design", "k", "audits", "audits with no false alarm", "false alarm ticks per audit"],
         [
@@ -208,17 +223,17 @@ def main(quick: bool = False) -> None:
         for size, after in changes.items()
         for k in KS
     }
-    for design, conformal in DESIGNS.items():
+    for design, options in DESIGNS.items():
         for form in FORMS:
             for size, after in changes.items():
                 for k in KS:
-                    delays = [_delay(rng, after, k, form, conformal) for _ in range(runs)]
+                    delays = [_delay(rng, after, k, form, options) for _ in range(runs)]
                     found = np.array([d for d in delays if d is not None and d >= 0], dtype=float)
                     before = sum(d is not None and d < 0 for d in delays)
                     missed = sum(d is None for d in delays)
                     waits = [d + 1 if d is not None and d >= 0 else 100 for d in delays]
-                    if form == "test" and size == "moderate" and design == "outputs":
-                        mean_ticks[k] = float(np.mean(waits))
+                    if form == "test" and size in ("moderate", "re-weight"):
+                        mean_ticks[design, size, k] = float(np.mean(waits))
                     used = float(np.median(found)) + 1 if found.size else None
                     w = oracle[size, k]
                     against.append(
@@ -247,12 +262,12 @@ def main(quick: bool = False) -> None:
                             missed,
                         ]
                     )
-    print_table(
+    result_file.table(
         "detection delay (ticks after the change)",
         ["design", "form", "change", "k", "median", "p90", "within 10", "before", "missed"],
         rows,
     )
-    print_table(
+    result_file.table(
         f"against the oracle (fixed test of w changed ticks vs {ORACLE_HISTORY} quiet outputs, "
         f"{oracle_runs} runs per w)",
         [
@@ -268,19 +283,24 @@ def main(quick: bool = False) -> None:
         ],
         against,
     )
-    print_table(
+    result_file.table(
         "tolerance 0.25: share of runs alarmed within 300 ticks",
         ["tolerance", "change", "k", "quiet ticks", "runs", "alarmed"],
         tolerance_rates(rng, runs),
     )
     cost = []
-    for k in (5, 10, 20, 40):
-        power = _per_tick_power(rng, SIZES["moderate"], k, power_runs)
-        monitor = f"{k * mean_ticks[k]:.0f}" if k in mean_ticks else "-"
-        cost.append([k, power, f"{k / power:.0f}" if power else "inf", monitor])
-    print_table(
-        "model calls per detection of the moderate change (one arm)",
-        ["k", "per-tick power at 0.05/50", "per-tick calls", "monitor calls"],
+    for size, share in (("moderate", SIZES["moderate"]), ("re-weight", None)):
+        for k in (5, 10, 20, 40):
+            power = _per_tick_power(rng, share, k, power_runs)
+            monitors = [
+                f"{k * mean_ticks[d, size, k]:.0f}" if (d, size, k) in mean_ticks else "-"
+                for d in DESIGNS
+            ]
+            cost.append([size, k, power, f"{k / power:.0f}" if power else "inf", *monitors])
+    result_file.table(
+        "model calls per detection, test form (one arm; per-tick tests at Holm's 0.05/50)",
+        ["change", "k", "per-tick power", "per-tick calls", *(f"{d} calls" for d in DESIGNS)],
         cost,
     )
-    print(f"\nmonitor benchmark: {time.perf_counter() - start:.0f} s")
+    result_file.note(f"monitor benchmark: {time.perf_counter() - start:.0f} s")
+    result_file.write()

@@ -51,8 +51,10 @@ With a tolerance the conformal process is off and ``e_value`` is the betting wea
 every output before it, on a statistic that is a symmetric function of that pool (Hotelling's
 statistic in the pool's leading principal components: it sees a change in the shares of
 familiar answers, which the per-output process hardly does); the p-values are independent
-U(0, 1) with no change, and a jumper bets on them. It spends no output either. With ``m``
-processes in all (the betting one and one or two conformal ones) the evidence is the largest
+U(0, 1) with no change, and a jumper bets on them. It spends no output either. One such
+process runs per block length of ``blocks`` (default ``(1, 2)``: p-values of single ticks,
+and of disjoint pairs of ticks, which see a change in shares sooner at small k). With ``m``
+processes in all (the betting one and the conformal ones) the evidence is the largest
 divided by ``m`` (test) or ``2 m`` (detector), by the same arguments as for two. The default
 stays ``"outputs"`` until the benchmark's full run settles it (``benchmarks/README.md``).
 ``benchmarks/README.md`` (``monitor``) has the delays of both.
@@ -83,6 +85,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,7 +93,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ._conformal import ConformalMartingale
-from ._tick_conformal import TickConformalMartingale
+from ._tick_conformal import BLOCKS, TickConformalMartingale
 from ._validation import RngLike, as_embeddings, as_positive_int, as_probability, as_rng, choose
 
 __all__ = ["CONFORMAL", "FORMS", "DriftMonitor", "MonitorState"]
@@ -103,8 +106,9 @@ FORMS = ("test", "detect")
 Shiryaev-Roberts e-detector, average run length to a false alarm >= 1 / alpha ticks."""
 CONFORMAL = ("outputs", "ticks", "both")
 """The conformal processes run beside the betting one (``tolerance = 0``): ``outputs`` one
-p-value per output (``_conformal.py``), ``ticks`` one per tick against every earlier output
-(``_tick_conformal.py``; alone it is slow on answers of a new kind), ``both`` the two."""
+p-value per output (``_conformal.py``), ``ticks`` one per block of ticks against every
+earlier output, a process per block length of ``blocks`` (``_tick_conformal.py``; alone
+slow on answers of a new kind), ``both`` the two."""
 STAKE_WINDOW = 20
 """Pairs whose payoffs set the next stake (aGRAPA)."""
 STAKE_MIN_PAIRS = 2
@@ -189,8 +193,9 @@ class DriftMonitor:
     ``"detect"`` (``FORMS``); with ``tolerance = 0`` the conformal process runs too (module
     docstring); ``conformal``: which (``CONFORMAL``). ``reserve`` in (0, 1): share of each
     tick's outputs put aside as fresh baseline for later ticks. ``window``: ticks whose
-    outputs the witness is learnt from. ``rng``: seed or Generator (which outputs are bet
-    on and which put aside).
+    outputs the witness is learnt from. ``blocks``: ticks per tested block of the tick
+    processes, one process per length (``_tick_conformal.BLOCKS``). ``rng``: seed or
+    Generator (which outputs are bet on and which put aside).
     """
 
     def __init__(
@@ -202,6 +207,7 @@ class DriftMonitor:
         conformal: str = "outputs",
         reserve: float = 0.2,
         window: int = 5,
+        blocks: Sequence[int] = BLOCKS,
         rng: RngLike = None,
     ) -> None:
         self.alpha, self.tolerance = _monitor_iv(alpha, tolerance, reserve)
@@ -209,6 +215,7 @@ class DriftMonitor:
         self.conformal = choose(conformal, "conformal", CONFORMAL)
         self.reserve = float(reserve)
         self.window = as_positive_int(window, "window")
+        self.blocks = _blocks_iv(blocks)
         self._rng = as_rng(rng)
         self._book = _new_book(self.window)
         self._conformal = self._new_conformal()
@@ -241,7 +248,7 @@ class DriftMonitor:
         if self.conformal in ("outputs", "both"):
             processes.append(ConformalMartingale(self._rng.spawn(1)[0]))
         if self.conformal in ("ticks", "both"):
-            processes.append(TickConformalMartingale(self._rng.spawn(1)[0]))
+            processes.extend(TickConformalMartingale(self._rng.spawn(1)[0], b) for b in self.blocks)
         return processes
 
     def update(self, reference: ArrayLike, tick: ArrayLike) -> MonitorState:
@@ -375,6 +382,16 @@ def _monitor_iv(alpha: Any, tolerance: Any, reserve: Any) -> tuple[float, float]
         raise ValueError(f"tolerance: a total-variation distance in [0, 1), got {tolerance!r}")
     as_probability(reserve, "reserve")
     return level, tol
+
+
+def _blocks_iv(blocks: Any) -> tuple[int, ...]:
+    try:
+        lengths = tuple(as_positive_int(b, "blocks") for b in blocks)
+    except TypeError:
+        raise ValueError(f"blocks: a sequence of tick counts, got {blocks!r}") from None
+    if not lengths or len(set(lengths)) < len(lengths):
+        raise ValueError(f"blocks: distinct positive tick counts, at least one, got {blocks!r}")
+    return lengths
 
 
 def _update_iv(

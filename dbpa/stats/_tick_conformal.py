@@ -1,5 +1,5 @@
-"""A conformal test martingale on whole ticks: one permutation p-value per tick against every
-earlier output, on a witness learnt from all of them.
+"""A conformal test martingale on whole ticks: one permutation p-value per tick (or per block
+of ticks) against every earlier output, on a witness learnt from all of them.
 
 **The p-values.** With no change the outputs of the reference and of the ticks are
 independent draws of one distribution. Let ``bag_t`` be the multiset of every output so far
@@ -21,6 +21,18 @@ smoothed conformal p-values, with a block of ``k`` outputs where they have one; 
 before the tick, with no p-value of their own (a block not tested). When the bag exceeds
 ``MAX_BAG`` rows, rows drawn at random (independently of their values) leave it: the later
 p-values are then functions of ``bag_t``, the later outputs and independent draws, as before.
+
+**Blocks of ticks.** With ``block = b`` the tested set is the outputs of ``b`` consecutive
+ticks (disjoint blocks, fixed in advance: ticks ``1..b``, ``b+1..2b``, ...): the p-value of
+a block, computed at its last tick against the bag then, is exactly U(0, 1) given that bag
+and everything after, by the argument above with ``X_t`` the block's ``b k`` outputs, and
+the blocks' p-values are independent; the factor is 1 at a block's other ticks. A block's
+mean moves ``sqrt(b)`` times as many standard errors as one tick's for the same change in
+shares, while Hotelling's statistic pays for its ``RANK`` directions once per block, not
+once per tick: on a re-weighting at k = 5 a block of two ticks pays more than two single
+ticks (``benchmarks/README.md``, ``monitor``). The monitor runs one process per length of
+``BLOCKS`` (each a test martingale in its own p-values' filtration) and takes the largest
+by e-Bonferroni with its other processes.
 
 **Why p-values, not permutation e-values.** ``T(X_t) / mean_b T(A_b)`` (Koning 2023,
 *Post-hoc and anytime valid permutation and group invariance testing*) has mean 1 given
@@ -66,14 +78,16 @@ from scipy.special import ndtri
 
 from ._threads import blas_for
 
-__all__ = ["TickConformalMartingale", "TickConformalStep"]
+__all__ = ["BLOCKS", "TickConformalMartingale", "TickConformalStep"]
 
 Matrix = NDArray[np.float64]
 Vector = NDArray[np.float64]
 
-PERMUTATIONS = 999
-"""Random subsets each tick's statistic is ranked among (smallest p about 1 / 1000 before
-the smoothing)."""
+BLOCKS = (1, 2)
+"""Ticks per tested block of the monitor's tick processes, one process per length."""
+PERMUTATIONS = 1999
+"""Random subsets each tick's statistic is ranked among (smallest p about 1 / 2000 before
+the smoothing: a block of ten outputs often reaches 1 / 1000)."""
 RANK = 4
 """Principal components of the bag the shares are compared in."""
 PROJECTION = 64
@@ -95,7 +109,8 @@ class TickConformalStep:
     """One tick of the martingale."""
 
     p_value: float
-    """The tick's permutation p-value against the bag (U(0, 1) with no change)."""
+    """The block's permutation p-value against the bag (U(0, 1) with no change), at the
+    block's last tick; NaN at its other ticks (no bet: factor 1)."""
     log_factor: float
     """Log of the tick's factor ``M_t / M_{t-1}``."""
     log_martingale: float
@@ -107,8 +122,10 @@ class TickConformalMartingale:
     """Jumper over normal-score bettors on one permutation p-value per tick (module
     docstring). ``rng``: a numpy Generator; the caller validates the inputs."""
 
-    def __init__(self, rng: np.random.Generator) -> None:
+    def __init__(self, rng: np.random.Generator, block: int = 1) -> None:
         self._rng = rng
+        self.block = block
+        self._pending: list[Matrix] = []
         self._deltas = np.asarray(DELTAS)
         bettors = self._deltas.size + 1  # the last one sleeps
         self._capital = np.full(bettors, 1.0 / bettors)
@@ -131,9 +148,15 @@ class TickConformalMartingale:
         if self._reference is None or not np.array_equal(reference, self._reference):
             self._reference = reference
             self._bag = self._thin(np.concatenate([self._bag, reference @ self._projection]))
-        bag = np.concatenate([self._bag, tick @ self._projection])
+        self._pending.append(tick @ self._projection)
+        if len(self._pending) < self.block:
+            self._log_detector = float(np.logaddexp(self._log_detector, 0.0))
+            return TickConformalStep(math.nan, 0.0, self._log_total, self._log_detector)
+        tested = np.concatenate(self._pending)
+        self._pending = []
+        bag = np.concatenate([self._bag, tested])
         with blas_for(len(bag)):
-            p = max(self._p_value(bag, len(tick)), P_FLOOR)
+            p = max(self._p_value(bag, len(tested)), P_FLOOR)
         self._bag = self._thin(bag)
         z = float(ndtri(1.0 - p)) if p < 1.0 else -math.inf
         gain = np.append(np.exp(np.minimum(self._deltas * z - self._deltas**2 / 2.0, 700.0)), 1.0)

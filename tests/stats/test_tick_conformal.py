@@ -23,13 +23,13 @@ REWEIGHTED = (0.1, 0.2, 0.7, 0.0)
 """The baseline's own answer types in other shares (total variation 0.5)."""
 
 
-def tick_p_values(rng, shape, runs=8, n_ticks=120, k=5, weights=BASELINE, quiet=0):
+def tick_p_values(rng, shape, runs=8, n_ticks=120, k=5, weights=BASELINE, quiet=0, block=1):
     """Per run, the p-values of ``quiet`` baseline ticks then ``n_ticks`` ticks of
-    ``weights``."""
+    ``weights`` (blocks of ``block`` ticks: one p-value per block)."""
     spread = 0.0 if shape in ("repeats", "same") else 0.5
     out = []
     for _ in range(runs):
-        martingale = TickConformalMartingale(rng)
+        martingale = TickConformalMartingale(rng, block)
         ticks = np.concatenate(
             [answers(rng, (quiet, k), spread=spread), answers(rng, (n_ticks, k), weights, spread)]
         )
@@ -40,9 +40,8 @@ def tick_p_values(rng, shape, runs=8, n_ticks=120, k=5, weights=BASELINE, quiet=
         )
         if shape == "same":
             references, ticks = np.ones_like(references), np.ones_like(ticks)
-        out.append(
-            [martingale.update(r, t).p_value for r, t in zip(references, ticks, strict=True)]
-        )
+        p = [martingale.update(r, t).p_value for r, t in zip(references, ticks, strict=True)]
+        out.append([v for v in p if not math.isnan(v)])
     return np.asarray(out)
 
 
@@ -56,21 +55,33 @@ def test_tick_p_values_are_independent_and_uniform_without_change(shape):
     assert pearsonr(p[:, :-1].ravel(), p[:, 1:].ravel()).pvalue > 0.001
 
 
+@pytest.mark.parametrize("shape", ["varied", "repeats", "resampled"])
+def test_block_p_values_are_independent_and_uniform_without_change(shape):
+    """Blocks of 2 ticks (a reference re-sampled inside a block joins the pool untested):
+    480 p-values per shape, one per block, U(0, 1) and successive ones uncorrelated."""
+    rng = np.random.default_rng({"varied": 51, "repeats": 52, "resampled": 53}[shape])
+    p = tick_p_values(rng, shape, block=2)
+    assert p.shape == (8, 60)
+    assert kstest(p.ravel(), "uniform").pvalue > 0.001
+    assert pearsonr(p[:, :-1].ravel(), p[:, 1:].ravel()).pvalue > 0.001
+
+
 def test_the_uniformity_check_can_fail():
-    """After a change in the shares of the baseline's own answers the p-values pile up near
-    0: the KS check above rejects them."""
+    """After a change in the shares of the baseline's own answers the changed ticks'
+    p-values pile up near 0: the KS check above rejects them."""
     rng = np.random.default_rng(35)
-    changed = tick_p_values(rng, "varied", runs=4, n_ticks=15, weights=REWEIGHTED, quiet=40)
-    assert kstest(changed.ravel(), "uniform").pvalue < 0.001
+    p = tick_p_values(rng, "varied", runs=4, n_ticks=15, weights=REWEIGHTED, quiet=40)
+    assert kstest(p[:, 40:].ravel(), "uniform").pvalue < 0.001
 
 
-def test_the_tick_evidence_is_fair_without_change():
+@pytest.mark.parametrize("block", [1, 2])
+def test_the_tick_evidence_is_fair_without_change(block):
     """The process's own per-tick factors average at most 1 on three null shapes."""
-    rng = np.random.default_rng(36)
+    rng = np.random.default_rng(36 + block)
     factors = []
     for shape in ("varied", "repeats", "resampled"):
         for _ in range(4):
-            martingale = TickConformalMartingale(rng)
+            martingale = TickConformalMartingale(rng, block)
             spread = 0.0 if shape == "repeats" else 0.5
             reference = answers(rng, (10,), spread=spread)
             for tick in answers(rng, (150, 5), spread=spread):
@@ -132,13 +143,19 @@ def test_the_conformal_option_is_validated():
         DriftMonitor(0.05, conformal="pairs")
 
 
-def test_the_alarm_line_is_shared_by_three_processes():
-    """With both conformal processes the evidence is the largest of three divided by 3
-    (test) or 6 (detector)."""
+@pytest.mark.parametrize("blocks", [(), (1, 1), (0,), (1.5,), 2])
+def test_the_blocks_are_validated(blocks):
+    with pytest.raises(ValueError, match="blocks"):
+        DriftMonitor(0.05, blocks=blocks)
+
+
+def test_the_alarm_line_is_shared_by_every_process():
+    """With both conformal processes and tick blocks of 1 and 2 the evidence is the largest
+    of four (betting, per-output, two tick processes) divided by 4 (test) or 8 (detector)."""
     rng = np.random.default_rng(46)
     reference = answers(rng, (10,))
-    for form, split in (("test", 3), ("detect", 6)):
-        monitor = DriftMonitor(0.05, form=form, conformal="both", rng=rng)
+    for form, split in (("test", 4), ("detect", 8)):
+        monitor = DriftMonitor(0.05, form=form, conformal="both", blocks=(1, 2), rng=rng)
         s = [monitor.update(reference, answers(rng, (5,))) for _ in range(20)][-1]
         assert monitor.split == split
         assert s.log_e_value == pytest.approx(
