@@ -29,7 +29,7 @@ from dataclasses import replace
 import numpy as np
 from scipy.stats import binomtest
 
-from benchmarks._table import print_table
+from benchmarks._results import ResultFile
 from dbpa.stats import (
     EffectInterval,
     TiltedSteps,
@@ -157,7 +157,11 @@ def main(
     ks = ks or ((20, 40) if quick else (10, 20, 40, 80, 160))
     root = np.random.SeedSequence(ROOT_SEED)
     start = time.perf_counter()
-    print(f"equivalence: {sims} audits per cell, alpha={ALPHA}, B={N_BOOTSTRAP}")
+    result_file = ResultFile("equivalence", quick)
+    result_file.note(
+        f"equivalence: {sims} audits per cell, k in {ks}, alpha={ALPHA}, B={N_BOOTSTRAP}; "
+        f"at the margin: {', '.join(shapes)}"
+    )
     cells = [(name, k, k) for name in shapes for k in ks]
     cells += [cell for cell in UNEQUAL if cell[0] in shapes]
     rows = []
@@ -167,7 +171,7 @@ def main(
         rows.append([name, f"{true_effect(name):.4f}", size, *(_rate(int(h), sims) for h in hits)])
         print(*rows[-1], sep=" | ", flush=True)
     if rows:
-        print_table(
+        result_file.table(
             f"effect exactly at the margin: share declared equivalent (nominal <= {ALPHA})",
             ["scenario", "margin = effect", "k", *METHODS],
             rows,
@@ -182,7 +186,7 @@ def main(
             " / ".join(f"{share:.2f}" for share in shares[i, :, m]) for m in range(len(MARGINS))
         ]
         fixed_rows.append([k, *pair])
-    print_table(
+    result_file.table(
         f"no effect, margin calibrated on {REPLICATES} replicate arms (q={QUANTILE}, "
         f"{REPLICATES * (REPLICATES + 1) // 2} pairs at the same k): share declared equivalent",
         ["k", *METHODS],
@@ -192,12 +196,13 @@ def main(
         " / ".join(_smallest_k(ks, shares[:, j, m]) for j in range(len(METHODS)))
         for m in range(len(MARGINS))
     ]
-    print_table(
+    result_file.table(
         "no effect, fixed margins: share declared equivalent (" + " / ".join(METHODS) + ")",
         ["k", *(f"margin {m:g}" for m in MARGINS)],
         [*fixed_rows, [f"k for power >= {TARGET_POWER}", *needed]],
     )
     print(f"\n{time.perf_counter() - start:.0f} s")
+    result_file.write()
 
 
 if __name__ == "__main__":
