@@ -28,8 +28,8 @@ import numpy as np
 from scipy.stats import binomtest
 
 from benchmarks._provider import RemoteProvider, remote_provider
+from benchmarks._results import ResultFile
 from benchmarks._synthetic import Arm, answer_space, sample
-from benchmarks._table import print_table
 from dbpa.analysis import SequentialSpec
 from dbpa.config import parse_config
 from dbpa.stats import correct, path_plan, permutation_test, sequential_family
@@ -75,9 +75,10 @@ def main(quick: bool = False) -> None:
     }
     designs = {key: spec.design(K_MAX) for key, spec in specs.items()}
     start = time.perf_counter()
+    result_file = ResultFile("sequential", quick)
     default = designs["sequential (default)"]
     paths = path_plan(default, M, ALPHA, "holm").n_paths
-    print(
+    result_file.note(
         f"sequential: {families} families of m={M} per row, k_max={K_MAX}, looks {default.looks}, "
         f"weights {tuple(round(w, 3) for w in default.weights)}, futility {default.futility} "
         f"(default), omega {OMEGA}, B={B} (fixed) and {paths} paths (the default's), Holm "
@@ -116,13 +117,14 @@ def main(quick: bool = False) -> None:
                     _rate(false, families),
                 ]
             )
-    print_table(
+    result_file.table(
         "model calls per family, power and type-I (fixed k=20 against sequential, same arms)",
         ["family", "design", "calls", "fewer", "power", "type-I (any false change)"],
         rows,
     )
-    _through_the_flow(quick)
+    _through_the_flow(quick, result_file)
     print(f"\n{time.perf_counter() - start:.0f} s")
+    result_file.write()
 
 
 FLOW_KEY_ENV = "DBPA_BENCH_KEY"
@@ -163,7 +165,7 @@ def _flow_config(server: RemoteProvider, seed: int, sequential: bool) -> dict[st
     }
 
 
-def _through_the_flow(quick: bool) -> None:
+def _through_the_flow(quick: bool, result_file: ResultFile) -> None:
     """The audit flow against the scripted provider, fixed k=20 and sequential on separate
     records: model calls actually made, and the decisions."""
     os.environ.setdefault(FLOW_KEY_ENV, "sk-bench")
@@ -201,7 +203,7 @@ def _through_the_flow(quick: bool) -> None:
                     f"{seconds / n:.1f}",
                 ]
             )
-    print_table(
+    result_file.table(
         f"through the audit flow ({n} audit(s) each: 5 target and 5 control personas, "
         "scripted provider)",
         ["design", "model calls", "fewer", "targets changed", "controls changed", "s per audit"],
