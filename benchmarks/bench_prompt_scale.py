@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 
 from benchmarks._provider import remote_provider
-from benchmarks._table import print_table
+from benchmarks._results import ResultFile
 from tests.support.scripted_server import Rule
 
 KEY_ENV = "DBPA_BENCH_KEY"
@@ -124,6 +124,7 @@ def _open_in_chromium(path: Path) -> tuple[float, float] | None:
 
 def main(quick: bool = False) -> None:
     prompts, k = (100, 10) if quick else (1000, 10)
+    result_file = ResultFile("prompt_scale", quick)
     with remote_provider(RULES, latency=0.05) as provider, tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         config = root / "audit.yaml"
@@ -190,8 +191,9 @@ def main(quick: bool = False) -> None:
         ],
         ["load average (1 min) at the end", f"{os.getloadavg()[0]:.1f}"],
     ]
-    print_table("prompt set at scale", ["what", "measured"], rows)
+    result_file.table("prompt set at scale", ["what", "measured"], rows)
     print(results.stdout[-1500:])
+    result_file.write()
 
 
 if __name__ == "__main__":
