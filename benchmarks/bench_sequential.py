@@ -12,7 +12,25 @@ permutation paths the audit flow gives each test (``dbpa.stats.path_plan``: the 
 block's 12870 splits enumerated at m = 10). All use omega ``energy_cosine``. Calls are
 outputs sampled (the original arm is sampled while any of its tests is open). Power: the
 share of shifted perturbations found changed; type-I: the share of families with any
-unshifted perturbation found changed (95% Clopper-Pearson intervals).
+unshifted perturbation found changed (95% Clopper-Pearson intervals). The goal (issue 15):
+at least 40% fewer calls when half the family has large effects, power within 0.05 of the
+fixed design, type-I at most alpha.
+
+Then the audit flow itself (``run_audit``, Prefect's temporary server) against the scripted
+provider in its own process: five target personas that answer nothing like the original and
+five controls that answer like it, k = 20, B = 3999, ``omega: auto``, once at fixed k and once
+with ``sequential: true``, each on its own record; model calls are the chat requests the
+provider served. These scripted answers are the easy case (large effects, three distinct
+answers per arm), the synthetic families the harder one.
+
+What the boundary replaced: a weighted Bonferroni (union) bound over independent permutation
+tests at each look. A null path that crosses at an interim look mostly crosses at the last
+one too, and the union bound pays for it twice: at a final weight of 0.85 it saved 38% of the
+calls with half the family large but lost moderate power (0.824 against the fixed 0.866), at
+0.7 it saved 41% with moderate power 0.749. The group-sequential boundary spends the level
+once on the paths' joint law (on the same 200 families at 0.7: 41% fewer, moderate power
+0.831 with the first block enumerated). Stopping at Holm's step thresholds through repeated
+p-values gave 0.785: tests stop at the lone threshold, and the final correction steps.
 """
 
 from __future__ import annotations
