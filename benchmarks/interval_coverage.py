@@ -130,6 +130,17 @@ measured 2026-11-25): the gauss_shift lower side falls from 0.965-0.978 to 0.920
 *below* nominal at k=20, 40 (the estimate's own noise, which the normal model ignores), and
 the mixture's and few_texts' lower sides to 0.932-0.965; so the product keeps ``gamma_max``.
 
+Since 2026-11-26 both of the product's bounds come from the least-favourable tests of
+``dbpa.stats._boundary`` (``product: least-favourable lower and upper``): the upper bound
+inverts the equivalence test (each arm's resampled residuals as the noise, the change put
+along their top principal directions), the lower bound the mirror-image test on relabellings
+of the pooled outputs. At 400 audits per cell every side covered at least 0.935 (nominal
+0.95, 2.5 SE: 0.923); two-sided coverage was close to nominal where a few repeated answers
+change shares and the lower side with no effect, conservative elsewhere (0.968-1.0). The
+``two_texts`` shape (two nearly fixed answers whose shares change: all the noise along the
+one direction a change can take) is where the bounds of 2026-11-25 fell below 2.5 SE on some
+draws.
+
 Run time (2026-11-25, 400 audits per cell, 18 cells): draws and replicates 9.5 min and the
 methods about 8 min on 2 cores shared with another job (the one-step slope's 200
 relabellings per audit are most of the first).
