@@ -51,7 +51,7 @@ from benchmarks._synthetic import answer_space, sample
 from benchmarks.bench_power import SCENARIOS, B
 from benchmarks.bench_real import DATA
 from dbpa.stats._combined import combine
-from dbpa.stats._omega import OMEGAS, _CentroidKernel, _EnergyKernel, _jsd_from_counts, _JSDKernel
+from dbpa.stats._omega import OMEGAS, _CentroidKernel, _EnergyKernel, _JSDKernel
 from dbpa.stats._permutation import TIE_RTOL, _splits
 from dbpa.stats._similarity import SIMILARITIES, pool_arms
 
@@ -80,11 +80,11 @@ class _Histograms(_JSDKernel):
 
     def __call__(self, masks: Any) -> Any:
         x = masks.astype(self._dtype)
-        y = (x @ self._stacked).reshape(len(x), self._bins, self._n)
-        within2 = np.matmul(y, x[:, :, None])[:, :, 0]
-        h0 = (0.5 * within2).astype(np.intp)
-        h1 = (x @ self._rowcounts - within2).astype(np.intp)
-        js = _jsd_from_counts(h0, h1, self._n0, self._n1, self._xlogx)
+        y = (x @ self._stacked).reshape(len(x), self._columns, self._n)
+        within2 = self._unpacked(np.matmul(y, x[:, :, None])[:, :, 0].astype(np.intp))
+        h0 = within2 // 2
+        h1 = (x @ self._rowcounts).astype(np.intp) - within2
+        js = super().__call__(masks)
         d = np.cumsum(h0, axis=1) / self._n0 - np.cumsum(h1, axis=1) / self._n1
         return np.column_stack([js, np.sqrt((d * d).sum(axis=1)), np.abs(d).max(axis=1)])
 
