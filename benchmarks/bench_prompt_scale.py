@@ -103,15 +103,14 @@ def _stored_outputs(db: Path, env: dict[str, str]) -> int:
 
 def _open_in_chromium(path: Path) -> tuple[float, float] | None:
     """Seconds to the page's load event and to its script's first run, or None."""
-    chromium = Path("/usr/bin/chromium")
-    if not chromium.exists():
+    from tests.support.chromium import CHROMIUM, CHROMIUM_ARGS
+
+    if not CHROMIUM.exists():
         return None
     from playwright.sync_api import sync_playwright
 
-    from tests.report.conftest import CHROMIUM_ARGS
-
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(chromium), args=CHROMIUM_ARGS)
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         page = browser.new_page()
         start = time.perf_counter()
         page.goto(path.as_uri(), wait_until="load")
