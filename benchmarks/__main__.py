@@ -28,6 +28,7 @@ SUITES = {
     "shared_record_engines": "benchmarks.bench_shared_record",
     "cost": "benchmarks.bench_cost",
     "shared_record": "benchmarks.bench_shared_audits",
+    "design_auto": "benchmarks.design_auto",
 }
 
 

@@ -14,6 +14,16 @@ machine cost.
 
 The scripted provider runs in its own process, as a real provider would: in the audit's
 process its request handling would compete with the audit for the interpreter lock.
+
+What this suite found (profiled with py-spy; the fixes are in the code): task runs carry no
+tags (Prefect's concurrency-slot request per tagged task run met "database is locked" 503s
+on the ephemeral server and waited 2 s each); no flow-run heartbeats without a server (their
+thread made every audit wait up to 1 s at its end); arms are embedded and tested as their
+sample task runs end; arms and planned tests are one Arrow INSERT, not ``executemany``; the
+cost comes from litellm's response only; the report's data is one query. The floor is
+litellm: about 8 ms of Python per request on the event loop. Ruled out by measurement: one
+event loop instead of one thread per arm, DuckDB's per-output insert, all sample task runs at
+once, one arm per thread.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 
 from benchmarks._provider import remote_provider
-from benchmarks._table import print_table
+from benchmarks._results import ResultFile
 from tests.support.scripted_server import Rule
 
 KEY_ENV = "DBPA_BENCH_KEY"
@@ -103,15 +103,14 @@ def _stored_outputs(db: Path, env: dict[str, str]) -> int:
 
 def _open_in_chromium(path: Path) -> tuple[float, float] | None:
     """Seconds to the page's load event and to its script's first run, or None."""
-    chromium = Path("/usr/bin/chromium")
-    if not chromium.exists():
+    from tests.support.chromium import CHROMIUM, CHROMIUM_ARGS
+
+    if not CHROMIUM.exists():
         return None
     from playwright.sync_api import sync_playwright
 
-    from tests.report.conftest import CHROMIUM_ARGS
-
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(chromium), args=CHROMIUM_ARGS)
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         page = browser.new_page()
         start = time.perf_counter()
         page.goto(path.as_uri(), wait_until="load")
@@ -124,6 +123,7 @@ def _open_in_chromium(path: Path) -> tuple[float, float] | None:
 
 def main(quick: bool = False) -> None:
     prompts, k = (100, 10) if quick else (1000, 10)
+    result_file = ResultFile("prompt_scale", quick)
     with remote_provider(RULES, latency=0.05) as provider, tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         config = root / "audit.yaml"
@@ -190,8 +190,9 @@ def main(quick: bool = False) -> None:
         ],
         ["load average (1 min) at the end", f"{os.getloadavg()[0]:.1f}"],
     ]
-    print_table("prompt set at scale", ["what", "measured"], rows)
+    result_file.table("prompt set at scale", ["what", "measured"], rows)
     print(results.stdout[-1500:])
+    result_file.write()
 
 
 if __name__ == "__main__":

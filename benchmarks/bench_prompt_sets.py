@@ -30,6 +30,7 @@ Three parts (``python -m benchmarks prompt_sets``; ``--quick`` for a smoke run):
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 import time
@@ -40,9 +41,9 @@ from typing import Any
 import numpy as np
 
 from benchmarks._prompt_set_cells import prompt_models, prompt_set
+from benchmarks._results import ResultFile
 from benchmarks._set_bound import set_bound
 from benchmarks._shared_direction import shared_direction_p
-from benchmarks._table import print_table
 from dbpa.stats import OMEGAS, correct
 from dbpa.stats._combined import combine
 from dbpa.stats._permutation import TIE_RTOL
@@ -124,7 +125,7 @@ def _relabel_arms(originals, perturbed, omega: str, b: int, seed: int) -> _Relab
     return _relabel(arms_a, arms_b, spec, {}, "cosine", b, gen, spread=True)
 
 
-def design(quick: bool = False) -> None:
+def design(result_file: ResultFile, quick: bool = False) -> None:
     """Power of each combination and of per-prompt Holm on the synthetic cells."""
     n_prompts, k, b = 20, 10, 999
     n = 40 if quick else 200
@@ -138,8 +139,8 @@ def design(quick: bool = False) -> None:
         "spread alone",
         "per-prompt Holm",
     ]
-    print(
-        f"\n[prompt_sets design] {n_prompts} prompts, k={k} per arm, omega=auto, B={b}, "
+    result_file.note(
+        f"[prompt_sets design] {n_prompts} prompts, k={k} per arm, omega=auto, B={b}, "
         f"{n} audits per cell, alpha={ALPHA}"
     )
     start = time.perf_counter()
@@ -158,7 +159,7 @@ def design(quick: bool = False) -> None:
                 counts[name] += rejected
         label = "none (type-I)" if share == 0 else f"{shape} {size}"
         rows.append([label, f"{share:.0%}", *(f"{counts[m] / n:.3f}" for m in names)])
-    print_table("rejection rate per combination", ["cell", "moved", *names], rows)
+    result_file.table("rejection rate per combination", ["cell", "moved", *names], rows)
     print(f"design: {time.perf_counter() - start:.0f} s")
 
 
@@ -166,7 +167,7 @@ CURVE_SIZES = {"new answer type": (0.15, 0.2, 0.3, 0.4), "drift": (0.1, 0.15, 0.
 """Effect sizes of the ``curve`` part, per synthetic shape (the design's sizes among them)."""
 
 
-def curve(quick: bool = False) -> None:
+def curve(result_file: ResultFile, quick: bool = False) -> None:
     """Power of the default pooled test and of per-prompt Holm (its per-prompt p-values, the
     same relabellings) where 6 of 20 prompts move, over each shape's size; their ratio; and
     the most any combination of those per-prompt p-values can reach (``_set_bound``)."""
@@ -174,8 +175,8 @@ def curve(quick: bool = False) -> None:
 
     n_prompts, k, b, moved = 20, 10, 999, 6
     n = 40 if quick else 200
-    print(
-        f"\n[prompt_sets curve] {n_prompts} prompts, {moved} moved, k={k} per arm, defaults "
+    result_file.note(
+        f"[prompt_sets curve] {n_prompts} prompts, {moved} moved, k={k} per arm, defaults "
         f"(auto, sum_z+tippett+spread), B={b}, {n} audits per cell, alpha={ALPHA}"
     )
     start = time.perf_counter()
@@ -207,7 +208,7 @@ def curve(quick: bool = False) -> None:
                 f"{bound.holm:.3f}",
             ]
         )
-    print_table(
+    result_file.table(
         "rejection rate where 30% of the prompts move",
         ["shape", "size", *BOUND_COLUMNS],
         rows,
@@ -335,7 +336,11 @@ def _arrays(picks: Picks, source: np.ndarray) -> tuple[list[np.ndarray], list[np
 
 
 def real(
-    quick: bool = False, k: int = 10, subtle_only: bool = False, audits: int | None = None
+    result_file: ResultFile,
+    quick: bool = False,
+    k: int = 10,
+    subtle_only: bool = False,
+    audits: int | None = None,
 ) -> None:
     """Power of the pooled test, per-prompt Holm and MET on the same real outputs, k per arm
     and prompt (``subtle_only``: the type-I cell and the three subtle changes), ``audits``
@@ -354,8 +359,8 @@ def real(
     chars = _unicode(texts.ravel(), width).reshape(n_arms, n_prompts, outputs, width)
     b, b_met = 999, 199
     n = audits or (20 if quick else 100)
-    print(
-        f"\n[prompt_sets real] {n_prompts} prompts x {outputs} outputs per arm of the embedded "
+    result_file.note(
+        f"[prompt_sets real] {n_prompts} prompts x {outputs} outputs per arm of the embedded "
         f"model; {n} audits per cell drawing k={k} per arm and prompt without replacement; "
         f"alpha={ALPHA}; B: dbpa {b} (pooled and per-prompt from the same relabellings), "
         f"MET {b_met}"
@@ -382,10 +387,15 @@ def real(
 
     check_rng = np.random.default_rng(SEED)
     agree = []
-    for c in range(0 if audits else 3):  # the package takes minutes: not on shortened runs
+    installed = importlib.util.find_spec("model_equality_testing") is not None
+    for c in range(0 if audits or not installed else 3):  # the package takes minutes
         x, y = _arrays(_draw_cell(shape, system, None)(check_rng), tokens)
         agree.append((_met_package_p_value(x, y, b_met, c), _met_p_value(x, y, b_met, c)))
-    print(f"MET p-values, its package against the benchmark's indexing of its kernel: {agree}")
+    result_file.note(
+        f"MET p-values, its package against the benchmark's indexing of its kernel: {agree}"
+        if installed
+        else "MET's package is not installed: its p-values not checked against the benchmark's"
+    )
     start = time.perf_counter()
     rows = []
     for c, (label, draw) in enumerate(cells):
@@ -405,7 +415,7 @@ def real(
                 counts[name] += _met_p_value(*_arrays(picks, seqs), b_met, seed % 2**31) <= ALPHA
         rows.append([label, *(f"{counts[m] / n:.2f}" for m in methods)])
         print(rows[-1], f"{time.perf_counter() - start:.0f} s", flush=True)
-    print_table(
+    result_file.table(
         f"rejection rate, {n_prompts} prompts x k={k} per arm (the same draws for every method)",
         ["cell", *methods],
         rows,
@@ -416,7 +426,7 @@ def real(
 # --------------------------------------------------------------------------- bound on real
 
 
-def bound_real(quick: bool = False, audits: int | None = None) -> None:
+def bound_real(result_file: ResultFile, quick: bool = False, audits: int | None = None) -> None:
     """Where the real system-prompt change moves none, 2, 6 or all of the 20 prompts
     (k = 10): the default pooled test, per-prompt Holm, the most a combination of the
     per-prompt p-values can reach (``_set_bound``, from the moved prompts' p-values of these
@@ -461,7 +471,7 @@ def bound_real(quick: bool = False, audits: int | None = None) -> None:
             ]
         )
         print(rows[-1], f"{time.perf_counter() - start:.0f} s", flush=True)
-    print_table(
+    result_file.table(
         f"\n[prompt_sets bound_real] {n_prompts} prompts x k={k} per arm, real outputs, "
         f"{n} audits per cell, B={b}",
         ["cell", *BOUND_COLUMNS, "shared direction"],
@@ -472,7 +482,7 @@ def bound_real(quick: bool = False, audits: int | None = None) -> None:
 # --------------------------------------------------------------------------- timing
 
 
-def timing(quick: bool = False) -> None:
+def timing(result_file: ResultFile, quick: bool = False) -> None:
     """Seconds of one pooled test at B=2000 over 500 prompts x k=10 (d=384)."""
     from dbpa.stats import prompt_set_test
 
@@ -489,7 +499,7 @@ def timing(quick: bool = False) -> None:
             seconds.append(time.perf_counter() - t)
         rows.append([omega, f"{min(seconds):.2f}", f"{np.median(seconds):.2f}"])
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else math.nan
-    print_table(
+    result_file.table(
         f"\n[prompt_sets timing] B=2000, {n_prompts} prompts x k=10 per arm, d=384 "
         f"(load average before: {load:.1f})",
         ["omega", "best of 3 s", "median s"],
@@ -498,12 +508,14 @@ def timing(quick: bool = False) -> None:
 
 
 def main(quick: bool = False) -> None:
-    design(quick)
-    curve(quick)
-    real(quick)
-    real(quick, k=20, subtle_only=True)
-    bound_real(quick)
-    timing(quick)
+    result_file = ResultFile("prompt_sets", quick)
+    design(result_file, quick)
+    curve(result_file, quick)
+    real(result_file, quick)
+    real(result_file, quick, k=20, subtle_only=True)
+    bound_real(result_file, quick)
+    timing(result_file, quick)
+    result_file.write()
 
 
 if __name__ == "__main__":
@@ -516,13 +528,14 @@ if __name__ == "__main__":
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--audits", type=int, help="audits per real-output cell (default 100)")
     args = parser.parse_args()
+    printed = ResultFile("prompt_sets", args.quick)  # printed only: a part is not the suite's run
     parts = {
         "design": design,
         "curve": curve,
-        "real": lambda quick: real(quick, audits=args.audits),
-        "real20": lambda quick: real(quick, k=20, subtle_only=True, audits=args.audits),
-        "bound_real": lambda quick: bound_real(quick, audits=args.audits),
+        "real": lambda r, quick: real(r, quick, audits=args.audits),
+        "real20": lambda r, quick: real(r, quick, k=20, subtle_only=True, audits=args.audits),
+        "bound_real": lambda r, quick: bound_real(r, quick, audits=args.audits),
         "timing": timing,
     }
     for part in args.parts or list(parts):
-        parts[part](args.quick)
+        parts[part](printed, args.quick)

@@ -39,7 +39,7 @@ from typing import Any
 import psycopg
 
 from benchmarks._record_work import Audit, expected_rows, iter_lines
-from benchmarks._table import print_table
+from benchmarks._results import ResultFile
 from tests.support.postgres import PostgresServer, throwaway_cluster
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -185,20 +185,25 @@ def main(quick: bool = False) -> None:
     audit = Audit(m=100, k=20, b=1_999) if quick else Audit(m=1_000, k=20, b=19_999)
     shared = Audit(m=20, k=20, b=1_999) if quick else Audit(m=100, k=20, b=19_999)
     large = Audit(m=1_000, k=20, b=999, intervals=False) if quick else Audit(10_000, 20, 999, False)
+    result_file = ResultFile("shared_record_engines", quick)
     lake_python = _lake_python()
     engines = [e for e in ENGINES if e not in OLD_DUCKDB or lake_python]
     if lake_python is None:
-        print("DuckLake and DuckDB on PostgreSQL left out: no DBPA_DUCKLAKE_PYTHON (see above)")
+        result_file.note(
+            "DuckLake and DuckDB on PostgreSQL left out: no DBPA_DUCKLAKE_PYTHON (see above)"
+        )
     load = os.getloadavg()[0]
     with throwaway_cluster(settings={}) as server, tempfile.TemporaryDirectory() as tmp:
         c = _Candidates(server, Path(tmp), lake_python)
         writes = _writes(c, engines, audit)
         concurrent = _concurrent(c, [e for e in CONCURRENT if e in engines], shared)
         larger = _large_results(c, engines, large)
-    _report(writes, concurrent, larger, audit, shared, large, load)
+    _report(result_file, writes, concurrent, larger, audit, shared, large, load)
+    result_file.write()
 
 
 def _report(
+    result_file: ResultFile,
     writes: dict[str, Any],
     concurrent: dict[str, Any],
     larger: dict[str, Any],
@@ -218,7 +223,7 @@ def _report(
             tables["run_tests"] + tables["corrections"], again,
             again / _seconds(base["again"]), f["mb"],
         ])  # fmt: skip
-    print_table(
+    result_file.table(
         f"(a) the writes of an audit: m={audit.m:,} perturbations, k={audit.k}, "
         f"B={audit.b:,}: {base['write']['transactions']:,} transactions, one "
         f"process; again: the same writes on the written record; load average before {load:.2f}",
@@ -255,7 +260,7 @@ def _report(
             LABELS[engine], f"{len(done)}/{WRITERS}", wall, wall / serial,
             sum(r.get("retries", 0) for r in done), lost, duplicated, "; ".join(errors) or "-",
         ])  # fmt: skip
-    print_table(
+    result_file.table(
         f"(b) {WRITERS} processes write the same audit at once (m={shared.m}, k={shared.k}, "
         f"B={shared.b:,}; each all of it, in its own order); baseline: the local file, "
         f"the {WRITERS} writes one after another: {serial:.2f} s",
@@ -274,7 +279,7 @@ def _report(
             results_big * 1e3, results_big / statistics.median(b_big["results"]),
             vectors * 1e3, vectors / statistics.median(b_read["vectors"]),
         ])  # fmt: skip
-    print_table(
+    result_file.table(
         f"(c) reads, median of 5 in one process: results of the m={audit.m:,} run and of a "
         f"m={large.m:,} run; the {(audit.m + 1) * audit.k:,} x 384 vectors of every arm",
         ["engine", f"results {audit.m:,} ms", "x local", f"results {large.m:,} ms", "x local",

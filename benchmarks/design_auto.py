@@ -2,29 +2,56 @@
 Tippett (ties broken by the next p-value, as ``auto`` does), on the power benchmark's
 scenarios and on real outputs of the embedded model.
 
-Not a suite of ``python -m benchmarks`` (it tries candidates, it measures nothing that ships);
-run it as ``python -m benchmarks.design_auto [--quick]``; the table it prints is in
-``benchmarks/README.md`` ("Other components, tried"). Candidates beyond the shipped omegas:
+It tries candidates rather than measuring what ships: why ``auto`` is jsd + energy_cosine
+combined by Tippett with ties broken by the next p-value (``docs/explanation/omega.md`` says
+what it is; the ``power`` page, how it performs). Synthetic cells: the five alternatives of the
+power suite at k = 10, 20, 30, 40, 200 audits per cell, B = 199; real cells: the persona
+study's eight perturbations at k = 6 and 10, 100 subsampled audits per cell. The gap is the best
+single shipped omega's rejection rate minus the candidate's, "misses" the cells where it
+exceeds 0.10; "null max" the candidate's largest rejection rate where nothing changed.
+Candidates beyond the shipped omegas:
 
 * ``benergy`` / ``bks``: the energy distance and the KS statistic of P0 vs P1 computed from
   jsd's own 30-bin histograms (free once jsd is computed);
 * ``mmd_c``: the MMD with a Gaussian kernel of bandwidth c times the median pooled distance;
 * ``en05``: the energy distance with distances to the power 1/2.
+
+How the design was chosen (an earlier run with Fisher's combination and energy_l2 among the
+candidates, 200 audits per cell, k = 10-40, B = 199):
+
+* **energy_cosine, not energy_l2**: the centroid statistic is the best location test on unit
+  vectors and loses only where jsd leads.
+* **Tippett, not Fisher**: Fisher is ahead at alpha = 0.05 with B = 199, but a corrected
+  family tests at alpha/m, near the floor 1/(B+1), and there Fisher's product is capped by
+  the component that saw nothing: at level 0.01 = 2/(B+1) it lost up to 0.76 of power where
+  Tippett lost 0.33.
+* **Ties broken by the next p-value**: plain Tippett ranks every split whose smaller p-value
+  is 1/(B+1) alike, so at a level of exactly 1/(B+1) it almost never rejects (0.005 for the
+  spread change at k = 40 where jsd alone reaches 0.94); with the tie-break 0.22, and 0.95 at
+  2/(B+1). In a family, give auto B >= 2m/alpha - 1, twice the single-omega minimum.
+* **No third component**: each component adds splits that share the floor; a third one
+  trades the new-answer-type cells for the levels a corrected family tests at. No candidate is
+  within 0.10 everywhere, and none can be: each scenario is led by a different single
+  statistic (jsd for a shift from a compact original, energy_cosine for a shift from a
+  diffuse one, the P0/P1 CDF statistics for a new answer type), and in the steep middle of a
+  power curve a second look costs the leader more than 0.10. jsd with 15 bins is slightly
+  better than the paper's 30 but would make auto's jsd component differ from
+  ``omega="jsd"``; not taken.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 from typing import Any
 
 import numpy as np
 
+from benchmarks._results import ResultFile
 from benchmarks._synthetic import answer_space, sample
 from benchmarks.bench_power import SCENARIOS, B
 from benchmarks.bench_real import DATA
 from dbpa.stats._combined import combine
-from dbpa.stats._omega import OMEGAS, _CentroidKernel, _EnergyKernel, _jsd_from_counts, _JSDKernel
+from dbpa.stats._omega import OMEGAS, _CentroidKernel, _EnergyKernel, _JSDKernel
 from dbpa.stats._permutation import TIE_RTOL, _splits
 from dbpa.stats._similarity import SIMILARITIES, pool_arms
 
@@ -53,11 +80,11 @@ class _Histograms(_JSDKernel):
 
     def __call__(self, masks: Any) -> Any:
         x = masks.astype(self._dtype)
-        y = (x @ self._stacked).reshape(len(x), self._bins, self._n)
-        within2 = np.matmul(y, x[:, :, None])[:, :, 0]
-        h0 = (0.5 * within2).astype(np.intp)
-        h1 = (x @ self._rowcounts - within2).astype(np.intp)
-        js = _jsd_from_counts(h0, h1, self._n0, self._n1, self._xlogx)
+        y = (x @ self._stacked).reshape(len(x), self._columns, self._n)
+        within2 = self._unpacked(np.matmul(y, x[:, :, None])[:, :, 0].astype(np.intp))
+        h0 = within2 // 2
+        h1 = (x @ self._rowcounts).astype(np.intp) - within2
+        js = super().__call__(masks)
         d = np.cumsum(h0, axis=1) / self._n0 - np.cumsum(h1, axis=1) / self._n1
         return np.column_stack([js, np.sqrt((d * d).sum(axis=1)), np.abs(d).max(axis=1)])
 
@@ -120,6 +147,7 @@ def real(perturbation: str, k: int, n: int) -> Any:
 
 def main(quick: bool = False) -> None:
     n_syn, n_real, ks = (20, 10, (10, 20)) if quick else (200, 100, (10, 20, 30, 40))
+    result_file = ResultFile("design_auto", quick)
     cells: dict[str, Any] = {}
     for s in range(len(SCENARIOS)):
         for k in ks:
@@ -128,8 +156,7 @@ def main(quick: bool = False) -> None:
     for pid in labels:
         for k in (6, 10):
             cells[f"real {pid} k={k}"] = rates(real(pid, k, n_real), n_real)
-    print("| components | synthetic 0.05: max / mean gap, misses | 0.01 | real 0.05 | null max |")
-    print("|---|---|---|---|---|")
+    rows = []
     for combo in CANDIDATES:
         name = "+".join(combo)
 
@@ -145,8 +172,17 @@ def main(quick: bool = False) -> None:
         for prefix, level in (("synthetic", 0.05), ("synthetic", 0.01), ("real", 0.05)):
             g = gaps(prefix, level)
             row.append(f"{max(g):.2f} / {sum(g) / len(g):.3f}, {sum(x > 0.1 for x in g)}")
-        print("| " + " | ".join([*row, f"{max(nulls):.3f}"]) + " |")
-
-
-if __name__ == "__main__":
-    main(quick="--quick" in sys.argv)
+        rows.append([*row, f"{max(nulls):.3f}"])
+    result_file.table(
+        f"candidates for auto, Tippett with ties broken by the next p-value ({n_syn} synthetic "
+        f"audits per cell at k in {ks}, {n_real} real per cell at k in (6, 10))",
+        [
+            "components",
+            "synthetic 0.05: max / mean gap, misses",
+            "synthetic 0.01",
+            "real 0.05",
+            "null max",
+        ],
+        rows,
+    )
+    result_file.write()

@@ -35,7 +35,7 @@ centred distances. Variance estimators measured here:
 * ``deg+lin``: ``deg`` plus the projections' sample variance corrected for their
   degenerate noise, clipped at 0 (unbiased before clipping).
 
-Findings (see the table printed by ``main`` and ``benchmarks/README.md``): no method is
+Findings (of runs at 400 audits per cell; the latest run's tables follow): no method is
 within 2.5 SE of nominal on every cell, for the reasons measured here (1-3 below; 4-6
 under the score-type intervals further down).
 
@@ -130,6 +130,17 @@ measured 2026-11-25): the gauss_shift lower side falls from 0.965-0.978 to 0.920
 *below* nominal at k=20, 40 (the estimate's own noise, which the normal model ignores), and
 the mixture's and few_texts' lower sides to 0.932-0.965; so the product keeps ``gamma_max``.
 
+Since 2026-11-26 both of the product's bounds come from the least-favourable tests of
+``dbpa.stats._boundary`` (``product: least-favourable lower and upper``): the upper bound
+inverts the equivalence test (each arm's resampled residuals as the noise, the change put
+along their top principal directions), the lower bound the mirror-image test on relabellings
+of the pooled outputs. At 400 audits per cell every side covered at least 0.935 (nominal
+0.95, 2.5 SE: 0.923); two-sided coverage was close to nominal where a few repeated answers
+change shares and the lower side with no effect, conservative elsewhere (0.968-1.0). The
+``two_texts`` shape (two nearly fixed answers whose shares change: all the noise along the
+one direction a change can take) is where the bounds of 2026-11-25 fell below 2.5 SE on some
+draws.
+
 Run time (2026-11-25, 400 audits per cell, 18 cells): draws and replicates 9.5 min and the
 methods about 8 min on 2 cores shared with another job (the one-step slope's 200
 relabellings per audit are most of the first).
@@ -149,7 +160,7 @@ from numpy.typing import NDArray
 from scipy.linalg import eigh
 from scipy.stats import norm
 
-from benchmarks._table import print_table
+from benchmarks._results import ResultFile
 from dbpa.stats._boundary import BoundaryDraws, boundary_bound, boundary_lower, boundary_p_value
 from dbpa.stats._interval import _bootstrap, _relabelled, energy_u_statistic
 from dbpa.stats._similarity import l2_distance
@@ -631,6 +642,7 @@ def _check_unbiased_variance(rng: np.random.Generator) -> None:
 
 def main(quick: bool = False, root_seed: int = ROOT_SEED) -> None:
     sims = 60 if quick else 400
+    result_file = ResultFile("interval", quick)
     root = np.random.SeedSequence(root_seed)
     _check_unbiased_variance(np.random.default_rng(root.spawn(1)[0]))
     se_two = math.sqrt(CONFIDENCE * (1 - CONFIDENCE) / sims)
@@ -661,11 +673,12 @@ def main(quick: bool = False, root_seed: int = ROOT_SEED) -> None:
                 f"{np.mean([a.unbiased < 0 for a in audits]):.2f}",
             )
         )
-    print(
-        f"interval_coverage: {sims} audits per cell, B={N_BOOTSTRAP}, 90% intervals; "
+    result_file.note(
+        f"interval_coverage: {sims} audits per cell, root seed {root_seed}, B={N_BOOTSTRAP}, "
+        "90% intervals; "
         f"draws and bootstraps took {time.perf_counter() - start:.0f} s"
     )
-    print_table(
+    result_file.table(
         "Variance estimators: mean estimate / Var U over the audits (Var U itself has a "
         f"relative SE of about {math.sqrt(2 / sims):.0%})",
         ["shape", "k", "Var U", "bootstrap", "unbiased", "deg", "deg+lin", "unbiased < 0"],
@@ -686,12 +699,13 @@ def main(quick: bool = False, root_seed: int = ROOT_SEED) -> None:
                     "-" if truth == 0.0 else f"{equivalent:.3f}",
                 )
             )
-        print_table(
+        result_file.table(
             f"{method}: coverage (SE two-sided {se_two:.3f}, one side {se_side:.3f}); "
             f"at the null two-sided = lower side, nominal 0.95",
             ["shape", "k", "two-sided", "lower", "upper", "P(equiv | theta = margin)"],
             rows,
         )
+    result_file.write()
 
 
 if __name__ == "__main__":
