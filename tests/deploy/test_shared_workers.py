@@ -66,7 +66,10 @@ def _start_worker(
 
 
 def _ran(worker: Started, flow_run_id: str) -> bool:
-    return re.search(rf"submitting flow run '{flow_run_id}'", worker.output()) is not None
+    """The flow run ran on ``worker``: its own log line with its URL, which only the process
+    running it prints (both workers may try to submit one run; the loser's submission is
+    aborted, "cannot transition to a PENDING state")."""
+    return re.search(rf"/flow-run/{flow_run_id}\b", worker.output()) is not None
 
 
 @pytest.mark.slow
