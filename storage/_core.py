@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 import threading
 import time
 import uuid
@@ -36,11 +35,11 @@ from ._open import (
     open_connection,
 )
 from ._postgres import (
-    CONNECT_TIMEOUT_S,
     RETRIED,
     UNIQUE_VIOLATION,
     PostgresConnection,
     connect,
+    connect_budget,
     is_postgres_url,
     location,
     pg_statement,
@@ -161,16 +160,15 @@ class StoreCore:
 
     def _reconnect(self) -> None:
         """A new connection in place of one the server dropped (restarted, failed over),
-        tried for up to the connect budget (``CONNECT_TIMEOUT_S`` or the URL's
-        ``connect_timeout``) while the server comes back; then ``_reconnected``.
+        tried for up to the connect budget (``connect_budget``: the URL's ``connect_timeout``,
+        else ``CONNECT_TIMEOUT_S``) while the server comes back; then ``_reconnected``.
         ``RecordUnreachableError`` when it does not come back in time. Nothing is replayed
         here: the callers replay a whole idempotent write (``retried``) or a read."""
         with self._lock:
             old = self._connection
             if not old.broken:  # another thread made it again meanwhile
                 return
-            timeout = re.search(r"connect_timeout=(\d+)", self._url or "")
-            deadline = time.monotonic() + (int(timeout.group(1)) if timeout else CONNECT_TIMEOUT_S)
+            deadline = time.monotonic() + connect_budget(str(self._url))
             while True:
                 try:
                     con = connect(str(self._url), read_only=False)

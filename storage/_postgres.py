@@ -148,11 +148,16 @@ def _connect_error(exc: Exception, where: str, url: str) -> Exception:
     if state == _UNKNOWN_DATABASE or "does not exist" in said:
         dbname = urlsplit(url).path.lstrip("/")
         return ValueError(f"PostgreSQL at {where} has no database {dbname!r} (create it first)")
-    timeout = re.search(r"connect_timeout=(\d+)", url)
-    budget = int(timeout.group(1)) if timeout else CONNECT_TIMEOUT_S
     return RecordUnreachableError(
-        f"PostgreSQL at {where} cannot be reached (tried for up to {budget} s)"
+        f"PostgreSQL at {where} cannot be reached (tried for up to {connect_budget(url)} s)"
     )
+
+
+def connect_budget(url: str) -> int:
+    """Seconds a connection to ``url`` may take: its ``connect_timeout``, else
+    ``CONNECT_TIMEOUT_S``."""
+    timeout = re.search(r"connect_timeout=(\d+)", url)
+    return int(timeout.group(1)) if timeout else CONNECT_TIMEOUT_S
 
 
 def _load_json_as_text(con: Any) -> None:
