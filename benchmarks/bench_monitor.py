@@ -58,7 +58,10 @@ The tables go to ``benchmarks/results/monitor.json`` (rendered by ``docs/gen_ben
 from __future__ import annotations
 
 import math
+import multiprocessing
+import os
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from typing import Any
 
@@ -216,19 +219,106 @@ def ideal_ratio(split: int, alpha: float) -> float:
     return float(invgauss(mu=mean / shape, scale=shape).median()) / float(norm.ppf(1 - alpha)) ** 2
 
 
+def _null_task(seed: np.random.SeedSequence) -> bool:
+    rng = np.random.default_rng(seed)
+    return _null_year(rng, answer_space(rng, d=D), 5)
+
+
+def _holm_task(seed: np.random.SeedSequence) -> int:
+    rng = np.random.default_rng(seed)
+    return _holm_year(rng, answer_space(rng, d=D), HOLM_K)
+
+
+def _oracle_task(task: tuple[np.random.SeedSequence, Arm, int, int]) -> int | None:
+    seed, after, k, runs = task
+    return oracle_ticks(np.random.default_rng(seed), after, k, runs)
+
+
+def _delay_task(
+    task: tuple[np.random.SeedSequence, Arm, int, str, dict[str, Any], int],
+) -> list[int | None]:
+    seed, after, k, form, design, runs = task
+    rng = np.random.default_rng(seed)
+    return [_delay(rng, after, k, form, design) for _ in range(runs)]
+
+
+def _tolerance_task(task: tuple[np.random.SeedSequence, int]) -> list[list[object]]:
+    seed, runs = task
+    return tolerance_rates(np.random.default_rng(seed), runs)
+
+
+def _power_task(task: tuple[np.random.SeedSequence, float | None, int, int]) -> float:
+    seed, share, k, runs = task
+    return _per_tick_power(np.random.default_rng(seed), share, k, runs)
+
+
 def main(quick: bool = False) -> None:
+    """Every part in a pool of processes, one per core, each task on a seed of its own
+    (spawned from ``ROOT_SEED`` in a fixed order: the numbers do not depend on the number of
+    processes)."""
     audits, holm_audits, runs, power_runs = (10, 1, 20, 20) if quick else (40, 2, 40, 60)
     oracle_runs = 20 if quick else 40
     start = time.perf_counter()
     result_file = ResultFile("monitor", quick)
-    rng = np.random.default_rng(ROOT_SEED)
+    root = np.random.SeedSequence(ROOT_SEED)
+    null_seeds, holm_seeds, oracle_seed, delay_seed, tolerance_seed, power_seed = root.spawn(6)
     result_file.note(
         f"monitor: {ARMS} arms x {YEAR} ticks per null audit, {audits} audits (monitor, "
         f"k = 5), {holm_audits} (per-tick Holm, k = {HOLM_K}, B = {B}); {runs} runs per "
         f"delay cell, change at tick {CHANGE_AT}; d = {D}"
     )
-    clean = sum(not _null_year(rng, answer_space(rng, d=D), 5) for _ in range(audits))
-    holm = [_holm_year(rng, answer_space(rng, d=D), HOLM_K) for _ in range(holm_audits)]
+    changes = {size: changed(share) for size, share in SIZES.items()} | {"re-weight": REWEIGHTED}
+    cells = [
+        (design, form, size, k)
+        for design in DESIGNS
+        for form in FORMS
+        for size in changes
+        for k in KS
+    ]
+    oracle_cells = [(size, k) for size in changes for k in KS]
+    power_cells = [
+        (size, share, k)
+        for size, share in (("moderate", SIZES["moderate"]), ("re-weight", None))
+        for k in (5, 10, 20, 40)
+    ]
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(os.cpu_count() or 1, mp_context=context) as pool:
+        null_jobs = pool.map(_null_task, null_seeds.spawn(audits))
+        holm_jobs = pool.map(_holm_task, holm_seeds.spawn(holm_audits))
+        oracle_jobs = pool.map(
+            _oracle_task,
+            [
+                (seed, changes[size], k, oracle_runs)
+                for seed, (size, k) in zip(
+                    oracle_seed.spawn(len(oracle_cells)), oracle_cells, strict=True
+                )
+            ],
+        )
+        delay_jobs = pool.map(
+            _delay_task,
+            [
+                (seed, changes[size], k, form, DESIGNS[design], runs)
+                for seed, (design, form, size, k) in zip(
+                    delay_seed.spawn(len(cells)), cells, strict=True
+                )
+            ],
+        )
+        tolerance_job = pool.submit(_tolerance_task, (tolerance_seed, runs))
+        power_jobs = pool.map(
+            _power_task,
+            [
+                (seed, share, k, power_runs)
+                for seed, (_, share, k) in zip(
+                    power_seed.spawn(len(power_cells)), power_cells, strict=True
+                )
+            ],
+        )
+        clean = sum(not alarmed for alarmed in null_jobs)
+        holm = list(holm_jobs)
+        oracle = dict(zip(oracle_cells, oracle_jobs, strict=True))
+        delays_of = dict(zip(cells, delay_jobs, strict=True))
+        tolerance = tolerance_job.result()
+        powers = list(power_jobs)
     result_file.table(
         "null year",
         ["design", "k", "audits", "audits with no false alarm", "false alarm ticks per audit"],
@@ -238,17 +328,11 @@ def main(quick: bool = False) -> None:
         ],
     )
     rows, mean_ticks, against = [], {}, []
-    changes = {size: changed(share) for size, share in SIZES.items()} | {"re-weight": REWEIGHTED}
-    oracle = {
-        (size, k): oracle_ticks(rng, after, k, oracle_runs)
-        for size, after in changes.items()
-        for k in KS
-    }
-    for design, options in DESIGNS.items():
+    for design in DESIGNS:
         for form in FORMS:
-            for size, after in changes.items():
+            for size in changes:
                 for k in KS:
-                    delays = [_delay(rng, after, k, form, options) for _ in range(runs)]
+                    delays = delays_of[design, form, size, k]
                     found = np.array([d for d in delays if d is not None and d >= 0], dtype=float)
                     before = sum(d is not None and d < 0 for d in delays)
                     missed = sum(d is None for d in delays)
@@ -307,17 +391,15 @@ def main(quick: bool = False) -> None:
     result_file.table(
         "tolerance 0.25: share of runs alarmed within 300 ticks",
         ["tolerance", "change", "k", "quiet ticks", "runs", "alarmed"],
-        tolerance_rates(rng, runs),
+        tolerance,
     )
     cost = []
-    for size, share in (("moderate", SIZES["moderate"]), ("re-weight", None)):
-        for k in (5, 10, 20, 40):
-            power = _per_tick_power(rng, share, k, power_runs)
-            monitors = [
-                f"{k * mean_ticks[d, size, k]:.0f}" if (d, size, k) in mean_ticks else "-"
-                for d in DESIGNS
-            ]
-            cost.append([size, k, power, f"{k / power:.0f}" if power else "inf", *monitors])
+    for (size, _, k), power in zip(power_cells, powers, strict=True):
+        monitors = [
+            f"{k * mean_ticks[d, size, k]:.0f}" if (d, size, k) in mean_ticks else "-"
+            for d in DESIGNS
+        ]
+        cost.append([size, k, power, f"{k / power:.0f}" if power else "inf", *monitors])
     result_file.table(
         "model calls per detection, test form (one arm; per-tick tests at Holm's 0.05/50)",
         ["change", "k", "per-tick power", "per-tick calls", *(f"{d} calls" for d in DESIGNS)],
