@@ -92,6 +92,10 @@ ORACLE_MOST = 10
 """Changed ticks the oracle tries at most (beyond: reported as "> 10")."""
 KS = (5, 10, 20)
 FORMS = {"test": ALPHA, "detect": 1 / 3650}
+WORKERS = 2 * (os.cpu_count() or 1)
+"""Processes the parts run in: twice the cores, so that on a machine shared with other jobs
+the suite gets a share of it proportionate to its work (on an idle one the extra processes
+cost a little switching; the numbers do not depend on them)."""
 DESIGNS: dict[str, dict[str, Any]] = {
     "outputs": {"conformal": "outputs"},
     "both, blocks 1+2": {"conformal": "both", "blocks": (1, 2)},
@@ -253,7 +257,7 @@ def _power_task(task: tuple[np.random.SeedSequence, float | None, int, int]) -> 
 
 
 def main(quick: bool = False) -> None:
-    """Every part in a pool of processes, one per core, each task on a seed of its own
+    """Every part in a pool of ``WORKERS`` processes, each task on a seed of its own
     (spawned from ``ROOT_SEED`` in a fixed order: the numbers do not depend on the number of
     processes)."""
     audits, holm_audits, runs, power_runs = (10, 1, 20, 20) if quick else (40, 2, 40, 60)
@@ -282,7 +286,7 @@ def main(quick: bool = False) -> None:
         for k in (5, 10, 20, 40)
     ]
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(os.cpu_count() or 1, mp_context=context) as pool:
+    with ProcessPoolExecutor(WORKERS, mp_context=context) as pool:
         null_jobs = pool.map(_null_task, null_seeds.spawn(audits))
         holm_jobs = pool.map(_holm_task, holm_seeds.spawn(holm_audits))
         oracle_jobs = pool.map(
