@@ -55,13 +55,15 @@ def test_tick_p_values_are_independent_and_uniform_without_change(shape):
     assert pearsonr(p[:, :-1].ravel(), p[:, 1:].ravel()).pvalue > 0.001
 
 
+@pytest.mark.parametrize("block", [2, 3])
 @pytest.mark.parametrize("shape", ["varied", "repeats", "resampled"])
-def test_block_p_values_are_independent_and_uniform_without_change(shape):
-    """Blocks of 2 ticks (a reference re-sampled inside a block joins the pool untested):
-    480 p-values per shape, one per block, U(0, 1) and successive ones uncorrelated."""
-    rng = np.random.default_rng({"varied": 51, "repeats": 52, "resampled": 53}[shape])
-    p = tick_p_values(rng, shape, block=2)
-    assert p.shape == (8, 60)
+def test_block_p_values_are_independent_and_uniform_without_change(shape, block):
+    """Blocks of 2 and of 3 ticks (a reference re-sampled inside a block joins the pool
+    untested): 480 / 320 p-values per shape, one per block, U(0, 1) and successive ones
+    uncorrelated."""
+    seed = {"varied": 51, "repeats": 52, "resampled": 53}[shape] + 10 * (block - 2)
+    p = tick_p_values(np.random.default_rng(seed), shape, block=block)
+    assert p.shape == (8, 120 // block)
     assert kstest(p.ravel(), "uniform").pvalue > 0.001
     assert pearsonr(p[:, :-1].ravel(), p[:, 1:].ravel()).pvalue > 0.001
 
