@@ -56,8 +56,9 @@ process runs per block length of ``blocks`` (default ``(1, 2)``: p-values of sin
 and of disjoint pairs of ticks, which see a change in shares sooner at small k). With ``m``
 processes in all (the betting one and the conformal ones) the evidence is the largest
 divided by ``m`` (test) or ``2 m`` (detector), by the same arguments as for two. The default
-stays ``"outputs"`` until the benchmark's full run settles it (``benchmarks/README.md``).
-``benchmarks/README.md`` (``monitor``) has the delays of both.
+stays ``"outputs"``: the larger split makes ``"both"`` slower on answers of a new kind at
+k = 5. ``python -m benchmarks monitor`` (``benchmarks/results/monitor.json``) has the delays
+of each design against an oracle that knows the change tick.
 
 **Tolerance** (Richter et al., ICLR 2025): for any ``|f| <= 1``, ``E f(x) - E f(y) <= 2
 TV``, so with ``g = (f(x) - f(y)) / 2 - tolerance`` the wealth stays a supermartingale while

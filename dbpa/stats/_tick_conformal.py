@@ -30,7 +30,7 @@ the blocks' p-values are independent; the factor is 1 at a block's other ticks. 
 mean moves ``sqrt(b)`` times as many standard errors as one tick's for the same change in
 shares, while Hotelling's statistic pays for its ``RANK`` directions once per block, not
 once per tick: on a re-weighting at k = 5 a block of two ticks pays more than two single
-ticks (``benchmarks/README.md``, ``monitor``). The monitor runs one process per length of
+ticks (``python -m benchmarks monitor``). The monitor runs one process per length of
 ``BLOCKS`` (each a test martingale in its own p-values' filtration) and takes the largest
 by e-Bonferroni with its other processes.
 
