@@ -172,7 +172,8 @@ class MonitorState:
     alarm_tick: int | None
     """The tick (1-based, since the start or last reset) at which the alarm was raised."""
     pairs: int
-    """Pairs (tick output, baseline output) bet on at this tick."""
+    """Pairs (tick output, baseline output) bet on at this tick; with a tolerance, baseline
+    outputs bet on, each against the mean of a group of the tick's outputs."""
     stake: float
     """The fraction of wealth staked per pair at this tick."""
     payoff: float
