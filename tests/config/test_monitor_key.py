@@ -15,6 +15,7 @@ from dbpa.config import ConfigError, load_config, parse_config, parse_overrides
 from dbpa.drift import POOLS
 from dbpa.stats import MONITOR_CONFORMAL
 from tests.config.test_config import CONFIG, DUMPED_KEYS, FINGERPRINT
+from tests.config.test_prompt_sets import SET_BASE
 
 
 def test_without_the_key_the_config_dumps_and_fingerprints_as_before():
@@ -96,3 +97,19 @@ def test_a_tolerance_beyond_the_baselines_reach_is_noted_with_the_k_needed():
     assert parse_config({**CONFIG, "k": 35, "monitor": {"tolerance": 0.3}}).budget.notes == ()
     assert parse_config({**CONFIG, "k": 34, "monitor": {"tolerance": 0.3}}).budget.notes
     assert parse_config(CONFIG).budget.notes == ()
+
+
+def test_over_a_set_the_pooled_prompts_share_the_baseline():
+    """4 perturbations over 3 prompts at k = 5, alpha = 0.05: pooled, 5 series of 3 x 5 = 15
+    outputs each, log(100) / 0.1982 = 23.2: 24, so k >= 8; each arm alone, 15 series of 5,
+    log(300) / 0.1982 = 28.8: 29."""
+    prompts = ["What is 2+2?", "Name a colour.", "Why?"]
+    pooled = {**SET_BASE, "prompts": prompts, "k": 5, "monitor": {"tolerance": 0.3}}
+    (note,) = parse_config(pooled).budget.notes
+    assert "at least 24 baseline outputs per series (each of 5 series" in note
+    assert "k=5 x 3 prompts = 15" in note
+    assert "k >= 8 is the least" in note
+    assert parse_config({**pooled, "k": 8}).budget.notes == ()
+    alone = {**pooled, "monitor": {"tolerance": 0.3, "pool": "arms"}}
+    (note,) = parse_config(alone).budget.notes
+    assert "at least 29 baseline outputs per series (each of 15 series" in note
