@@ -302,7 +302,7 @@ def _stops(counts: Counter[str]) -> str:
 
 def _measure(
     study: Study, seeds: range, orders: range, prices: tuple[float, ...]
-) -> tuple[list[list[object]], list[list[object]], list[str]]:
+) -> tuple[list[list[str]], list[list[str]], list[str]]:
     """One study's cost rows, per-perturbation stop rows and findings."""
     li, lo, bi, bo = prices
     outputs = study.load()
@@ -326,7 +326,7 @@ def _measure(
     base = bench.fixed_outputs * per_list
     self_bench = int(np.array_equal(bench.fixed_reject, bench.fixed_again))
     self_check = sum(bool(np.array_equal(c.fixed_reject, c.fixed_again)) for c in checks)
-    entries = [
+    entries: list[tuple[str, float, str, str | None]] = [
         (
             "fixed",
             float(bench.fixed_outputs),
@@ -344,19 +344,20 @@ def _measure(
             f"futility {design.futility or 'none'})"
         )
         entries.append((label, used, f"{same}/{total} seeds; check {same_c}/{total_c}", name))
-    rows, findings = [], []
-    for label, used, agree, name in entries:
+    rows: list[list[str]] = []
+    findings: list[str] = []
+    for label, used, agree, run_name in entries:
         for price, per in (("list", per_list), ("batch", per_batch)):
             cost = used * per
             rows.append(
                 [study.name, label, price, f"{used:.1f}", f"${cost:.4f}",
                  f"{cost / base:.2f}x", agree]
             )  # fmt: skip
-        if name is not None:
+        if run_name is not None:
             ratio = used * per_batch / base
-            changed = sorted({_changed(r.reject) for r in bench.runs[name]})
+            changed = sorted({_changed(r.reject) for r in bench.runs[run_name]})
             findings.append(
-                f"{study.name}, sequential {name}: in batches {ratio:.2f}x the fixed audit at "
+                f"{study.name}, sequential {run_name}: in batches {ratio:.2f}x the fixed audit at "
                 f"list price ({'within' if ratio <= GOAL else 'above'} the goal's {GOAL}x); "
                 f"decisions equal to the fixed audit's {agree}; it finds {changed} where the "
                 f"fixed audit finds {_changed(bench.fixed_reject)}"
