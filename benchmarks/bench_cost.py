@@ -9,11 +9,11 @@ price map gives ``openai/gpt-4o-mini`` (its ``*_cost_per_token_batches``: half t
   Prompt tokens: litellm's counter for gpt-4o-mini on each arm's messages; completion
   tokens: the config's ``max_tokens`` (80) per output, as this file records no token counts
   (an upper bound; every design pays the same per output, so the ratios do not depend on it).
-* **Prompt set** (an original and 3 changes over 20 questions, k = 8 per prompt as in
-  ``examples/prompt_set.yaml``, omega auto, the product's pooled test
-  ``SET_COMBINATION``): ``data/prompt_sets_smollm2.npz``, 40 recorded outputs per arm and
-  prompt with their token counts (SmolLM2's tokenizer); prompt tokens: litellm's counter for
-  gpt-4o-mini on the system prompt and the question.
+* **Prompt set** (``examples/prompt_set.yaml``: 20 questions, the original and its 3
+  perturbations, a system prompt, a lower temperature and typos, k = 8, omega auto, the
+  product's pooled test ``SET_COMBINATION``): ``data/prompt_set_example_smollm2.npz``, the
+  example's own run (``prompt_set_example_data.py``: its 8 outputs per arm and question, their
+  completion tokens). Prompt tokens: litellm's counter for gpt-4o-mini on each arm's messages.
 
 Designs: the fixed audit (every arm k outputs, permutation p-values corrected by Holm at
 alpha 0.05, B = 1999), and sequential audits up to the same k (``dbpa.stats.sequential_family``
@@ -27,8 +27,8 @@ is its outputs times the mean cost of an output over the family's arms.
 equal to the fixed audit's. Two sets of seeds: the **benchmark's** (the recorded outputs in
 their recorded order, the sequential design's paths drawn with seeds 0-9) and a **check**
 (the outputs of every arm, and of every prompt, in 10 other random orders, seeded 1-10: a
-sequential audit sees the first outputs first, and on the prompt set the fixed audit's first
-k of 40 differ too; the fixed audit is recomputed on each). Beside them, the fixed audit
+sequential audit sees the first outputs first; the fixed audit, recomputed on each, differs
+only by its permutation seed, as every arm has k outputs recorded). Beside them, the fixed audit
 against itself with other permutation seeds: how often a decision flips on the test's own
 randomness, the floor under any agreement. The goal of issue 53: the sequential batch audit
 at or below 0.35x the fixed audit at list price, with the same decisions.
@@ -128,25 +128,22 @@ def _persona_outputs() -> Outputs:
 
 
 def _set_outputs() -> Outputs:
-    data = np.load(DATA / "prompt_sets_smollm2.npz")
+    data = np.load(DATA / "prompt_set_example_smollm2.npz")
     meta = json.loads(str(data["meta"]))
+    config = load_config(ROOT / meta["config"], {"models.0.model": MODEL})
     counter = litellm().token_counter
-    systems = {a["system"] for a in meta["arms"].values()}
+    tests = plan_audit(config).unit_tests
+    arms = {arm.arm_id: arm for t in tests for arm in (t.original, t.perturbed)}
     prompt = [
-        counter(
-            model=MODEL,
-            messages=[{"role": "system", "content": s}, {"role": "user", "content": str(q)}],
-        )
-        for s in sorted(systems)
-        for q in data["prompts"]
+        counter(model=MODEL, messages=[m.model_dump() for m in arm.messages])
+        for arm in arms.values()
     ]
-    tokens = data["tokens"]  # arm, prompt, output, token (-1: padding)
     return Outputs(
         data["embeddings"].astype(np.float32),
-        tuple(list(meta["arms"])[1:]),
+        tuple(p["id"] for p in meta["perturbations"]),
         float(np.mean(prompt)),
-        float((tokens >= 0).sum(-1).mean()),
-        "recorded SmolLM2 token counts",
+        float(data["completion_tokens"].mean()),
+        "recorded SmolLM2 completion tokens",
     )
 
 
@@ -194,7 +191,7 @@ STUDIES = (
         after=(("after", SequentialSpec(final_weight=0.5, futility=False)),),
     ),
     Study(
-        "prompt set (4 arms x 20 prompts, k=8, auto)",
+        "prompt set (examples/prompt_set.yaml: 3 perturbations x 20 questions, k=8, auto)",
         _set_outputs,
         _set_test,
         _set_sequential,
@@ -305,7 +302,7 @@ def _stops(counts: Counter[str]) -> str:
 
 def _measure(
     study: Study, seeds: range, orders: range, prices: tuple[float, ...]
-) -> tuple[list[list[object]], list[list[object]], list[str]]:
+) -> tuple[list[list[str]], list[list[str]], list[str]]:
     """One study's cost rows, per-perturbation stop rows and findings."""
     li, lo, bi, bo = prices
     outputs = study.load()
@@ -329,7 +326,7 @@ def _measure(
     base = bench.fixed_outputs * per_list
     self_bench = int(np.array_equal(bench.fixed_reject, bench.fixed_again))
     self_check = sum(bool(np.array_equal(c.fixed_reject, c.fixed_again)) for c in checks)
-    entries = [
+    entries: list[tuple[str, float, str, str | None]] = [
         (
             "fixed",
             float(bench.fixed_outputs),
@@ -347,19 +344,20 @@ def _measure(
             f"futility {design.futility or 'none'})"
         )
         entries.append((label, used, f"{same}/{total} seeds; check {same_c}/{total_c}", name))
-    rows, findings = [], []
-    for label, used, agree, name in entries:
+    rows: list[list[str]] = []
+    findings: list[str] = []
+    for label, used, agree, run_name in entries:
         for price, per in (("list", per_list), ("batch", per_batch)):
             cost = used * per
             rows.append(
                 [study.name, label, price, f"{used:.1f}", f"${cost:.4f}",
                  f"{cost / base:.2f}x", agree]
             )  # fmt: skip
-        if name is not None:
+        if run_name is not None:
             ratio = used * per_batch / base
-            changed = sorted({_changed(r.reject) for r in bench.runs[name]})
+            changed = sorted({_changed(r.reject) for r in bench.runs[run_name]})
             findings.append(
-                f"{study.name}, sequential {name}: in batches {ratio:.2f}x the fixed audit at "
+                f"{study.name}, sequential {run_name}: in batches {ratio:.2f}x the fixed audit at "
                 f"list price ({'within' if ratio <= GOAL else 'above'} the goal's {GOAL}x); "
                 f"decisions equal to the fixed audit's {agree}; it finds {changed} where the "
                 f"fixed audit finds {_changed(bench.fixed_reject)}"

@@ -12,7 +12,11 @@ energy_cosine on the same splits) at most 3x the time of jsd. Also the CPU time 
 at-margin equivalence audits of the shapes whose perturbed arm collapses onto one answer
 (``tests/stats/synthetic_effects.py``), the interval and the decision at the true effect,
 against the same audit as it was before the tilted guard (the least-favourable test alone,
-on the same resamples), interleaved (target: at most 2x, issue 49).
+on the same resamples), interleaved (target: at most 2x, issue 49), and where the guard's cost
+sits: the grid margins its walk evaluates (B resamples each) and its fixed work (the boundary
+point of every grid margin), which alone costs more than the whole audit before the guard.
+A family of 500 template perturbations at k=8, B=9,999 on a scripted server is timed apart
+(a few minutes): ``python -m benchmarks._template_family``.
 """
 
 from __future__ import annotations
@@ -30,13 +34,13 @@ import dbpa
 from benchmarks._plain_walk import plain_tilted_steps
 from benchmarks._results import ResultFile
 from benchmarks._synthetic import Arm, Matrix, Vector, answer_space, cosine_range, sample
-from dbpa.stats import OMEGAS, effect_interval, equivalence_p_value
+from dbpa.stats import OMEGAS, EffectInterval, effect_interval, equivalence_p_value
 from dbpa.stats._boundary import boundary_bound, boundary_lower, boundary_p_value
 from dbpa.stats._interval import _bootstrap, _relabelled, energy_u_statistic
 from dbpa.stats._omega import merged_ties
 from dbpa.stats._similarity import l2_distance, pool_arms
 from dbpa.stats._threads import blas_for
-from dbpa.stats._tilted import tilted_steps
+from dbpa.stats._tilted import GRID_RATIO, GRID_SIZE, _Arms, tilted_steps
 from tests.stats.synthetic_effects import scenario, true_effect
 from tests.support.literal_dbpa import algorithm1
 
@@ -315,31 +319,47 @@ def before_the_guard(a: Matrix, b: Matrix, margin: float, seed: int) -> bool:
     return boundary_p_value(draws, margin) <= ALPHA
 
 
-def product(a: Matrix, b: Matrix, margin: float, seed: int) -> bool:
-    """The interval and the decision at ``margin`` as an audit makes them."""
+def product(a: Matrix, b: Matrix, margin: float, seed: int) -> tuple[bool, EffectInterval]:
+    """The decision at ``margin`` as an audit makes it, and the interval it takes it from."""
     interval = effect_interval(a, b, n_bootstrap=PROBE_B, rng=seed)
-    return equivalence_p_value(interval, margin) <= ALPHA
+    return equivalence_p_value(interval, margin) <= ALPHA, interval
+
+
+def boundary_points(interval: EffectInterval) -> None:
+    """The guard's fixed work, before any resample: the arms, their tilt paths and the
+    likeliest boundary point of every grid margin (as ``tilted_steps`` finds them)."""
+    assert interval.distances is not None
+    start = float(interval.boundary.guard.margins[0])
+    _Arms(interval.distances, interval.k_a).likeliest_at(
+        [start * GRID_RATIO**g for g in range(GRID_SIZE)]
+    )
 
 
 def collapse_probe_rows(audits: int) -> list[list[object]]:
     """Per shape and k: CPU ms per at-margin audit (interval + decision at the true
     effect), before the guard and now, interleaved audit by audit, and the share of audits
-    each showed "equivalent" (a false claim: the effect equals the margin)."""
+    each showed "equivalent" (a false claim: the effect equals the margin); where the
+    guard's cost sits: the grid margins its walk evaluates (``B`` resamples each), and the
+    CPU ms of its fixed work (``boundary_points``), timed once more on the audit's
+    distances."""
     rows: list[list[object]] = []
     for name in PROBE_SHAPES:
         margin = true_effect(name)
         for k in PROBE_KS:
             rng = np.random.default_rng(k)
             arms = [scenario(name).draw(rng, k) for _ in range(audits)]
-            before, now, shown_before, shown_now = [], [], 0, 0
+            before, now, fixed, walked, shown_before, shown_now = [], [], [], [], 0, 0
             with blas_for(2 * k):  # as effect_interval runs it
                 for seed, (a, b) in enumerate(arms):
                     start = time.process_time()
                     shown_before += before_the_guard(a, b, margin, seed)
                     middle = time.process_time()
-                    shown_now += product(a, b, margin, seed)
+                    shown, interval = product(a, b, margin, seed)
                     now.append(time.process_time() - middle)
                     before.append(middle - start)
+                    shown_now += shown
+                    walked.append(interval.boundary.guard.margins.size)
+                    fixed.append(cpu_seconds(partial(boundary_points, interval)))
             t_before, t_now = float(np.mean(before)), float(np.mean(now))
             ratio = t_now / t_before
             rows.append(
@@ -353,6 +373,8 @@ def collapse_probe_rows(audits: int) -> list[list[object]]:
                     "pass" if ratio <= TARGET_PROBE_RATIO else "FAIL",
                     f"{shown_before / audits:.3f}",
                     f"{shown_now / audits:.3f}",
+                    f"{np.mean(walked):.1f}",
+                    f"{float(np.mean(fixed)) * 1e3:.1f}",
                 ]
             )
     return rows
@@ -487,6 +509,8 @@ def main(quick: bool = False) -> None:
             f"<= {TARGET_PROBE_RATIO:g}x",
             "shown before",
             "shown now",
+            "margins walked",
+            "points ms",
         ],
         collapse_probe_rows(PROBE_AUDITS // 10 if quick else PROBE_AUDITS),
     )

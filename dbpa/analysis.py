@@ -35,6 +35,7 @@ from dbpa.stats import (
     permutation_test,
     rejected_together,
     sequential_design,
+    tolerance_reach,
 )
 
 INTERVAL_OMEGA = "energy_l2"
@@ -249,15 +250,49 @@ class MonitorSpec(Spec):
     their monitors' processes, ``dbpa.stats.pool_evidence``), e-Bonferroni over the pools
     only; ``arms`` monitors each arm alone, e-Bonferroni over every arm. The same for a
     single prompt. Every replay uses the latest tick's setting for all ticks."""
+    tolerance: float = Field(default=0.0, ge=0.0, lt=1.0, allow_inf_nan=False)
+    """Alarm only for changes larger than this share of answers (total variation; 0: any
+    change). Only the betting process runs then, and a change present from the first tick
+    is found only with enough baseline outputs (``dbpa.stats.tolerance_reach``; ``dbpa
+    validate`` says when the audit's k is too small). ``dbpa drift --tolerance`` overrides
+    it for one replay."""
 
     @model_serializer(mode="wrap")
     def _dump_as_before(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """Without ``pool`` when it is the default: configs dump, and hash, as they did
-        before it existed."""
+        """Without ``pool`` and ``tolerance`` at their defaults: configs dump, and hash, as
+        they did before they existed."""
         data: dict[str, Any] = handler(self)
         if data.get("pool") == "prompts":
             del data["pool"]
+        if data.get("tolerance") == 0.0:
+            del data["tolerance"]
         return data
+
+
+def monitor_notes(
+    spec: MonitorSpec, alpha: float, series: int, k: int, prompts: int
+) -> tuple[str, ...]:
+    """What ``monitor.tolerance`` allows at this k: a change present from the first tick is
+    bet against the baseline's outputs alone, and the monitor alarms on it only with at
+    least ``tolerance_reach`` of them per series (each of ``series`` at ``alpha / series``;
+    a series pools ``prompts`` arms of k outputs each under ``pool: prompts``)."""
+    if spec.tolerance == 0.0:
+        return ()
+    level = alpha / series
+    needed = tolerance_reach(spec.tolerance, level)
+    pooled = prompts if spec.pool == "prompts" else 1
+    if k * pooled >= needed:
+        return ()
+    have = f"k={k}" if pooled == 1 else f"k={k} x {pooled} prompts = {k * pooled}"
+    least = math.ceil(math.log(level) / math.log(1.0 - spec.tolerance) - 1e-9)
+    return (
+        f"monitor.tolerance: at {spec.tolerance:g} a change present from the first tick can "
+        f"alarm only against at least {needed} baseline outputs per series (each of {series} "
+        f"series at alpha/{series}; no test can with fewer than {least} for a change of twice "
+        f"the tolerance), and a series has {have}: such a change is found only once quiet "
+        f"ticks have been put aside as baseline. k >= {math.ceil(needed / pooled)} is the "
+        "least that can; the monitor needs more while it learns (docs/explanation/drift.md)",
+    )
 
 
 def derive_test_id(

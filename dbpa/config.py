@@ -36,6 +36,7 @@ from dbpa.analysis import (
     MonitorSpec,
     SequentialSpec,
     family_budget,
+    monitor_notes,
 )
 from dbpa.llm import check_model_string
 from dbpa.perturbations import (
@@ -298,11 +299,14 @@ class AuditConfig(Spec):
         sequential = self.sequential is not None
         m = len(self._labels())
         budget = family_budget(self.analysis, m, self.k, sequential=sequential)
-        if self.prompts is None or budget.error is not None:
+        if budget.error is not None:
             return budget
-        return FamilyBudget(
-            None, (*budget.notes, *drilldown_notes(self.analysis, m, len(self.prompts)))
-        )
+        prompts = 1 if self.prompts is None else len(self.prompts)
+        series = len(self.models) * (m + 1) * (prompts if self.monitor.pool == "arms" else 1)
+        notes = monitor_notes(self.monitor, self.analysis.alpha, series, self.k, prompts)
+        if self.prompts is not None:
+            notes = (*drilldown_notes(self.analysis, m, prompts), *notes)
+        return FamilyBudget(None, (*budget.notes, *notes))
 
     @cached_property
     def family(self) -> list[Perturbation]:

@@ -427,7 +427,7 @@ def prefect_page() -> str:
         "payload: `audit`, `arm`, `arm_id`, `epoch`, `baseline_epoch`, `tick`, `e_value`, "
         "`log_e_value`, `threshold`, `form`. `deployments/automations/drift-alarm.yaml` turns "
         "it into a notification: [Scheduled audits and a drift alarm]"
-        "(../tutorials/scheduling.md#5-receive-an-alarm).",
+        "(../tutorials/scheduling.md#5-be-notified-of-an-alarm).",
     ]
     return "\n".join(lines)
 

@@ -39,7 +39,7 @@ def monitor(
     audit: str,
     db: str = "dbpa.duckdb",
     epoch: str = "latest",
-    tolerance: float = 0.0,
+    tolerance: float | None = None,
     form: str = "test",
     conformal: str | None = None,
     publish: bool = True,
@@ -49,7 +49,8 @@ def monitor(
     ``dbpa.drift.alarm`` for new alarms and (with ``publish``) show the evidence.
     ``conformal`` (outputs, ticks or both): the conformal processes, None for the config's
     ``monitor.conformal`` at ``epoch`` (a scheduled tick uses its config's); ``pool``
-    (prompts or arms) likewise for ``monitor.pool``."""
+    (prompts or arms) and ``tolerance`` likewise for ``monitor.pool`` and
+    ``monitor.tolerance``."""
     logger = get_run_logger()
     with storage.Store(db) as store:
         replay = replay_monitor(

@@ -40,7 +40,8 @@ def drift(
     tolerance: Annotated[
         float | None,
         typer.Option(
-            help="Monitor: alarm only for changes larger than this share of answers (default 0)."
+            help="Monitor: alarm only for changes larger than this share of answers (default: "
+            "the config's monitor.tolerance, 0 unless set)."
         ),
     ] = None,
     conformal: Annotated[
@@ -93,8 +94,7 @@ def drift(
                 f"{option}: only with --per-tick; the monitor compares every arm with its "
                 "baseline (the first epoch, or the one set by dbpa monitor reset)",
             )
-        tolerance = 0.0 if tolerance is None else tolerance
-        if not 0.0 <= tolerance < 1.0:
+        if tolerance is not None and not 0.0 <= tolerance < 1.0:
             raise fail(ExitCode.BAD_INPUT, f"--tolerance: a share in [0, 1), got {tolerance}")
         if conformal is not None and conformal not in MONITOR_CONFORMAL:
             choices = ", ".join(MONITOR_CONFORMAL)

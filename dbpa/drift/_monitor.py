@@ -264,14 +264,15 @@ def replay_monitor(
     audit: str,
     *,
     epoch: str = "latest",
-    tolerance: float = 0.0,
+    tolerance: float | None = None,
     form: str = "test",
     conformal: str | None = None,
     pool: str | None = None,
 ) -> MonitorReplay:
     """Replay every arm's monitor of ``audit`` through ``epoch`` and pool their evidence
-    (module docstring); ``conformal`` (outputs, ticks or both) and ``pool`` (prompts or
-    arms) override the config's ``monitor.conformal`` and ``monitor.pool``."""
+    (module docstring); ``tolerance``, ``conformal`` (outputs, ticks or both) and ``pool``
+    (prompts or arms) override the config's ``monitor.tolerance``, ``monitor.conformal``
+    and ``monitor.pool``."""
     epochs = read_epochs(store, audit)
     if not epochs:
         raise DriftError(f"audit: no completed run of {audit!r} is recorded")
@@ -282,6 +283,7 @@ def replay_monitor(
     resets = _resets(store.monitor_resets(audit), names[: upto + 1])
     config = parse_config(epochs[upto].config, source=f"run {epochs[upto].run_id}")
     alpha = config.analysis.alpha
+    tolerance = config.monitor.tolerance if tolerance is None else tolerance
     conformal = conformal or config.monitor.conformal
     if conformal not in MONITOR_CONFORMAL:
         choices = ", ".join(MONITOR_CONFORMAL)

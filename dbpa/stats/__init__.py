@@ -46,7 +46,7 @@ from ._interval import INTERVAL_OMEGAS, EffectInterval, effect_interval
 from ._interval import MIN_ROWS as INTERVAL_MIN_ROWS
 from ._monitor import CONFORMAL as MONITOR_CONFORMAL
 from ._monitor import FORMS as MONITOR_FORMS
-from ._monitor import DriftMonitor, MonitorState
+from ._monitor import DriftMonitor, MonitorState, tolerance_reach
 from ._monitor_pool import PooledEvidence, pool_evidence, pool_split
 from ._multiplicity import (
     CORRECTIONS,
@@ -192,6 +192,7 @@ __all__ = [
     "simulate_power",
     "simulate_set_power",
     "split_similarities",
+    "tolerance_reach",
     "tpr_at_fpr",
     "witness_scores",
 ]

@@ -60,6 +60,24 @@ stays ``"outputs"``: the larger split makes ``"both"`` slower on answers of a ne
 k = 5. ``python -m benchmarks monitor`` (``benchmarks/results/monitor.json``) has the delays
 of each design against an oracle that knows the change tick.
 
+**With a tolerance the bets are on means** (issue 51): a change present from the first
+tick can only be bet against the reference's outputs, and a pair of single outputs carries
+little of the evidence one baseline output holds. So each queued baseline output ``y`` is
+bet against the mean witness of a group of the tick's outputs, ``g = (mean f(x) - f(y)) / 2
+- tolerance`` (every ``x`` and ``y`` bet once: the same martingale argument, as ``E mean
+f(x) = E f(x)``); while the queue is short (fewer than ``SPEND_TICKS`` outputs, the
+reference alone) one output a tick, against all of the tick's bet outputs, more (up to as
+many as without a tolerance) as the quiet ticks fill it. The witness is ``_witness``'s
+direction turned nearly into a classifier (half the normal log-likelihood ratio along it,
+clipped): a tolerance is paid only by witnesses near the total-variation bound below. The
+stake may reach ``0.95 / (1 + tolerance)``. Each baseline output then gains at most
+``log(1 + 0.95 tolerance / (1 + tolerance))``: the monitor needs at least
+``tolerance_reach(tolerance, alpha)`` of them to alarm on a change present from the first
+tick (16 at 0.3, 13 at 0.4, 26 at 0.15, for alpha = 0.05), and more while its witness is
+learnt; no test needs fewer than ``log(1 / alpha) / -log(1 - tolerance)`` for a change of
+twice the tolerance (9, 6, 19: the likelihood ratio of a baseline with none of the new
+kind against one with a share ``tolerance`` of it).
+
 **Tolerance** (Richter et al., ICLR 2025): for any ``|f| <= 1``, ``E f(x) - E f(y) <= 2
 TV``, so with ``g = (f(x) - f(y)) / 2 - tolerance`` the wealth stays a supermartingale while
 the total-variation distance between the tick's and the baseline's answer distributions is
@@ -97,7 +115,7 @@ from ._conformal import ConformalMartingale
 from ._tick_conformal import BLOCKS, TickConformalMartingale
 from ._validation import RngLike, as_embeddings, as_positive_int, as_probability, as_rng, choose
 
-__all__ = ["CONFORMAL", "FORMS", "DriftMonitor", "MonitorState"]
+__all__ = ["CONFORMAL", "FORMS", "DriftMonitor", "MonitorState", "tolerance_reach"]
 
 Matrix = NDArray[np.float64]
 Vector = NDArray[np.float64]
@@ -120,6 +138,13 @@ nothing changes the recent mean is noise and the stake mostly 0."""
 MAX_STAKE = 0.8
 """The largest stake with no tolerance (payoffs in [-1, 1]; the wealth keeps at least a
 fifth of itself on the worst pair)."""
+SPEND_TICKS = 40
+"""With a tolerance, at most one queued baseline output per this many queued is bet at a
+tick (``_baseline_per_tick``)."""
+TOLERANT_STAKE = 0.95
+"""With a tolerance, the largest stake times ``1 + tolerance`` (the wealth keeps a
+twentieth of itself on the worst bet): each payoff is against a mean of tick outputs, seldom
+near its worst, and each baseline output's gain is capped by it (``tolerance_reach``)."""
 BASELINE_MEMORY = 400
 """Most recent baseline outputs the witness is learnt from."""
 SPREAD_FLOOR = 1e-12
@@ -148,7 +173,8 @@ class MonitorState:
     alarm_tick: int | None
     """The tick (1-based, since the start or last reset) at which the alarm was raised."""
     pairs: int
-    """Pairs (tick output, baseline output) bet on at this tick."""
+    """Pairs (tick output, baseline output) bet on at this tick; with a tolerance, baseline
+    outputs bet on, each against the mean of a group of the tick's outputs."""
     stake: float
     """The fraction of wealth staked per pair at this tick."""
     payoff: float
@@ -224,6 +250,8 @@ class DriftMonitor:
     @property
     def max_stake(self) -> float:
         """The largest stake: the wealth stays positive for every payoff in its range."""
+        if self.tolerance > 0.0:
+            return TOLERANT_STAKE / (1.0 + self.tolerance)
         return MAX_STAKE / (1.0 + self.tolerance)
 
     def reset(self) -> None:
@@ -265,20 +293,24 @@ class DriftMonitor:
             for row in ref[self._rng.permutation(len(ref))][::-1]:
                 book.queue.appendleft(row)  # fresh baseline is used first
         current = current[self._rng.permutation(len(current))]
-        n_pairs = min(_pairs_per_tick(len(current), self.reserve), len(book.queue))
-        x = current[:n_pairs]
-        y = np.array([book.queue.popleft() for _ in range(n_pairs)]).reshape(n_pairs, ref.shape[1])
-        book.queue.extend(current[n_pairs:])
-        stake = self._stake()
-        payoffs = np.zeros(0)
-        if n_pairs:
-            witness = _witness(book)
-            payoffs = (witness(x) - witness(y)) / 2.0 - self.tolerance
+        if self.tolerance > 0.0:
+            x, y, payoffs, stake = self._bet_on_means(current)
+            n_pairs = len(y)
+        else:
+            n_pairs = min(_pairs_per_tick(len(current), self.reserve), len(book.queue))
+            x = current[:n_pairs]
+            y = np.array([book.queue.popleft() for _ in range(n_pairs)]).reshape(n_pairs, -1)
+            book.queue.extend(current[n_pairs:])
+            stake = self._stake()
+            payoffs = np.zeros(0)
+            if n_pairs:
+                witness = _witness(book)
+                payoffs = (witness(x) - witness(y)) / 2.0 - self.tolerance
+            book.payoffs.extend(payoffs.tolist())
         log_e = float(np.log1p(stake * payoffs).sum())
         book.ticks += 1
         book.log_wealth += log_e
         book.log_detector = log_e + float(np.logaddexp(book.log_detector, 0.0))
-        book.payoffs.extend(payoffs.tolist())
         seen = y if book.seen_baseline is None else np.concatenate([book.seen_baseline, y])
         book.seen_baseline = seen[-BASELINE_MEMORY:]
         book.recent_ticks.append(x)
@@ -306,13 +338,34 @@ class DriftMonitor:
             log_martingales=(book.log_wealth, *(s.log_martingale for s in steps)),
         )
 
+    def _bet_on_means(self, current: Matrix) -> tuple[Matrix, Matrix, Vector, float]:
+        """The tolerance's bets (module docstring, *With a tolerance*): ``m`` queued
+        baseline outputs, each against the mean witness of its own group of this tick's
+        outputs; the tick's bet outputs, the baseline outputs, the payoffs, the stake."""
+        book = self._book
+        growth = len(current) - 2 * _pairs_per_tick(len(current), self.reserve)
+        m = _baseline_per_tick(len(current), self.reserve, len(book.queue))
+        x = current[: len(current) - growth - m] if m else current[:0]
+        y = np.array([book.queue.popleft() for _ in range(m)]).reshape(m, current.shape[1])
+        book.queue.extend(current[len(x) :])
+        stake = self._stake()
+        witness = _likelihood_witness(book)
+        payoffs = np.full(m, -self.tolerance)
+        if witness is not _zero and m:
+            on_x = witness(x)
+            means = np.array([group.mean() for group in np.array_split(on_x, m)])
+            payoffs = (means - witness(y)) / 2.0 - self.tolerance
+            book.payoffs.extend(payoffs.tolist())  # bets without a witness say nothing
+        return x, y, payoffs, stake
+
     def _stake(self) -> float:
         """aGRAPA on the last ``STAKE_WINDOW`` payoffs, with the mean lowered by
         ``STAKE_CAUTION`` standard errors: ``(mean - c se) / (mean of squares)``, in
-        [0, max_stake]; 0 before ``STAKE_MIN_PAIRS`` pairs."""
+        [0, max_stake]; 0 before ``STAKE_MIN_PAIRS`` pairs (one with a tolerance, whose
+        payoffs are counted only once a witness was learnt)."""
         past = self._book.payoffs
         n = len(past)
-        if n < STAKE_MIN_PAIRS:
+        if n < (1 if self.tolerance > 0.0 else STAKE_MIN_PAIRS):
             return 0.0
         mean = sum(past) / n
         second = sum(g * g for g in past) / n
@@ -323,10 +376,34 @@ class DriftMonitor:
         return min(edge / second, self.max_stake)
 
 
+def tolerance_reach(tolerance: float, alpha: float) -> int:
+    """The fewest baseline outputs with which a monitor with ``tolerance`` > 0 can alarm at
+    ``1 / alpha`` on a change present from its first tick (of twice the tolerance, or any
+    size): each baseline output is bet once, gaining at most ``log(1 + TOLERANT_STAKE
+    tolerance / (1 + tolerance))`` even with a perfect witness (module docstring). Learning
+    the witness costs more; any test at all needs ``log(1 / alpha) / -log(1 - tolerance)``
+    for a change of twice the tolerance."""
+    level = as_probability(alpha, "alpha")
+    tol = _monitor_iv(level, tolerance, 0.5)[1]
+    if tol <= 0.0:
+        raise ValueError(f"tolerance: the reach is of a tolerance > 0, got {tolerance!r}")
+    gain = math.log1p(TOLERANT_STAKE * tol / (1.0 + tol))
+    return math.ceil(-math.log(level) / gain - 1e-9)
+
+
 def _pairs_per_tick(k: int, reserve: float) -> int:
     """Outputs of a tick of ``k`` bet on now (each against one queued output): at least
     one, and ``k * reserve`` more are put aside than are taken from the queue."""
     return max(1, int(k * (1.0 - reserve) / 2.0))
+
+
+def _baseline_per_tick(k: int, reserve: float, queued: int) -> int:
+    """Queued baseline outputs bet on at a tick of ``k`` with a tolerance: one per
+    ``SPEND_TICKS`` queued, at least one and at most as many as without a tolerance
+    (``_pairs_per_tick``), so that a short baseline (the reference alone) is bet one output
+    a tick, each against the mean of the tick's other bet outputs, and a long one (quiet
+    ticks put aside) as fast as without a tolerance."""
+    return min(queued, _pairs_per_tick(k, reserve), max(1, queued // SPEND_TICKS))
 
 
 def _new_book(window: int) -> _Book:
@@ -364,6 +441,35 @@ def _witness(book: _Book) -> Any:
 
     def witness(z: Matrix) -> Vector:
         values: Vector = np.minimum(1.0, np.maximum(-1.0, (z @ direction - centre) / scale))
+        return values
+
+    return witness
+
+
+def _likelihood_witness(book: _Book) -> Any:
+    """The tolerance's witness, from the outputs bet on before this tick: on ``_witness``'s
+    direction and centre, half the log-likelihood ratio of two normals with the recent tick
+    outputs' and the baseline's means and their pooled spread, clipped to [-1, 1]. Where the
+    two are far apart for their spread it is a classifier (+1 and -1, the witness of the
+    total-variation bound ``E f(x) - E f(y) <= 2 TV``, which a tolerance needs to pay); 0
+    where ``_witness`` is."""
+    if _witness(book) is _zero:
+        return _zero
+    assert book.seen_baseline is not None
+    base = book.seen_baseline
+    ticks = np.concatenate(book.recent_ticks)
+    base_mean, ticks_mean = base.mean(axis=0), ticks.mean(axis=0)
+    direction = ticks_mean - base_mean
+    size = math.sqrt(float(direction @ direction))
+    direction /= size
+    on_base = (base - base_mean) @ direction
+    on_ticks = (ticks - ticks_mean) @ direction
+    variance = (float(on_base @ on_base) + float(on_ticks @ on_ticks)) / (len(base) + len(ticks))
+    scale = max(2.0 * variance / size, SPREAD_FLOOR * book.span)
+    centre = float((base_mean + ticks_mean) @ direction) / 2.0
+
+    def witness(z: Matrix) -> Vector:
+        values: Vector = np.clip((z @ direction - centre) / scale, -1.0, 1.0)
         return values
 
     return witness

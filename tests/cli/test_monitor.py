@@ -91,6 +91,18 @@ def test_the_design_is_shown_and_can_be_chosen(db):
     assert json.loads(chosen.output)["conformal"] == "both"
 
 
+def test_the_configs_tolerance_is_used_and_the_option_overrides_it(tmp_path):
+    path = tmp_path / "tolerant.duckdb"
+    with Store(path) as store:
+        for epoch in EPOCHS[:3]:
+            record_tick(store, epoch, monitor={"tolerance": 0.2})
+    shown = invoke("drift", "drifty", "--db", str(path), "--format", "json")
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.output)["tolerance"] == 0.2
+    chosen = invoke("drift", "drifty", "--db", str(path), "--tolerance", "0", "--format", "json")
+    assert json.loads(chosen.output)["tolerance"] == 0.0
+
+
 def test_an_unknown_pooling_is_named(db):
     result = invoke("drift", "drifty", "--db", str(db), "--pool", "models")
     assert result.exit_code != 0

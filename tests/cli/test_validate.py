@@ -167,6 +167,18 @@ def test_bh_over_1000_tests_at_b_999_is_accepted_with_a_note(provider, write_con
     assert "only when at least 20 tests reach it; a lone change needs B >= 19999" in text(result)
 
 
+def test_a_tolerance_the_baseline_cannot_reach_is_noted(provider, write_config):
+    """4 perturbations: 5 series at alpha = 0.05 / 5; each baseline output gains at most
+    log(1 + 0.95 * 0.3 / 1.3) = 0.1982, log(100) / 0.1982 = 23.2: 24 outputs, k = 8."""
+    config = make_config(provider, alpha=0.05, monitor={"tolerance": 0.3})
+    result = invoke("validate", str(write_config(config)))
+    assert result.exit_code == 0, result.output
+    assert "monitor.tolerance: at 0.3" in text(result)
+    assert "k >= 24 is the least that can" in text(result)
+    enough = invoke("validate", str(write_config({**config, "k": 24}, "enough.yaml")))
+    assert "monitor.tolerance" not in text(enough)
+
+
 def test_holm_over_1000_tests_at_b_999_can_never_reject_and_is_refused(provider, write_config):
     config = make_config(
         provider,

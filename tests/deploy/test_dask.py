@@ -12,11 +12,14 @@ import pandas as pd
 import pytest
 import yaml
 from distributed import Client, LocalCluster, get_task_stream
+from typer.testing import CliRunner
 
+from dbpa.cli import app
 from dbpa.config import parse_config
 from flows.audit import TESTS_PER_TASK_RUN, audit
 from storage import Store
-from tests.deploy._processes import DBPA
+from tests.deploy._processes import DBPA, REPO
+from tests.docs.test_tutorials import _commands, _write_files
 from tests.pipeline.conftest import KEY_ENV, RULES, make_config
 from tests.support.scripted_server import ScriptedServer
 
@@ -88,3 +91,31 @@ def test_the_compute_runs_on_the_cluster_and_gives_the_same_results(
     pd.testing.assert_frame_equal(
         _results(tmp_path / "dask.duckdb"), _results(tmp_path / "threads.duckdb")
     )
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect_harness")
+def test_the_dask_guide_runs_as_written(tmp_path, monkeypatch, cluster):
+    """docs/how-to/dask.md's commands, in order, on the first tutorial's audit (the scripted
+    provider for its model and embedder), both on this module's cluster: its address stands
+    for the one the guide shows, and the first command's local cluster is this process's
+    client's (prefect-dask takes the process's Dask client when there is one; the reader's
+    ``dbpa`` process has none and starts the two workers)."""
+    local, client = cluster
+    monkeypatch.setenv(KEY_ENV, "sk-dask-test")
+    monkeypatch.chdir(tmp_path)
+    commands = _commands(REPO / "docs" / "how-to" / "dask.md")
+    assert [args[:3] for args, _ in commands] == [["run", "first.yaml", "--runner"]] * 2
+    with ScriptedServer(rules=RULES, embedding_dimension=24) as provider:
+        _write_files(REPO / "docs" / "tutorials" / "first-audit.md", provider, tmp_path)
+        streams = []
+        for args, _ in commands:
+            args = [f"dask={local.scheduler_address}" if a.startswith("dask=") else a for a in args]
+            with get_task_stream(client) as stream:
+                result = CliRunner().invoke(app, args, catch_exceptions=False)
+            assert result.exit_code == 0, (args, result.output)
+            streams.append(stream.data)
+    assert provider.counts.by_endpoint["/v1/chat/completions"] > 0
+    assert {t["key"].rsplit("-", 1)[0] for t in streams[0]} == {"embed_texts", "run_tests"}
+    assert streams[1] == []  # as the guide says: every vector and result found stored
+    assert len(_results(tmp_path / "dbpa.duckdb")) == 2

@@ -164,3 +164,35 @@ def test_the_home_page_links_each_newcomer_task():
 def test_the_readme_is_short():
     lines = (ROOT / "README.md").read_text().count("\n")
     assert lines <= README_MAX_LINES, f"README.md has {lines} lines"
+
+
+MAX_CLICKS = 3
+
+
+def _content_links(page: Path) -> set[Path]:
+    """The site's pages that ``page``'s own content (its article, not the theme's navigation)
+    links to."""
+    text = page.read_text(encoding="utf-8")
+    article = re.search(r'<article class="md-content__inner[^"]*">(.*?)</article>', text, re.S)
+    assert article, page
+    found = set()
+    for href in re.findall(r'href="([^"#?]*)', article.group(1)):
+        if not href or ":" in href:
+            continue
+        target = (page.parent / href).resolve()
+        target = target / "index.html" if target.is_dir() else target
+        if target.suffix == ".html" and target.is_file():
+            found.add(target)
+    return found
+
+
+def test_each_newcomer_task_is_at_most_three_clicks_from_the_home_page(site):
+    """Through the links of the pages' content alone (the sidebar links every page once)."""
+    home = (site / "index.html").resolve()
+    clicks, frontier = {home: 0}, [home]
+    for depth in range(1, MAX_CLICKS + 1):
+        frontier = [t for p in frontier for t in _content_links(p) if t not in clicks]
+        clicks.update({t: depth for t in frontier if t not in clicks})
+    for task, source in NEWCOMER_TASKS.items():
+        built = (site / source.removesuffix(".md") / "index.html").resolve()
+        assert built in clicks, f"{task}: {source} is more than {MAX_CLICKS} clicks from home"

@@ -25,8 +25,8 @@ from tests.support.scripted_server import ScriptedServer
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]
 
 TUTORIALS = ["first-audit", "prompt-set"]
-"""The tutorials that run offline in one process (scheduling needs a Prefect server and a
-worker: ``tests/deploy`` drives those)."""
+"""The tutorials that run offline in one process (scheduling needs a Prefect server: it runs
+as written on the session's in ``tests/deploy/test_tutorial_scheduling.py``)."""
 SERVING = {"view"}
 """Commands that run until Ctrl-C."""
 
@@ -134,9 +134,8 @@ GUIDES = {
 """The how-to guides that run offline, and the pages whose files they use (``providers``
 runs with its five hosted models swapped for the scripted one, as every page's are). Not
 here: ``cost`` (no command: its config is checked by ``tests/docs/test_docs.py``),
-``dask`` (its first command starts a local cluster of two worker processes, each importing
-dbpa and Prefect, too much for this test; its second needs a cluster's address:
-``tests/deploy/test_dask.py`` runs the audit on a one-worker cluster),
+``dask`` (its second command needs a cluster's address: ``tests/deploy/test_dask.py``
+runs the guide on the one-worker cluster of its module),
 ``record-sql`` (run on the first tutorial's record above), ``library`` (Python on the
 reader's own arrays), and ``shared-record`` and ``copy-record`` (on a PostgreSQL server:
 below)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import itertools
 import math
 import re
@@ -12,6 +13,7 @@ from scipy.spatial.distance import cdist
 
 from dbpa.stats import INTERVAL_OMEGAS, OMEGAS, EffectInterval, effect_interval, permutation_test
 from tests.stats.conftest import clustered
+from tests.stats.simulations import lower_misses, relabelling_lower
 from tests.stats.synthetic_effects import scenario, true_effect
 from tests.support.rates import Rate, assert_rates
 
@@ -175,7 +177,7 @@ def test_lower_side_is_nominal_when_nothing_changed():
     most its nominal 0.05 and is not conservative like the percentile bootstrap's (which
     covered 0.99-1.0): checked sequentially, failed at 0.075 and at 0.0125 each with
     probability 0.9."""
-    misses = (lower for _, _, lower in _misses("null", 20, 51, 500))
+    misses = lower_misses("null", 20, 51, CONFIDENCE, 500)
     assert_rates(
         misses,
         Rate(SIDE, "null k=20: lower-side misses"),
@@ -187,8 +189,22 @@ def test_lower_side_is_valid_where_a_few_repeated_texts_change_shares():
     """The first-order part dominates when a model repeats a few texts and the change moves
     their shares; the worst-case first-order variance keeps the lower bound valid there (a
     relabelling pivot alone covered 0.82-0.91): misses at most 0.05, checked sequentially."""
-    misses = (lower for _, _, lower in _misses("few_texts", 40, 52, 500))
+    misses = lower_misses("few_texts", 40, 52, CONFIDENCE, 500)
     assert_rates(misses, Rate(SIDE, "few_texts k=40: lower-side misses"))
+
+
+@pytest.mark.parametrize("name", ["null", "shift", "few_texts"])
+def test_the_relabelling_bound_capped_by_the_upper_one_is_the_lower_bound(name):
+    """What ``lower_misses`` rests on: on the interval's own stream, its ``low`` is the
+    relabellings' bound (``relabelling_lower``) capped by ``high``, so where that bound is
+    at most the truth the interval does not miss from below."""
+    rng = np.random.default_rng(53)
+    for _ in range(4):
+        a, b = scenario(name).draw(rng, 20)
+        ahead = copy.deepcopy(rng)
+        r = effect_interval(a, b, confidence=CONFIDENCE, n_bootstrap=500, rng=rng)
+        bound = relabelling_lower(a, b, CONFIDENCE, 500, ahead)
+        assert r.low == min(bound, r.high), (name, r, bound)
 
 
 def test_coverage_fast():

@@ -170,6 +170,18 @@ def test_type_one_error_of_sequential_pooled_tests(n_prompts, futility, seed):
     assert_rates(tests, Rate(ALPHA, f"{n_prompts} prompts, futility {futility}"))
 
 
+def test_type_one_error_of_the_prompt_set_cost_designs():
+    """The designs ``python -m benchmarks cost`` measures for ``examples/prompt_set.yaml``
+    (k = 8, looks at 4, 6 and 8 outputs per arm and prompt), without futility stops (the
+    boundary is the same with them, futility being non-binding; without them it spends
+    alpha exactly, the worst case): null pooled tests over 5 prompts at threshold alpha,
+    R + 1 = 400 random paths, checked sequentially."""
+    design = sequential_design(8, first=4, n_looks=3, futility=None)
+    assert design.looks == (4, 6, 8)
+    tests = set_sequential_rejections(5, 43, design)
+    assert_rates(tests, Rate(ALPHA, "5 prompts, looks 4, 6, 8"))
+
+
 def test_a_real_change_stops_early():
     """Holm over 2 perturbations of 5 prompts, one moving every prompt's answers: it stops as
     changed before k max (fewer outputs than the fixed design), is rejected, and the one
