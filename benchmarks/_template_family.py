@@ -18,14 +18,12 @@ import multiprocessing as mp
 import os
 import resource
 import sys
-import tempfile
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from benchmarks._provider import remote_provider
-from benchmarks.bench_scale import KEY_ENV, LATENCY, RULES, _settings
+from benchmarks.bench_scale import _settings, audit_bench
 
 M = 500
 K = 8
@@ -59,28 +57,11 @@ def _audit(conn: Connection, env: dict[str, str], warm: Any, config: Any, tmp: s
 
 
 def main(m: int = M) -> None:
-    os.environ.setdefault(KEY_ENV, "sk-bench")
-    from prefect.settings import PREFECT_API_URL
-    from prefect.testing.utilities import prefect_test_harness
-
-    import tasks  # noqa: F401  (dbpa's process defaults, no telemetry: before Prefect starts)
-    from dbpa.config import parse_config
-
     load = os.getloadavg()
-    with (
-        tempfile.TemporaryDirectory() as tmp,
-        remote_provider(RULES, LATENCY) as server,
-        prefect_test_harness(server_startup_timeout=180),
-    ):
-        env = {
-            KEY_ENV: os.environ[KEY_ENV],
-            "PREFECT_API_URL": str(PREFECT_API_URL.value()),
-            "PREFECT_LOCAL_STORAGE_PATH": str(Path(tmp) / "prefect-results"),
-        }
-        warm = parse_config(_settings(server, 2, 4, "family-warm-up") | {"n_permutations": 199})
+    with audit_bench("family") as (server, env, warm, tmp):
         ours, theirs = mp.get_context("spawn").Pipe()
         child = mp.get_context("spawn").Process(
-            target=_audit, args=(theirs, env, warm, _config(server, m, f"family-{m}"), tmp)
+            target=_audit, args=(theirs, env, warm, _config(server, m, f"family-{m}"), str(tmp))
         )
         child.start()
         wall, cpu, peak = ours.recv()

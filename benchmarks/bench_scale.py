@@ -35,7 +35,9 @@ import resource
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -368,7 +370,11 @@ def _kill_and_resume(
 # ---------------------------------------------------------------------- main
 
 
-def main(quick: bool = False, large: int | None = None) -> None:
+@contextmanager
+def audit_bench(tag: str) -> Iterator[tuple[RemoteProvider, dict[str, str], Any, Path]]:
+    """The scripted provider, a Prefect test server, the audit processes' environment, a
+    warm-up config and a temporary directory, for benchmarks that time audits in processes
+    of their own."""
     os.environ.setdefault(KEY_ENV, "sk-bench")
     from prefect.settings import PREFECT_API_URL
     from prefect.testing.utilities import prefect_test_harness
@@ -376,9 +382,6 @@ def main(quick: bool = False, large: int | None = None) -> None:
     import tasks  # noqa: F401  (dbpa's process defaults, no telemetry: before Prefect starts)
     from dbpa.config import parse_config
 
-    base, large = (100, large or 1_000) if quick else (500, large or 10_000)
-    load = os.getloadavg()[0]
-    start = time.perf_counter()
     with (
         tempfile.TemporaryDirectory() as tmp,
         remote_provider(RULES, LATENCY) as server,
@@ -389,9 +392,17 @@ def main(quick: bool = False, large: int | None = None) -> None:
             "PREFECT_API_URL": str(PREFECT_API_URL.value()),
             "PREFECT_LOCAL_STORAGE_PATH": str(Path(tmp) / "prefect-results"),
         }
-        warm = parse_config(_settings(server, 2, 4, "scale-warm-up") | {"n_permutations": 199})
-        sizes = [_measure(server, env, warm, m, Path(tmp)) for m in (base, large)]
-        resume = _kill_and_resume(server, env, warm, large, Path(tmp))
+        warm = parse_config(_settings(server, 2, 4, f"{tag}-warm-up") | {"n_permutations": 199})
+        yield server, env, warm, Path(tmp)
+
+
+def main(quick: bool = False, large: int | None = None) -> None:
+    base, large = (100, large or 1_000) if quick else (500, large or 10_000)
+    load = os.getloadavg()[0]
+    start = time.perf_counter()
+    with audit_bench("scale") as (server, env, warm, tmp):
+        sizes = [_measure(server, env, warm, m, tmp) for m in (base, large)]
+        resume = _kill_and_resume(server, env, warm, large, tmp)
     _print(sizes, resume, load, time.perf_counter() - start)
 
 
