@@ -13,7 +13,12 @@ from click.testing import Result
 from typer.testing import CliRunner
 
 from dbpa.cli import app
-from tests.pipeline.conftest import KEY_ENV, provider, write_config  # noqa: F401 (fixtures)
+from tests.pipeline.conftest import (  # noqa: F401 (fixtures)
+    KEY_ENV,
+    provider,
+    rotating_provider,
+    write_config,
+)
 from tests.report.conftest import labelled_run, unlabelled_run  # noqa: F401 (fixtures)
 from tests.storage.conftest import sound_record  # noqa: F401 (fixtures)
 
