@@ -133,6 +133,15 @@ def test_a_write_that_lost_to_another_runs_again(sqlstate, calls):
     assert len(made) == calls
 
 
+def _wait_until_gone(store: Store, pid: int) -> None:
+    """A closed connection's server process ends (and frees its locks) a moment later, longer
+    under load: the state a crashed process leaves once PostgreSQL has noticed."""
+    deadline = time.monotonic() + 30
+    while store._rows("SELECT count(*) FROM pg_stat_activity WHERE pid = ?", [pid]) != [(0,)]:
+        assert time.monotonic() < deadline, f"backend {pid} still there after 30 s"
+        time.sleep(0.05)
+
+
 def _start(store: Store, run_id: str) -> None:
     store.start_run(
         run_id, audit="shared", config={"k": 4}, config_hash="h", epoch="0",
@@ -149,6 +158,8 @@ def test_only_runs_whose_process_is_gone_are_marked_crashed(postgres, monkeypatc
         _start(elsewhere, "elsewhere")
         with Store(url) as died:
             _start(died, "died")  # its process stops without finishing it
+            ((gone,),) = died._rows("SELECT pg_backend_pid()")
+        _wait_until_gone(here, gone)
         _start(here, "done")
         here.finish_run("done", "completed")
         assert here.mark_interrupted_runs() == 1
