@@ -99,26 +99,32 @@ def _null_logs(rng, shape, stake=0.05):
     return np.cumsum(steps, axis=-3)
 
 
-def test_the_family_of_pools_alarms_falsely_at_most_alpha_over_500_ticks():
-    """3 perturbations x 6 prompts x 2 processes, 500 ticks, pools at alpha / 3: P(some
-    pool ever alarms) <= alpha. The rate sits near alpha (Ville's bound is nearly reached),
-    so a rule that pooled without the e-Bonferroni over processes or pools would fail."""
+@pytest.mark.parametrize("weights", [(0.5, 0.5), (0.1, 0.6, 0.15, 0.15)])
+def test_the_family_of_pools_alarms_falsely_at_most_alpha_over_500_ticks(weights):
+    """3 perturbations x 6 prompts x 2 processes at equal weights (``outputs``) or 4 at the
+    default's, 500 ticks, pools at alpha / 3: P(some pool ever alarms) <= alpha. The rate
+    sits near alpha (Ville's bound is nearly reached), so a rule that pooled without the
+    e-Bonferroni over processes or pools, or that used the weights wrongly, would fail."""
     rng = np.random.default_rng(2026)
     runs, pools = 1000, 3
     alarms = 0
     for _ in range(runs):
-        logs = _null_logs(rng, (pools, 500, 6, 2), stake=0.1)
-        alarms += any(pool_evidence(g, ALPHA / pools).alarm_tick for g in logs)
+        logs = _null_logs(rng, (pools, 500, 6, len(weights)), stake=0.1)
+        alarms += any(pool_evidence(g, ALPHA / pools, weights=weights).alarm_tick for g in logs)
     rate = alarms / runs
     assert ALPHA / 3 < rate <= ALPHA + 3 * math.sqrt(ALPHA * (1 - ALPHA) / runs)
 
 
-def test_the_pooled_detector_keeps_its_bound_on_early_alarms():
-    """Shiryaev-Roberts on pooled factors: P(alarm by tick n) <= n alpha / 2 (m = 2)."""
+@pytest.mark.parametrize("weights", [(0.5, 0.5), (0.1, 0.6, 0.15, 0.15)])
+def test_the_pooled_detector_keeps_its_bound_on_early_alarms(weights):
+    """Shiryaev-Roberts on pooled factors: P(alarm by tick n) <= n alpha / 2 (m > 1)."""
     rng = np.random.default_rng(7)
     runs, n, level = 1500, 40, 0.005
     alarms = sum(
-        pool_evidence(_null_logs(rng, (n, 10, 2), 0.2), level, form="detect").alarm_tick is not None
+        pool_evidence(
+            _null_logs(rng, (n, 10, len(weights)), 0.2), level, form="detect", weights=weights
+        ).alarm_tick
+        is not None
         for _ in range(runs)
     )
     assert alarms / runs <= n * level / 2 + 3 * math.sqrt(0.1 * 0.9 / runs)
