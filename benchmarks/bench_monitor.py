@@ -37,16 +37,18 @@ finds it about 0.6 of the time, the small one 0.25, the large one 0.93 (measured
    (its median delay + 1) over the oracle's w (the issue's goal: at most 2), and model
    calls per detection of each (k times mean ticks, monitor misses counting 100; the
    oracle's k w).
-6. Designs (``DESIGNS``): every delay and oracle row for today's monitor (``conformal=
-   "outputs"``: betting and per-output conformal processes, e-Bonferroni of two), and for
-   the same with tick processes on blocks of 1 and of 2 ticks (``"both"``, ``blocks=(1,
-   2)``: of four) or of 2 and of 3 ticks (``blocks=(2, 3)``). The null year and the
-   tolerance rows are the default design's; the cost table has every design's calls per
-   detection of the moderate change and of the re-weighting.
+6. Designs (``DESIGNS``): every delay and oracle row for the default monitor (``"both"``:
+   betting, per-output and tick processes on blocks of 1 and of 2 ticks, weighted
+   e-Bonferroni 0.1 / 0.6 / 0.15 / 0.15), the two-process design (``conformal="outputs"``:
+   betting and per-output, 1/2 each), and the four processes at equal weights, on blocks of
+   1 and 2 or of 2 and 3 ticks. The null year and the tolerance rows are the default
+   design's; the cost table has every design's calls per detection of the moderate change
+   and of the re-weighting.
 7. The price of validity at every tick, in the oracle's own terms (no simulation): a
    sequential test that knows both the change tick and the changed distribution, a
    likelihood ratio of a Gaussian mean shift alarming when it reaches ``m / alpha`` (m
-   processes sharing the alarm by e-Bonferroni), against the fixed one-sided z-test of the
+   processes sharing the alarm by e-Bonferroni; ``1 / w`` for the weight ``w`` of the process
+   that finds the re-weighting), against the fixed one-sided z-test of the
    same shift at alpha with power 1/2: the median ratio of their sample sizes (the first
    passage of a Brownian motion with drift, an inverse Gaussian). No valid monitor whose
    alarm is at ``m / alpha`` does better against an oracle as powerful as its own test; a
@@ -97,13 +99,15 @@ WORKERS = 2 * (os.cpu_count() or 1)
 the suite gets a share of it proportionate to its work (on an idle one the extra processes
 cost a little switching; the numbers do not depend on them)."""
 DESIGNS: dict[str, dict[str, Any]] = {
+    "both (default)": {"conformal": "both", "blocks": (1, 2)},
     "outputs": {"conformal": "outputs"},
-    "both, blocks 1+2": {"conformal": "both", "blocks": (1, 2)},
-    "both, blocks 2+3": {"conformal": "both", "blocks": (2, 3)},
+    "both, equal weights": {"conformal": "both", "blocks": (1, 2), "weights": (0.25,) * 4},
+    "both, blocks 2+3": {"conformal": "both", "blocks": (2, 3), "weights": (0.25,) * 4},
 }
-"""The monitor's designs compared (``DriftMonitor`` options): today's default (betting and
-per-output conformal processes), and tick processes added on blocks of one and of two
-ticks, or of two and of three ticks (issue 51)."""
+"""The monitor's designs compared (``DriftMonitor`` options): the default (betting,
+per-output and tick processes on blocks of one and of two ticks, weighted), the betting and
+per-output processes alone, and the four processes at equal weights, on blocks of one and
+two ticks or of two and three (issue 51)."""
 
 
 def changed(share: float) -> Arm:
@@ -212,7 +216,7 @@ def _per_tick_power(rng: np.random.Generator, share: float | None, k: int, runs:
     return hits / runs
 
 
-def ideal_ratio(split: int, alpha: float) -> float:
+def ideal_ratio(split: float, alpha: float) -> float:
     """Median samples of a known-alternative likelihood ratio to reach ``split / alpha`` over
     those of the fixed one-sided z-test at ``alpha`` with power 1/2 (a Gaussian shift
     ``delta``, scale-free: the log ratio is a Brownian motion with drift ``delta^2 / 2`` and
@@ -411,9 +415,9 @@ def main(quick: bool = False) -> None:
     )
     bound = []
     for design, options in DESIGNS.items():
-        processes = 2 if options["conformal"] == "outputs" else 2 + len(options["blocks"])
+        processes = 1 / DriftMonitor(**options).weights[-1]  # a tick process, or per-output
         for form, split in (("test", processes), ("detect", 2 * processes)):
-            bound.append([design, form, split, f"{ideal_ratio(split, ALPHA):.2f}"])
+            bound.append([design, form, f"{split:.3g}", f"{ideal_ratio(split, ALPHA):.2f}"])
     bound.append(["one process alone", "test", 1, f"{ideal_ratio(1, ALPHA):.2f}"])
     result_file.table(
         "the price of validity at every tick: a known-alternative likelihood ratio alarming "

@@ -239,10 +239,11 @@ class MonitorSpec(Spec):
     """The drift monitor of the audit's ticks (``dbpa drift``, the ``dbpa-monitor`` flow and
     every scheduled tick; ``dbpa.stats.DriftMonitor``)."""
 
-    conformal: Literal["outputs", "ticks", "both"] = "outputs"
+    conformal: Literal["outputs", "ticks", "both"] = "both"
     """The conformal processes beside the betting one: ``outputs`` one p-value per output
-    (quick on new kinds of answer), ``ticks`` one per tick against every earlier output
-    (sees the shares of familiar answers move), ``both`` the two, sharing the alarm line
+    (quick on new kinds of answer), ``ticks`` one per tick (and per pair of ticks) against
+    every earlier output (sees the shares of familiar answers move), ``both`` the two, sharing
+    the alarm line by weights that keep new kinds of answer as quick as with ``outputs``
     (docs/explanation/drift.md). Every replay uses the latest tick's setting for all ticks."""
     pool: Literal["prompts", "arms"] = "prompts"
     """How the arms share the alarm line: ``prompts`` pools the evidence of every prompt's arm

@@ -367,14 +367,15 @@ class _Series:
         """The series' states: its arms' processes multiplied, each arm's carried over
         ticks it missed (1 before its first)."""
         arms = sorted({label for tick in self.states for label in tick})
-        processes = len(next(iter(self.states[0].values()))[1].log_martingales)
+        first = next(iter(self.states[0].values()))[1]
+        processes = len(first.log_martingales)
         logs = np.zeros((len(self.states), len(arms), processes))
         for t, tick in enumerate(self.states):
             if t:
                 logs[t] = logs[t - 1]
             for label, (_, state) in tick.items():
                 logs[t, arms.index(label)] = state.log_martingales
-        pooled = pool_evidence(logs, alpha, form=form)
+        pooled = pool_evidence(logs, alpha, form=form, weights=first.weights)
         jobs = {label: job for tick in self.states for label, (job, _) in tick.items()}
         arm_id, reference_arm = _pool_ids([jobs[a] for a in arms])
         found = []
@@ -398,6 +399,7 @@ class _Series:
                 log_e_betting=float(pooled.log_processes[t, 0]),
                 log_e_conformal=float(pooled.log_processes[t, 1:].max()) if processes > 1 else 0.0,
                 log_martingales=tuple(float(v) for v in logs[t].sum(axis=0)),
+                weights=first.weights,
             )
             found.append(
                 MonitorTick(name, baseline, epoch, arm_id, reference_arm, state, len(tick))

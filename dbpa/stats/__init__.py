@@ -47,7 +47,7 @@ from ._interval import MIN_ROWS as INTERVAL_MIN_ROWS
 from ._monitor import CONFORMAL as MONITOR_CONFORMAL
 from ._monitor import FORMS as MONITOR_FORMS
 from ._monitor import DriftMonitor, MonitorState, tolerance_reach
-from ._monitor_pool import PooledEvidence, pool_evidence, pool_split
+from ._monitor_pool import PooledEvidence, pool_evidence
 from ._multiplicity import (
     CORRECTIONS,
     CorrectionResult,
@@ -171,7 +171,6 @@ __all__ = [
     "plan_k",
     "plan_set_power",
     "pool_evidence",
-    "pool_split",
     "pooled_similarity",
     "prompt_drilldown",
     "prompt_set_test",

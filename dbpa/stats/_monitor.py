@@ -39,12 +39,9 @@ on the tick outputs, whose p-value for each output ranks its kernel density amon
 outputs so far, so that every quiet tick stays baseline for every later one; with no change
 the p-values are independent U(0, 1) and a jumper's capital on them is a test
 martingale. It cannot see a change present from the first tick (the reference only sets its
-bandwidth) and has no tolerance. With ``tolerance = 0`` the monitor runs both and combines
-them by e-Bonferroni: ``e_value`` is the larger of the two evidences divided by 2, so the
-alarm at ``1 / alpha`` is one of them reaching ``2 / alpha``, and by Ville's inequality for
-each (each in its own filtration) and a union bound the alarm is still ever false with
-probability at most alpha; ``e_value`` at a fixed tick is at most their mean, an e-value.
-With a tolerance the conformal process is off and ``e_value`` is the betting wealth.
+bandwidth) and has no tolerance. With ``tolerance = 0`` the monitor runs the betting and
+the conformal processes and combines them by weighted e-Bonferroni (below); with a tolerance
+the conformal processes are off and ``e_value`` is the betting wealth.
 
 **A conformal process on whole ticks** (``conformal="ticks"`` or ``"both"``;
 ``_tick_conformal.py``): one permutation p-value per tick, of the tick's outputs against
@@ -53,12 +50,28 @@ statistic in the pool's leading principal components: it sees a change in the sh
 familiar answers, which the per-output process hardly does); the p-values are independent
 U(0, 1) with no change, and a jumper bets on them. It spends no output either. One such
 process runs per block length of ``blocks`` (default ``(1, 2)``: p-values of single ticks,
-and of disjoint pairs of ticks, which see a change in shares sooner at small k). With ``m``
-processes in all (the betting one and the conformal ones) the evidence is the largest
-divided by ``m`` (test) or ``2 m`` (detector), by the same arguments as for two. The default
-stays ``"outputs"``: the larger split makes ``"both"`` slower on answers of a new kind at
-k = 5. ``python -m benchmarks monitor`` (``benchmarks/results/monitor.json``) has the delays
-of each design against an oracle that knows the change tick.
+and of disjoint pairs of ticks, which see a change in shares sooner at small k).
+``"both"`` (the default) runs the betting, the per-output and the tick processes.
+
+**Weighted e-Bonferroni.** The ``m`` processes share the alarm by weights ``w_i > 0``,
+``sum w_i = 1`` (``weights``): ``e_value`` is the largest ``w_i E_i`` (``form="test"``), so
+process ``i`` alarms alone at ``E_i >= 1 / (w_i alpha)``. By Ville's inequality each test
+martingale, in its own filtration, ever reaches ``1 / (w_i alpha)`` with probability at most
+``w_i alpha``, and by a union bound (whatever the dependence between the processes) some
+process ever alarms with probability at most ``sum w_i alpha = alpha``; at a fixed tick
+``max w_i E_i <= sum w_i E_i``, a weighted mean of e-values, is an e-value (Vovk & Wang
+2021, Ann. Statist. 49). Equal weights ``1 / m`` are the plain e-Bonferroni (``"outputs"``:
+the larger of two halved). The default of ``"both"`` (``BOTH_WEIGHTS``) gives the per-output
+process, which finds answers of a new kind, 0.6, the tick processes, which find a change in
+the shares of familiar answers, 0.3 between them, and the betting process 0.1 (seldom the
+first to alarm without a tolerance, but the one that bets a change present from the first
+tick against the reference): once shares change the tick processes' evidence grows
+geometrically, so a smaller weight delays them little, where the per-output process's line
+sets how soon a new kind of answer alarms. Measured on the monitor benchmark's answer space
+(docs/explanation/drift.md), it is as quick on new kinds of answer as the betting and
+per-output processes at 1/2 each, and nearly as quick on changed shares as four processes at
+1/4 each. ``python -m benchmarks monitor`` (``benchmarks/results/monitor.json``) has the
+delays of each design against an oracle that knows the change tick.
 
 **With a tolerance the bets are on means** (issue 51): a change present from the first
 tick can only be bet against the reference's outputs, and a pair of single outputs carries
@@ -92,12 +105,13 @@ of Shin, Ramdas & Rinaldo (2023) on the same bets, a new bettor starting at ever
 ``M_t = (M_{t-1} + 1) * e_t``: it forgets the quiet ticks' losses, and its average run length
 to a false alarm is at least ``1 / alpha`` ticks (``M_t - t`` is a martingale with no change),
 so pick alpha as one over the run length wanted (1 / 3650 for ten years of daily ticks).
-With both processes (``tolerance = 0``) each runs its Shiryaev-Roberts statistic (the
-conformal one on its per-tick factors) and ``e_value`` is the larger divided by 4: by Doob's
-maximal inequality for the submartingale ``M_t``, ``P(M_s >= 4 / alpha for some s <= n) <=
-n alpha / 4`` for each, so the alarm comes by tick n with probability at most ``n alpha / 2``,
-and the average run length ``sum_n P(no alarm by n) >= sum_{n <= 2 / alpha} (1 - n alpha / 2)
->= 1 / alpha``. Either alarm stays raised until ``reset``.
+With several processes (``tolerance = 0``) each runs its Shiryaev-Roberts statistic (the
+conformal ones on their per-tick factors) and ``e_value`` is the largest ``w_i M^i_t / 2``:
+with no change ``E M^i_n = n``, so by Doob's maximal inequality for the nonnegative
+submartingale ``M^i_t``, ``P(M^i_s >= 2 / (w_i alpha) for some s <= n) <= n w_i alpha / 2``
+for each, the alarm comes by tick n with probability at most ``sum_i n w_i alpha / 2 = n
+alpha / 2``, and the average run length ``sum_n P(no alarm by n) >= sum_{n <= 2 / alpha} (1 -
+n alpha / 2) >= 1 / alpha``. Either alarm stays raised until ``reset``.
 """
 
 from __future__ import annotations
@@ -115,7 +129,7 @@ from ._conformal import ConformalMartingale
 from ._tick_conformal import BLOCKS, TickConformalMartingale
 from ._validation import RngLike, as_embeddings, as_positive_int, as_probability, as_rng, choose
 
-__all__ = ["CONFORMAL", "FORMS", "DriftMonitor", "MonitorState", "tolerance_reach"]
+__all__ = ["BOTH_WEIGHTS", "CONFORMAL", "FORMS", "DriftMonitor", "MonitorState", "tolerance_reach"]
 
 Matrix = NDArray[np.float64]
 Vector = NDArray[np.float64]
@@ -127,7 +141,11 @@ CONFORMAL = ("outputs", "ticks", "both")
 """The conformal processes run beside the betting one (``tolerance = 0``): ``outputs`` one
 p-value per output (``_conformal.py``), ``ticks`` one per block of ticks against every
 earlier output, a process per block length of ``blocks`` (``_tick_conformal.py``; alone
-slow on answers of a new kind), ``both`` the two."""
+slow on answers of a new kind), ``both`` the two (the default)."""
+BOTH_WEIGHTS = (0.1, 0.6, 0.3)
+"""The default weights of ``conformal="both"`` in the alarm: the betting process, the
+per-output process, and the tick processes together (equal shares of it per block length;
+module docstring, *Weighted e-Bonferroni*)."""
 STAKE_WINDOW = 20
 """Pairs whose payoffs set the next stake (aGRAPA)."""
 STAKE_MIN_PAIRS = 2
@@ -159,10 +177,10 @@ class MonitorState:
     """Ticks seen since the start or the last reset."""
     e_value: float
     """The evidence: with ``tolerance = 0`` the largest of the m processes' evidences (the
-    betting and one or two conformal ones) divided by m (``form="test"``) or 2 m
-    (``form="detect"``), e-Bonferroni of them (so it starts at 1/m or 1/(2 m)); with a
-    tolerance the betting evidence alone. Each process's evidence is its wealth (test) or
-    its Shiryaev-Roberts statistic (detect). The alarm line is ``threshold``."""
+    betting and the conformal ones) each times its weight (``form="test"``) or half its
+    weight (``form="detect"``), weighted e-Bonferroni of them; with a tolerance the betting
+    evidence alone. Each process's evidence is its wealth (test) or its Shiryaev-Roberts
+    statistic (detect). The alarm line is ``threshold``."""
     log_e_value: float
     """Natural log of ``e_value`` (for the evidence chart; finite where ``e_value``
     underflows)."""
@@ -190,8 +208,12 @@ class MonitorState:
     ``_tick_conformal.py``); 0 with a tolerance (they are off)."""
     log_martingales: tuple[float, ...] = ()
     """Natural log of each process's test martingale whatever the form: the betting wealth,
-    then each conformal process's (in ``CONFORMAL`` order). The pieces ``MonitorPool``
-    multiplies across independent arms (``_monitor_pool.py``)."""
+    then each conformal process's (the per-output one, then the tick processes by block).
+    The pieces ``pool_evidence`` multiplies across independent arms
+    (``_monitor_pool.py``)."""
+    weights: tuple[float, ...] = ()
+    """Each process's weight in the alarm, in ``log_martingales``' order (``(1.0,)`` with a
+    tolerance), summing to 1."""
 
 
 @dataclass
@@ -218,7 +240,10 @@ class DriftMonitor:
     ``alpha`` in (0, 1): the alarm line is ``1 / alpha``. ``tolerance`` in [0, 1): total-
     variation distance below which a change is not alarmed. ``form``: ``"test"`` or
     ``"detect"`` (``FORMS``); with ``tolerance = 0`` the conformal process runs too (module
-    docstring); ``conformal``: which (``CONFORMAL``). ``reserve`` in (0, 1): share of each
+    docstring); ``conformal``: which (``CONFORMAL``). ``weights``: each process's share of the
+    alarm (the betting, the per-output, then the tick processes by block), positive and
+    summing to 1; None: ``BOTH_WEIGHTS`` for ``"both"``, equal otherwise; not used with a
+    tolerance (the betting process alone). ``reserve`` in (0, 1): share of each
     tick's outputs put aside as fresh baseline for later ticks. ``window``: ticks whose
     outputs the witness is learnt from. ``blocks``: ticks per tested block of the tick
     processes, one process per length (``_tick_conformal.BLOCKS``). ``rng``: seed or
@@ -231,7 +256,8 @@ class DriftMonitor:
         tolerance: float = 0.0,
         *,
         form: str = "test",
-        conformal: str = "outputs",
+        conformal: str = "both",
+        weights: Sequence[float] | None = None,
         reserve: float = 0.2,
         window: int = 5,
         blocks: Sequence[int] = BLOCKS,
@@ -243,6 +269,7 @@ class DriftMonitor:
         self.reserve = float(reserve)
         self.window = as_positive_int(window, "window")
         self.blocks = _blocks_iv(blocks)
+        self.weights = _weights_iv(weights, self.conformal, self.blocks, self.tolerance)
         self._rng = as_rng(rng)
         self._book = _new_book(self.window)
         self._conformal = self._new_conformal()
@@ -259,14 +286,6 @@ class DriftMonitor:
         alarm (after an intended change)."""
         self._book = _new_book(self.window)
         self._conformal = self._new_conformal()
-
-    @property
-    def split(self) -> int:
-        """The e-Bonferroni divisor of the m processes: 1 with a tolerance (betting
-        alone), m for the test form, 2 m for the detector (module docstring)."""
-        if self.tolerance > 0.0:
-            return 1
-        return (1 + len(self._conformal)) * (1 if self.form == "test" else 2)
 
     def _new_conformal(self) -> list[ConformalMartingale | TickConformalMartingale]:
         """The conformal processes, each on a child of the monitor's rng (spawning leaves
@@ -315,11 +334,12 @@ class DriftMonitor:
         book.seen_baseline = seen[-BASELINE_MEMORY:]
         book.recent_ticks.append(x)
         betting = book.log_wealth if self.form == "test" else book.log_detector
-        other = 0.0
-        if steps:
-            other = max(s.log_martingale if self.form == "test" else s.log_detector for s in steps)
-        evidence = max(betting, other) if steps else betting
-        evidence -= math.log(self.split)
+        others = [s.log_martingale if self.form == "test" else s.log_detector for s in steps]
+        evidence = max(
+            e + math.log(w) for e, w in zip([betting, *others], self.weights, strict=True)
+        )
+        if steps and self.form == "detect":
+            evidence -= math.log(2.0)
         if book.alarm_tick is None and evidence >= -math.log(self.alpha):
             book.alarm_tick = book.ticks
         return MonitorState(
@@ -334,8 +354,9 @@ class DriftMonitor:
             payoff=float(payoffs.mean()) if n_pairs else 0.0,
             baseline_left=len(book.queue),
             log_e_betting=betting,
-            log_e_conformal=other,
+            log_e_conformal=max(others) if steps else 0.0,
             log_martingales=(book.log_wealth, *(s.log_martingale for s in steps)),
+            weights=self.weights,
         )
 
     def _bet_on_means(self, current: Matrix) -> tuple[Matrix, Matrix, Vector, float]:
@@ -499,6 +520,32 @@ def _blocks_iv(blocks: Any) -> tuple[int, ...]:
     if not lengths or len(set(lengths)) < len(lengths):
         raise ValueError(f"blocks: distinct positive tick counts, at least one, got {blocks!r}")
     return lengths
+
+
+def _weights_iv(
+    weights: Any, conformal: str, blocks: tuple[int, ...], tolerance: float
+) -> tuple[float, ...]:
+    """The processes' weights (``DriftMonitor``): given, or the design's default."""
+    m = 1 + (conformal != "ticks") + (len(blocks) if conformal != "outputs" else 0)
+    if weights is None:
+        if tolerance > 0.0:
+            return (1.0,)
+        if conformal != "both":
+            return (1.0 / m,) * m
+        betting, outputs, ticks = BOTH_WEIGHTS
+        return (betting, outputs, *(ticks / len(blocks),) * len(blocks))
+    try:
+        given = tuple(float(w) for w in weights)
+    except (TypeError, ValueError):
+        raise ValueError(f"weights: a sequence of {m} numbers, got {weights!r}") from None
+    if len(given) != m:
+        raise ValueError(
+            f"weights: one per process ({m}: the betting one, then the {conformal!r} "
+            f"conformal ones), got {len(given)}"
+        )
+    if not all(math.isfinite(w) and w > 0.0 for w in given) or abs(sum(given) - 1.0) > 1e-9:
+        raise ValueError(f"weights: positive numbers summing to 1, got {weights!r}")
+    return (1.0,) if tolerance > 0.0 else given
 
 
 def _update_iv(

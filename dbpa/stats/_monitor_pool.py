@@ -23,11 +23,13 @@ alone: the betting and conformal processes live in different filtrations, so the
 would not be a martingale.
 
 **Evidence and the promise.** ``form="test"``: the pool's evidence is the largest of its
-``m`` pooled processes divided by ``m`` (1 when ``m = 1``), so by Ville's inequality for each
-and a union bound the pool alarms at ``1 / alpha`` with probability at most ``alpha`` when
-no arm of it changed, over any number of ticks. ``form="detect"``: each pooled process's
-Shiryaev-Roberts statistic on its per-tick factors (Shin, Ramdas & Rinaldo 2023), the
-largest divided by ``2 m`` (1 when ``m = 1``), as ``DriftMonitor`` does for one arm. With
+``m`` pooled processes each times its weight ``w_i`` (the arms' ``MonitorState.weights``,
+summing to 1; equal by default), so by Ville's inequality for each (process ``i`` crosses
+``1 / (w_i alpha)`` with probability at most ``w_i alpha``) and a union bound the pool
+alarms at ``1 / alpha`` with probability at most ``alpha`` when no arm of it changed, over
+any number of ticks. ``form="detect"``: each pooled process's Shiryaev-Roberts statistic on
+its per-tick factors (Shin, Ramdas & Rinaldo 2023), the largest times ``w_i / 2`` (times 1
+when ``m = 1``), as ``DriftMonitor`` does for one arm. With
 ``G`` pools each at ``alpha / G`` (e-Bonferroni over pools only), the chance that any pool
 none of whose arms changed ever alarms is at most ``alpha`` (test form); with the detector
 each such pool's statistic ``R_t`` has ``E R_n <= n`` so, by Doob's maximal inequality and
@@ -47,7 +49,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from ._validation import as_probability, choose
 
-__all__ = ["PooledEvidence", "pool_evidence", "pool_split"]
+__all__ = ["PooledEvidence", "pool_evidence"]
 
 FORMS = ("test", "detect")
 
@@ -57,14 +59,16 @@ class PooledEvidence:
     """A pool's evidence over its ticks."""
 
     log_e_value: NDArray[np.float64]
-    """(T,) natural log of the pool's evidence after each tick (``split`` taken off)."""
+    """(T,) natural log of the pool's evidence after each tick (the largest process times
+    its ``weights``)."""
     log_processes: NDArray[np.float64]
     """(T, m) each pooled process's log evidence: its log martingale (test) or log
-    Shiryaev-Roberts statistic (detect), before ``split``."""
+    Shiryaev-Roberts statistic (detect), before its weight."""
     threshold: float
     """``1 / alpha``: the alarm line of the evidence."""
-    split: int
-    """The e-Bonferroni divisor over the ``m`` processes."""
+    weights: tuple[float, ...]
+    """The weighted e-Bonferroni's factor of each process: its weight (test), half of it
+    (detect, ``m > 1``); process ``i`` alone alarms at ``threshold / weights[i]``."""
     alarm_tick: int | None
     """The first tick (1-based) whose evidence reached ``threshold``; None without alarm."""
 
@@ -75,22 +79,20 @@ class PooledEvidence:
         return values
 
 
-def pool_split(processes: int, form: str) -> int:
-    """The e-Bonferroni divisor over ``processes`` pooled processes: 1 for one, ``m`` for
-    the test form and ``2 m`` for the detector (module docstring)."""
-    if processes == 1:
-        return 1
-    return processes * (1 if form == "test" else 2)
-
-
 def pool_evidence(
-    log_martingales: ArrayLike, alpha: float, *, form: str = "test"
+    log_martingales: ArrayLike,
+    alpha: float,
+    *,
+    form: str = "test",
+    weights: ArrayLike | None = None,
 ) -> PooledEvidence:
     """The pooled evidence of ``log_martingales`` (T ticks, n arms, m processes): at tick
     ``t``, arm ``j``'s log test martingale of process ``i`` (module docstring), each arm's
     ``MonitorState.log_martingales`` carried forward over ticks it missed and 0 before its
-    first. ``alpha`` in (0, 1): the pool's level; ``form``: ``test`` or ``detect``."""
-    logs, level, form = _pool_iv(log_martingales, alpha, form)
+    first. ``alpha`` in (0, 1): the pool's level; ``form``: ``test`` or ``detect``;
+    ``weights``: the m processes' weights, positive and summing to 1 (the arms'
+    ``MonitorState.weights``; None: equal)."""
+    logs, level, form, shares = _pool_iv(log_martingales, alpha, form, weights)
     pooled = logs.sum(axis=1)
     if form == "detect":
         factors = np.diff(pooled, axis=0, prepend=np.zeros((1, pooled.shape[1])))
@@ -100,19 +102,21 @@ def pool_evidence(
             running = step + np.logaddexp(running, 0.0)
             detector[t] = running
         pooled = detector
-    split = pool_split(pooled.shape[1], form)
-    evidence = pooled.max(axis=1) - math.log(split)
+    factors = shares / (2.0 if form == "detect" and shares.size > 1 else 1.0)
+    evidence = (pooled + np.log(factors)).max(axis=1)
     crossed = np.flatnonzero(evidence >= -math.log(level))
     return PooledEvidence(
         log_e_value=evidence,
         log_processes=pooled,
         threshold=1.0 / level,
-        split=split,
+        weights=tuple(float(f) for f in factors),
         alarm_tick=int(crossed[0]) + 1 if crossed.size else None,
     )
 
 
-def _pool_iv(log_martingales: Any, alpha: Any, form: Any) -> tuple[NDArray[np.float64], float, str]:
+def _pool_iv(
+    log_martingales: Any, alpha: Any, form: Any, weights: Any
+) -> tuple[NDArray[np.float64], float, str, NDArray[np.float64]]:
     level = as_probability(alpha, "alpha")
     chosen = choose(form, "form", FORMS)
     try:
@@ -126,4 +130,15 @@ def _pool_iv(log_martingales: Any, alpha: Any, form: Any) -> tuple[NDArray[np.fl
         )
     if not np.isfinite(logs).all():
         raise ValueError("log_martingales: NaN or infinite values (logs of positive wealth)")
-    return logs, level, chosen
+    m = logs.shape[2]
+    if weights is None:
+        return logs, level, chosen, np.full(m, 1.0 / m)
+    try:
+        shares = np.asarray(weights, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"weights: one number per process ({m}), got {weights!r}") from None
+    if shares.shape != (m,):
+        raise ValueError(f"weights: one number per process ({m}), got shape {shares.shape}")
+    if not (np.isfinite(shares).all() and (shares > 0).all()) or abs(shares.sum() - 1) > 1e-9:
+        raise ValueError(f"weights: positive numbers summing to 1, got {weights!r}")
+    return logs, level, chosen, shares

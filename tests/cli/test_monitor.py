@@ -85,10 +85,12 @@ def test_bad_input_is_named(db, args, message):
 
 def test_the_design_is_shown_and_can_be_chosen(db):
     table = invoke("drift", "drifty", "--db", str(db))
-    assert "conformal outputs" in " ".join(table.output.split())
-    chosen = invoke("drift", "drifty", "--db", str(db), "--conformal", "both", "--format", "json")
+    assert "conformal both" in " ".join(table.output.split())
+    chosen = invoke(
+        "drift", "drifty", "--db", str(db), "--conformal", "outputs", "--format", "json"
+    )
     assert chosen.exit_code == 0, chosen.output
-    assert json.loads(chosen.output)["conformal"] == "both"
+    assert json.loads(chosen.output)["conformal"] == "outputs"
 
 
 def test_the_configs_tolerance_is_used_and_the_option_overrides_it(tmp_path):

@@ -6,7 +6,7 @@ over the prompts), k = 5 per arm and tick, ten quiet ticks (the first the baseli
 by both tests, then the provider changes for every request: 30% of its answers become a
 hedge (a new kind of answer), or one of its familiar answers grows from a quarter of them
 to 80%.
-The monitor runs ``monitor.conformal=both`` (the design that sees both changes today).
+The monitor runs its default design (``monitor.conformal: both``, weighted).
 """
 
 from __future__ import annotations
@@ -72,8 +72,6 @@ def _tick(work: Path, db: Path, epoch: str) -> None:
         str(work / "reports"),
         "--set",
         f"epoch={epoch}",
-        "--set",
-        "monitor.conformal=both",
     )
     assert result.exit_code == 0, result.output
 

@@ -20,7 +20,7 @@ from tests.config.test_prompt_sets import SET_BASE
 
 def test_without_the_key_the_config_dumps_and_fingerprints_as_before():
     config = parse_config(CONFIG)
-    assert config.monitor.conformal == "outputs"
+    assert config.monitor.conformal == "both"
     assert list(config.model_dump(mode="json")) == DUMPED_KEYS
     assert config.fingerprint() == FINGERPRINT
 
@@ -33,10 +33,10 @@ def test_a_dump_that_leaves_out_unset_fields_leaves_out_the_key():
 
 
 def test_a_chosen_design_is_dumped_and_read_back():
-    config = parse_config({**CONFIG, "monitor": {"conformal": "both"}})
-    assert config.monitor == MonitorSpec(conformal="both")
+    config = parse_config({**CONFIG, "monitor": {"conformal": "outputs"}})
+    assert config.monitor == MonitorSpec(conformal="outputs")
     dumped = config.model_dump(mode="json")
-    assert dumped["monitor"] == {"conformal": "both"}
+    assert dumped["monitor"] == {"conformal": "outputs"}
     assert parse_config(dumped) == config
     assert config.fingerprint() != FINGERPRINT
 
@@ -47,10 +47,10 @@ def test_the_choices_are_the_monitors():
 
 
 def test_pooling_is_dumped_only_when_not_the_default():
-    config = parse_config({**CONFIG, "monitor": {"conformal": "both", "pool": "prompts"}})
-    assert config.model_dump(mode="json")["monitor"] == {"conformal": "both"}
+    config = parse_config({**CONFIG, "monitor": {"conformal": "outputs", "pool": "prompts"}})
+    assert config.model_dump(mode="json")["monitor"] == {"conformal": "outputs"}
     alone = parse_config({**CONFIG, "monitor": {"pool": "arms"}})
-    assert alone.model_dump(mode="json")["monitor"] == {"conformal": "outputs", "pool": "arms"}
+    assert alone.model_dump(mode="json")["monitor"] == {"conformal": "both", "pool": "arms"}
     assert parse_config(alone.model_dump(mode="json")) == alone
 
 
@@ -79,7 +79,7 @@ def test_errors_name_the_key(value, message):
 
 def test_a_tolerance_is_dumped_only_when_set():
     config = parse_config({**CONFIG, "monitor": {"tolerance": 0.3}})
-    assert config.model_dump(mode="json")["monitor"] == {"conformal": "outputs", "tolerance": 0.3}
+    assert config.model_dump(mode="json")["monitor"] == {"conformal": "both", "tolerance": 0.3}
     assert parse_config(config.model_dump(mode="json")) == config
     assert "tolerance" not in parse_config(CONFIG).monitor.model_dump(mode="json")
 

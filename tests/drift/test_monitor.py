@@ -128,12 +128,12 @@ def record_reweighted(store: Store, quiet: int, changed: int, **config) -> None:
         record_tick(store, epoch, outputs={"original": outputs}, **config)
 
 
-def test_the_configured_tick_process_alarms_on_shares_the_default_misses(tmp_path):
+def test_the_default_tick_processes_alarm_on_shares_the_outputs_design_misses(tmp_path):
     """12 quiet ticks, then 6 in which the original arm's familiar answers change shares:
-    with ``monitor.conformal: both`` in the config it alarms after the change; replayed
-    with the default design the same ticks raise no alarm."""
+    the default design (``monitor.conformal: both``) alarms after the change; replayed with
+    ``outputs`` the same ticks raise no alarm."""
     with Store(tmp_path / "a.duckdb") as store:
-        record_reweighted(store, quiet=12, changed=6, monitor={"conformal": "both"})
+        record_reweighted(store, quiet=12, changed=6)
         both = replay_monitor(store, "drifty")
         outputs = replay_monitor(store, "drifty", conformal="outputs")
     assert (both.conformal, outputs.conformal) == ("both", "outputs")
@@ -149,6 +149,6 @@ def test_the_configured_tick_process_alarms_on_shares_the_default_misses(tmp_pat
 def test_an_unknown_design_is_named(tmp_path):
     with Store(tmp_path / "a.duckdb") as store:
         record(store, upto=2)
-        assert replay_monitor(store, "drifty").conformal == "outputs"  # the default
+        assert replay_monitor(store, "drifty").conformal == "both"  # the default
         with pytest.raises(DriftError, match=r"^conformal: unknown 'pairs'"):
             replay_monitor(store, "drifty", conformal="pairs")

@@ -23,6 +23,7 @@ from dbpa.stats._conformal import ConformalMartingale
 D = 8
 CENTRES = np.eye(4, D) * 2.0
 """Answer types 0-2 are the baseline's; type 3 is where a change sends answers."""
+
 BASELINE = (0.5, 0.3, 0.2, 0.0)
 LOOSE = 0.3
 """The level of the error-rate simulations."""
@@ -39,6 +40,12 @@ def moved(share):
     """The baseline with a ``share`` of its answers moved to the new type: the total
     variation distance from the baseline is exactly ``share``."""
     return (*tuple((1 - share) * w for w in BASELINE[:3]), share)
+
+
+def outputs_monitor(*args, **options):
+    """``DriftMonitor`` with the betting and per-output conformal processes only, the design
+    these tests check (the default adds the tick processes: ``test_tick_conformal.py``)."""
+    return DriftMonitor(*args, conformal="outputs", **options)
 
 
 def quiet_then(rng, quiet, changed, weights, k=5, spread=0.0):
@@ -65,7 +72,7 @@ def null_run(rng, shape, n_ticks=500, k=5, k_ref=10, **options):
     else:
         references = np.repeat(answers(rng, (1, k_ref), spread=spread), n_ticks, axis=0)
     ticks = answers(rng, (n_ticks, k), spread=spread)
-    return run(DriftMonitor(LOOSE, rng=rng, **options), references, ticks)
+    return run(outputs_monitor(LOOSE, rng=rng, **options), references, ticks)
 
 
 def e_factors(states, process="betting"):
@@ -103,7 +110,7 @@ def test_a_reused_baseline_output_would_be_caught():
     reference = answers(rng, (10,))
     factors = []
     for _ in range(10):
-        monitor = DriftMonitor(LOOSE, rng=rng)
+        monitor = outputs_monitor(LOOSE, rng=rng)
         for tick in answers(rng, (300, 5)):
             monitor._book.queue.clear()  # only the reference, over and over
             monitor._book.reference = None
@@ -119,7 +126,7 @@ def test_a_change_at_the_tolerance_alarms_at_most_alpha():
     for _ in range(40):
         reference = answers(rng, (10,), spread=0.0)
         ticks = quiet_then(rng, 100, 200, moved(tolerance))
-        runs.append(run(DriftMonitor(LOOSE, tolerance, rng=rng), [reference] * 300, ticks))
+        runs.append(run(outputs_monitor(LOOSE, tolerance, rng=rng), [reference] * 300, ticks))
     assert sum(r[-1].alarm for r in runs) <= most_alarms(len(runs))
     assert fair(np.concatenate([e_factors(r) for r in runs]))
     assert all(s.log_e_conformal == 0.0 for r in runs for s in r)  # betting alone
@@ -131,7 +138,7 @@ def test_a_change_beyond_the_tolerance_alarms():
     for _ in range(10):
         reference = answers(rng, (10,), spread=0.0)
         ticks = quiet_then(rng, 30, 70, moved(0.7))
-        alarmed += run(DriftMonitor(0.05, 0.3, rng=rng), [reference] * 100, ticks)[-1].alarm
+        alarmed += run(outputs_monitor(0.05, 0.3, rng=rng), [reference] * 100, ticks)[-1].alarm
     assert alarmed >= 9
 
 
@@ -143,7 +150,7 @@ def test_without_tolerance_the_same_change_alarms():
     for _ in range(10):
         reference = answers(rng, (10,), spread=0.0)
         ticks = quiet_then(rng, 100, 200, moved(0.3))
-        alarmed += run(DriftMonitor(0.05, rng=rng), [reference] * 300, ticks)[-1].alarm
+        alarmed += run(outputs_monitor(0.05, rng=rng), [reference] * 300, ticks)[-1].alarm
     assert alarmed >= 8
 
 
@@ -153,7 +160,7 @@ def test_a_change_after_quiet_ticks_is_detected_against_them():
     for _ in range(20):
         references = np.repeat(answers(rng, (1, 10)), 100, axis=0)
         ticks = np.concatenate([answers(rng, (40, 10)), answers(rng, (60, 10), moved(0.5))])
-        states = run(DriftMonitor(0.05, rng=rng), references, ticks)
+        states = run(outputs_monitor(0.05, rng=rng), references, ticks)
         assert states[-1].alarm
         delays.append(states[-1].alarm_tick - 41)
     assert min(delays) >= 0  # no alarm before the change
@@ -165,7 +172,7 @@ def test_the_detector_runs_at_least_one_over_alpha_ticks_without_change():
     alpha, cap = 0.1, 100
     lengths = []
     for _ in range(60):
-        monitor = DriftMonitor(alpha, form="detect", rng=rng)
+        monitor = outputs_monitor(alpha, form="detect", rng=rng)
         states = run(monitor, [answers(rng, (10,))] * cap, answers(rng, (cap, 5)))
         lengths.append(states[-1].alarm_tick or cap)
     lengths = np.asarray(lengths, dtype=float)
@@ -180,8 +187,8 @@ def test_the_detector_forgets_the_quiet_ticks():
     for seed in range(8):
         references = np.repeat(answers(rng, (1, 10)), 400, axis=0)
         ticks = np.concatenate([answers(rng, (300, 5)), answers(rng, (100, 5), moved(0.5))])
-        test = run(DriftMonitor(0.05, rng=seed), references, ticks)
-        detect = run(DriftMonitor(1 / 3650, form="detect", rng=seed), references, ticks)
+        test = run(outputs_monitor(0.05, rng=seed), references, ticks)
+        detect = run(outputs_monitor(1 / 3650, form="detect", rng=seed), references, ticks)
         assert detect[-1].alarm
         faster += (detect[-1].alarm_tick or 999) <= (test[-1].alarm_tick or 999)
     assert faster >= 6
@@ -274,7 +281,7 @@ def test_answers_that_never_vary_give_no_evidence_and_no_warning():
     """The betting process does not bet; the conformal p-values are all ties, broken by
     the rng: uniform, so its evidence is a fair game that does not alarm."""
     same = np.ones((5, D))
-    monitor = DriftMonitor(0.05, rng=0)
+    monitor = outputs_monitor(0.05, rng=0)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         states = [monitor.update(np.ones((10, D)), same) for _ in range(500)]
@@ -284,7 +291,7 @@ def test_answers_that_never_vary_give_no_evidence_and_no_warning():
 
 def test_the_alarm_stays_raised_and_reset_clears_it():
     rng = np.random.default_rng(11)
-    monitor = DriftMonitor(0.05, rng=rng)
+    monitor = outputs_monitor(0.05, rng=rng)
     reference = answers(rng, (10,), spread=0.0)
     states = run(monitor, [reference] * 200, quiet_then(rng, 20, 180, moved(1.0)))
     first = states[-1]
@@ -301,7 +308,7 @@ def test_the_alarm_stays_raised_and_reset_clears_it():
 
 def test_state_is_frozen_and_consistent():
     rng = np.random.default_rng(12)
-    monitor = DriftMonitor(0.05, rng=rng)
+    monitor = outputs_monitor(0.05, rng=rng)
     reference = answers(rng, (10,))
     states = [monitor.update(reference, answers(rng, (5,))) for _ in range(30)]
     s = states[-1]
@@ -319,7 +326,7 @@ def test_state_is_frozen_and_consistent():
 
 def test_a_resampled_reference_joins_the_baseline_and_a_repeated_one_does_not():
     rng = np.random.default_rng(13)
-    same, fresh = DriftMonitor(rng=0), DriftMonitor(rng=0)
+    same, fresh = outputs_monitor(rng=0), outputs_monitor(rng=0)
     reference = answers(rng, (10,))
     for _ in range(3):
         tick = answers(rng, (5,))
@@ -332,8 +339,8 @@ def test_a_resampled_reference_joins_the_baseline_and_a_repeated_one_does_not():
 def test_same_seed_same_evidence():
     rng = np.random.default_rng(14)
     reference, ticks = answers(rng, (10,)), answers(rng, (50, 5), moved(0.4))
-    a = [s.log_e_value for s in run(DriftMonitor(rng=3), [reference] * 50, ticks)]
-    b = [s.log_e_value for s in run(DriftMonitor(rng=3), [reference] * 50, ticks)]
+    a = [s.log_e_value for s in run(outputs_monitor(rng=3), [reference] * 50, ticks)]
+    b = [s.log_e_value for s in run(outputs_monitor(rng=3), [reference] * 50, ticks)]
     assert a == b
 
 
@@ -399,7 +406,7 @@ def test_family_of_monitors_on_shared_data_keeps_the_family_rate():
         reference, ticks = answers(rng, (10,)), answers(rng, (150, 5))
         best = []
         for arm in range(10):
-            states = run(DriftMonitor(0.999, rng=arm), [reference] * 150, ticks)
+            states = run(outputs_monitor(0.999, rng=arm), [reference] * 150, ticks)
             best.append(max(s.e_value for s in states))
         alarmed += family_alarms(best, alpha=LOOSE).alarmed.any()
     assert alarmed <= most_alarms(families)

@@ -15,7 +15,7 @@ import math
 import numpy as np
 import pytest
 
-from dbpa.stats import DriftMonitor, pool_evidence, pool_split
+from dbpa.stats import DriftMonitor, pool_evidence
 from tests.stats.test_monitor import BASELINE, answers, moved
 
 ALPHA = 0.05
@@ -34,10 +34,22 @@ def test_a_pool_of_one_arm_is_that_arms_monitor(form, conformal):
     ticks = [answers(rng, (5,), BASELINE if t < 6 else moved(0.4)) for t in range(14)]
     logs, _ = _arm_logs(DriftMonitor(conformal=conformal, rng=1), reference, ticks)
     _, states = _arm_logs(DriftMonitor(form=form, conformal=conformal, rng=1), reference, ticks)
-    pooled = pool_evidence(logs[:, None, :], ALPHA, form=form)
+    pooled = pool_evidence(logs[:, None, :], ALPHA, form=form, weights=states[-1].weights)
     assert pooled.log_e_value == pytest.approx([s.log_e_value for s in states], abs=1e-9)
     assert pooled.alarm_tick == states[-1].alarm_tick
-    assert pooled.split == pool_split(logs.shape[1], form)
+    halved = 2.0 if form == "detect" else 1.0
+    assert pooled.weights == pytest.approx([w / halved for w in states[-1].weights])
+
+
+def test_each_process_alarms_at_its_weighted_line():
+    """Weights 0.2 and 0.8: the first process alarms at 1 / (0.2 alpha), the second at
+    1 / (0.8 alpha); equal weights by default."""
+    logs = np.log([[[50.0, 1.0]], [[101.0, 1.0]], [[1.0, 26.0]]])
+    weighted = pool_evidence(logs, 0.05, weights=[0.2, 0.8])
+    assert weighted.e_value == pytest.approx([10.0, 20.2, 20.8])
+    assert weighted.alarm_tick == 2
+    assert pool_evidence(logs[2:], 0.05, weights=[0.2, 0.8]).alarm_tick == 1  # 0.8 * 26 >= 20
+    assert pool_evidence(logs, 0.05).e_value == pytest.approx([25.0, 50.5, 13.0])
 
 
 def test_arms_evidence_multiplies():
@@ -67,10 +79,15 @@ def test_the_detector_restarts_on_the_pooled_factors():
         ({"log_martingales": np.full((1, 1, 1), np.inf)}, "log_martingales"),
         ({"alpha": 1.5}, "alpha"),
         ({"form": "watch"}, "form"),
+        ({"weights": [1.0]}, "weights"),
+        ({"weights": [0.5, 0.6]}, "weights"),
+        ({"weights": [1.5, -0.5]}, "weights"),
+        ({"weights": [0.5, np.nan]}, "weights"),
+        ({"weights": ["a", "b"]}, "weights"),
     ],
 )
 def test_bad_input_is_named(kwargs, match):
-    arguments = {"log_martingales": np.zeros((2, 2, 1)), "alpha": ALPHA, **kwargs}
+    arguments = {"log_martingales": np.zeros((2, 2, 2)), "alpha": ALPHA, **kwargs}
     with pytest.raises(ValueError, match=match):
         pool_evidence(**arguments)
 
@@ -82,26 +99,32 @@ def _null_logs(rng, shape, stake=0.05):
     return np.cumsum(steps, axis=-3)
 
 
-def test_the_family_of_pools_alarms_falsely_at_most_alpha_over_500_ticks():
-    """3 perturbations x 6 prompts x 2 processes, 500 ticks, pools at alpha / 3: P(some
-    pool ever alarms) <= alpha. The rate sits near alpha (Ville's bound is nearly reached),
-    so a rule that pooled without the e-Bonferroni over processes or pools would fail."""
+@pytest.mark.parametrize("weights", [(0.5, 0.5), (0.1, 0.6, 0.15, 0.15)])
+def test_the_family_of_pools_alarms_falsely_at_most_alpha_over_500_ticks(weights):
+    """3 perturbations x 6 prompts x 2 processes at equal weights (``outputs``) or 4 at the
+    default's, 500 ticks, pools at alpha / 3: P(some pool ever alarms) <= alpha. The rate
+    sits near alpha (Ville's bound is nearly reached), so a rule that pooled without the
+    e-Bonferroni over processes or pools, or that used the weights wrongly, would fail."""
     rng = np.random.default_rng(2026)
     runs, pools = 1000, 3
     alarms = 0
     for _ in range(runs):
-        logs = _null_logs(rng, (pools, 500, 6, 2), stake=0.1)
-        alarms += any(pool_evidence(g, ALPHA / pools).alarm_tick for g in logs)
+        logs = _null_logs(rng, (pools, 500, 6, len(weights)), stake=0.1)
+        alarms += any(pool_evidence(g, ALPHA / pools, weights=weights).alarm_tick for g in logs)
     rate = alarms / runs
     assert ALPHA / 3 < rate <= ALPHA + 3 * math.sqrt(ALPHA * (1 - ALPHA) / runs)
 
 
-def test_the_pooled_detector_keeps_its_bound_on_early_alarms():
-    """Shiryaev-Roberts on pooled factors: P(alarm by tick n) <= n alpha / 2 (m = 2)."""
+@pytest.mark.parametrize("weights", [(0.5, 0.5), (0.1, 0.6, 0.15, 0.15)])
+def test_the_pooled_detector_keeps_its_bound_on_early_alarms(weights):
+    """Shiryaev-Roberts on pooled factors: P(alarm by tick n) <= n alpha / 2 (m > 1)."""
     rng = np.random.default_rng(7)
     runs, n, level = 1500, 40, 0.005
     alarms = sum(
-        pool_evidence(_null_logs(rng, (n, 10, 2), 0.2), level, form="detect").alarm_tick is not None
+        pool_evidence(
+            _null_logs(rng, (n, 10, len(weights)), 0.2), level, form="detect", weights=weights
+        ).alarm_tick
+        is not None
         for _ in range(runs)
     )
     assert alarms / runs <= n * level / 2 + 3 * math.sqrt(0.1 * 0.9 / runs)
@@ -114,7 +137,7 @@ def _pool_run(seed, changed, share=0.5, prompts=20, quiet=5, ticks=15):
     logs = np.zeros((ticks, prompts, 2))
     arm_evidence = np.zeros((ticks, prompts))
     for j in range(prompts):
-        monitor = DriftMonitor(rng=rng.spawn(1)[0])
+        monitor = DriftMonitor(conformal="outputs", rng=rng.spawn(1)[0])
         reference = answers(rng, (20,))
         for t in range(ticks):
             shares = moved(share) if t >= quiet and j < changed else BASELINE

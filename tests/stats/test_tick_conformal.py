@@ -1,9 +1,9 @@
-"""The conformal process on whole ticks (``conformal="ticks"`` / ``"both"``): its p-values are
-independent U(0, 1) with no change on the null shapes (answers that vary, that repeat exactly,
-all the same, a re-sampled reference), the checks can fail, its bets are fair, the monitor
-with both conformal processes keeps its false alarm rate over 500 ticks and its detector's
-run length, and it sees a change in the shares of familiar answers that the per-output
-process hardly sees.
+"""The conformal process on whole ticks (``conformal="ticks"`` / ``"both"``, the default): its
+p-values are independent U(0, 1) with no change on the null shapes (answers that vary, that
+repeat exactly, all the same, a re-sampled reference), the checks can fail, its bets are fair,
+the default monitor (both conformal processes, weighted e-Bonferroni) keeps its false alarm
+rate over 500 ticks and its detector's run length, and it sees a change in the shares of
+familiar answers that the per-output process hardly sees.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import pytest
 from scipy.stats import kstest, pearsonr
 
 from dbpa.stats import DriftMonitor
+from dbpa.stats._monitor import BOTH_WEIGHTS
 from dbpa.stats._tick_conformal import TickConformalMartingale
 
 from .test_monitor import BASELINE, LOOSE, answers, e_factors, fair, most_alarms, run
@@ -104,7 +105,7 @@ def test_both_conformal_processes_keep_the_false_alarm_rate_over_500_ticks(shape
             references = answers(rng, (500, 10), spread=spread)
         else:
             references = np.repeat(answers(rng, (1, 10), spread=spread), 500, axis=0)
-        monitor = DriftMonitor(LOOSE, conformal="both", rng=rng)
+        monitor = DriftMonitor(LOOSE, rng=rng)
         runs.append(run(monitor, references, answers(rng, (500, 5), spread=spread)))
     assert sum(r[-1].alarm for r in runs) <= most_alarms(len(runs))
     assert fair(np.concatenate([e_factors(r) for r in runs]))
@@ -116,7 +117,7 @@ def test_the_detector_with_both_runs_at_least_one_over_alpha_ticks():
     alpha, cap = 0.1, 100
     lengths = []
     for _ in range(40):
-        monitor = DriftMonitor(alpha, form="detect", conformal="both", rng=rng)
+        monitor = DriftMonitor(alpha, form="detect", rng=rng)
         states = run(monitor, [answers(rng, (10,))] * cap, answers(rng, (cap, 5)))
         lengths.append(states[-1].alarm_tick or cap)
     lengths = np.asarray(lengths, dtype=float)
@@ -125,8 +126,8 @@ def test_the_detector_with_both_runs_at_least_one_over_alpha_ticks():
 
 def test_a_change_in_shares_is_seen_by_the_tick_process():
     """After 60 quiet ticks the shares of the three familiar answers move (total variation
-    0.5, k = 10): with both processes the monitor alarms within 10 ticks in most runs, more
-    often than with the per-output process alone."""
+    0.5, k = 10): the default monitor alarms within 10 ticks in most runs, more often than
+    with the per-output process alone."""
     rng = np.random.default_rng(45)
     found = {"outputs": 0, "both": 0}
     for seed in range(12):
@@ -151,15 +152,49 @@ def test_the_blocks_are_validated(blocks):
         DriftMonitor(0.05, blocks=blocks)
 
 
-def test_the_alarm_line_is_shared_by_every_process():
-    """With both conformal processes and tick blocks of 1 and 2 the evidence is the largest
-    of four (betting, per-output, two tick processes) divided by 4 (test) or 8 (detector)."""
+@pytest.mark.parametrize("form", ["test", "detect"])
+def test_the_alarm_line_is_shared_by_weights(form):
+    """The default: betting 0.1, per-output 0.6, tick blocks of 1 and 2 0.15 each; each
+    process alarms alone at 1 / (w alpha) (test) or 2 / (w alpha) (detector); equal weights
+    with ``outputs``, and weights may be given."""
     rng = np.random.default_rng(46)
     reference = answers(rng, (10,))
-    for form, split in (("test", 4), ("detect", 8)):
-        monitor = DriftMonitor(0.05, form=form, conformal="both", blocks=(1, 2), rng=rng)
-        s = [monitor.update(reference, answers(rng, (5,))) for _ in range(20)][-1]
-        assert monitor.split == split
-        assert s.log_e_value == pytest.approx(
-            max(s.log_e_betting, s.log_e_conformal) - math.log(split)
-        )
+    betting, outputs, ticks = BOTH_WEIGHTS
+    for options, weights in (
+        ({}, (betting, outputs, ticks / 2, ticks / 2)),
+        ({"conformal": "outputs"}, (0.5, 0.5)),
+        ({"conformal": "ticks", "blocks": (1, 2, 3)}, (0.25,) * 4),
+        ({"weights": (0.4, 0.3, 0.2, 0.1)}, (0.4, 0.3, 0.2, 0.1)),
+    ):
+        monitor = DriftMonitor(0.05, form=form, rng=rng, **options)
+        logs, evidence = [], []
+        for _ in range(20):
+            s = monitor.update(reference, answers(rng, (5,), REWEIGHTED))
+            logs.append(s.log_martingales)
+            evidence.append(s.log_e_value)
+        assert s.weights == pytest.approx(weights)
+        processes = np.asarray(logs)
+        if form == "detect":  # each process's Shiryaev-Roberts statistic on its factors
+            factors = np.diff(processes, axis=0, prepend=0.0)
+            for t in range(len(factors)):
+                previous = processes[t - 1] if t else np.full(len(weights), -np.inf)
+                processes[t] = factors[t] + np.logaddexp(previous, 0.0)
+        halved = math.log(2.0) if form == "detect" else 0.0
+        assert evidence == pytest.approx(list((processes + np.log(weights)).max(1) - halved))
+
+
+@pytest.mark.parametrize(
+    ("options", "weights"),
+    [
+        ({}, (0.5, 0.5)),
+        ({}, (0.1, 0.2, 0.3, 0.5)),
+        ({}, (0.0, 0.5, 0.25, 0.25)),
+        ({}, (math.nan, 0.5, 0.25, 0.25)),
+        ({}, "abcd"),
+        ({}, 3),
+        ({"conformal": "outputs"}, (0.1, 0.6, 0.15, 0.15)),
+    ],
+)
+def test_the_weights_are_validated(options, weights):
+    with pytest.raises(ValueError, match=r"^weights:"):
+        DriftMonitor(0.05, weights=weights, **options)
