@@ -65,6 +65,7 @@ def test_a_change_on_every_prompt_alarms_pooled_and_not_arm_by_arm(tmp_path: Pat
                 prompt=None,
                 prompts=prompts,
                 perturbations=SET["perturbations"],
+                monitor={"conformal": "outputs"},  # two processes: pooling, not the design
             )
         pooled = replay_monitor(store, "drifty")
         alone = replay_monitor(store, "drifty", pool="arms")
