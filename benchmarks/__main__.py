@@ -23,6 +23,7 @@ SUITES = {
     "plan": "benchmarks.bench_planning",
     "prompt_sets": "benchmarks.bench_prompt_sets",
     "monitor": "benchmarks.bench_monitor",
+    "monitor_weights": "benchmarks.bench_monitor_weights",
     "prompt_scale": "benchmarks.bench_prompt_scale",
     "rates": "benchmarks.bench_rates",
     "shared_record_engines": "benchmarks.bench_shared_record",

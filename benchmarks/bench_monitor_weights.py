@@ -1,0 +1,164 @@
+"""How the drift monitor's processes should share its alarm line (weighted e-Bonferroni).
+
+``DriftMonitor(conformal="both")`` runs four processes on every tick: the betting one, the
+per-output conformal one and the conformal ones on blocks of 1 and of 2 ticks. Each is a test
+martingale whatever the others do, and none depends on the weights, so one run gives every
+weighting: each run records every process's log test martingale per tick
+(``MonitorState.log_martingales``) and the product's ``pool_evidence`` applies each row's
+weights to the same record (test form at alpha 0.05; detector form, Shiryaev-Roberts, at
+1 / 3650), a process with weight 0 left out. The designs are thus compared on the same runs.
+
+Generators and protocol as ``python -m benchmarks monitor`` (``bench_monitor.py``): answer
+types as directions in dimension 384, the baseline's shares 0.4 / 0.3 / 0.2 / 0.1, the change
+at tick 100 of 140. **Re-weighting**: half of the answers move onto the rarest familiar type
+(issue 51's case); its cells give the share of runs that alarmed within 10 ticks of the change
+and, in brackets, the median ticks after it. **Moderate / small**: a share 0.4 / 0.25 of the
+answers become a new kind; their cells give the median ticks after the change and, in
+brackets, the mean difference from the two-process design ``outputs`` over the runs both
+found after the change (negative: sooner). **Before** counts alarms before the change (every
+run's first 99 ticks, all cells): false alarms, each at most alpha per run by design.
+
+The product's default (``BOTH_WEIGHTS``) is marked. Issue 51's goal: re-weighting found
+within 10 ticks in at least 80% of runs at k = 5 in both forms, new kinds of answer as fast
+as ``outputs``.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+
+from benchmarks._results import ResultFile
+from benchmarks._synthetic import answer_space, sample
+from benchmarks.bench_monitor import (
+    BASELINE,
+    CHANGE_AT,
+    FORMS,
+    REWEIGHTED,
+    SIZES,
+    WORKERS,
+    D,
+    changed,
+)
+from dbpa.stats import DriftMonitor, pool_evidence
+from dbpa.stats._monitor import BOTH_WEIGHTS
+
+ROOT_SEED = 20261206
+HORIZON = 140
+PROCESSES = ("betting", "per-output", "tick block 1", "tick block 2")
+DEFAULT = (BOTH_WEIGHTS[0], BOTH_WEIGHTS[1], BOTH_WEIGHTS[2] / 2, BOTH_WEIGHTS[2] / 2)
+WEIGHTS: dict[str, tuple[float, ...]] = {
+    "outputs (two processes)": (0.5, 0.5, 0.0, 0.0),
+    "both, equal": (0.25, 0.25, 0.25, 0.25),
+    "both .4/.4/.1/.1": (0.4, 0.4, 0.1, 0.1),
+    "both .2/.5/.15/.15": (0.2, 0.5, 0.15, 0.15),
+    "both .1/.6/.15/.15 (default)": DEFAULT,
+    "both .1/.5/.2/.2": (0.1, 0.5, 0.2, 0.2),
+    "both 0/.7/.15/.15": (0.0, 0.7, 0.15, 0.15),
+    "betting alone": (1.0, 0.0, 0.0, 0.0),
+    "per-output alone": (0.0, 1.0, 0.0, 0.0),
+    "tick block 1 alone": (0.0, 0.0, 1.0, 0.0),
+    "tick block 2 alone": (0.0, 0.0, 0.0, 1.0),
+}
+"""Weights of (betting, per-output, tick block 1, tick block 2); 0: the process is off."""
+
+
+def record(seed: np.random.SeedSequence, change: str, k: int) -> np.ndarray:
+    """One run's (HORIZON, 4) log test martingales of the four processes."""
+    rng = np.random.default_rng(seed)
+    after = REWEIGHTED if change == "re-weight" else changed(SIZES[change])
+    space = answer_space(rng, d=D)
+    monitor = DriftMonitor(0.05, rng=rng, conformal="both", blocks=(1, 2))
+    reference = sample(rng, space, BASELINE, k)
+    logs = []
+    for tick in range(1, HORIZON + 1):
+        arm = after if tick >= CHANGE_AT else BASELINE
+        logs.append(monitor.update(reference, sample(rng, space, arm, k)).log_martingales)
+    return np.asarray(logs)
+
+
+def _record_task(task: tuple[np.random.SeedSequence, str, int]) -> np.ndarray:
+    return record(*task)
+
+
+def delays(runs: np.ndarray, weights: tuple[float, ...], form: str) -> list[int | None]:
+    """Ticks from the change to each run's alarm (negative: before it; None: none)."""
+    on = [i for i, w in enumerate(weights) if w > 0]
+    found: list[int | None] = []
+    for logs in runs:
+        alarm = pool_evidence(
+            logs[:, None, on], FORMS[form], form=form, weights=[weights[i] for i in on]
+        ).alarm_tick
+        found.append(None if alarm is None else alarm - CHANGE_AT)
+    return found
+
+
+def _after(found: list[int | None]) -> list[int]:
+    return [d for d in found if d is not None and d >= 0]
+
+
+def cell(found: list[int | None], base: list[int | None], change: str) -> str:
+    """A table cell (module docstring)."""
+    after = _after(found)
+    median = f"{np.median(after):g}" if after else "-"
+    if change == "re-weight":
+        within = sum(d <= 10 for d in after) / len(found)
+        return f"{within:.0%} ({median})"
+    both = [
+        (d, b)
+        for d, b in zip(found, base, strict=True)
+        if d is not None and d >= 0 and b is not None and b >= 0
+    ]
+    shift = np.mean([d - b for d, b in both]) if both else float("nan")
+    return f"{median} ({shift:+.2f})"
+
+
+def main(quick: bool = False) -> None:
+    """Record every cell's runs in a pool of ``WORKERS`` processes (seeds spawned from
+    ``ROOT_SEED`` in a fixed order), then weigh them."""
+    runs = {("re-weight", 5): 80, ("re-weight", 10): 40}
+    for size in ("moderate", "small"):
+        runs |= {(size, 5): 40, (size, 10): 20}
+    if quick:
+        runs = {key: n // 4 for key, n in runs.items()}
+    result_file = ResultFile("monitor_weights", quick)
+    seeds = np.random.SeedSequence(ROOT_SEED).spawn(len(runs))
+    tasks = [
+        (seed, change, k)
+        for cell_seed, ((change, k), n) in zip(seeds, runs.items(), strict=True)
+        for seed in cell_seed.spawn(n)
+    ]
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(WORKERS, mp_context=context) as pool:
+        recorded = list(pool.map(_record_task, tasks, chunksize=4))
+    by_cell: dict[tuple[str, int], list[np.ndarray]] = {}
+    for (_, change, k), logs in zip(tasks, recorded, strict=True):
+        by_cell.setdefault((change, k), []).append(logs)
+    records = {key: np.asarray(value) for key, value in by_cell.items()}
+    outputs = WEIGHTS["outputs (two processes)"]
+    header = ["weights", "form", *(f"{c} k={k} ({runs[c, k]} runs)" for c, k in runs), "before"]
+    rows: list[list[object]] = []
+    for name, weights in WEIGHTS.items():
+        for form in FORMS:
+            found = {key: delays(r, weights, form) for key, r in records.items()}
+            base = {key: delays(r, outputs, form) for key, r in records.items()}
+            before = sum(d is not None and d < 0 for f in found.values() for d in f)
+            rows.append(
+                [
+                    name,
+                    form,
+                    *(cell(found[key], base[key], key[0]) for key in runs),
+                    f"{before} of {sum(runs.values())}",
+                ]
+            )
+    result_file.table(
+        "weights of (betting, per-output, tick block 1, tick block 2): re-weighting, share "
+        "of runs alarmed within 10 ticks of the change (median ticks); new kinds of answer, "
+        "median ticks after the change (mean difference from outputs); before: runs that "
+        "alarmed before the change",
+        header,
+        rows,
+    )
+    result_file.write()
