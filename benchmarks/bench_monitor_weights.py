@@ -43,12 +43,12 @@ from benchmarks.bench_monitor import (
     changed,
 )
 from dbpa.stats import DriftMonitor, pool_evidence
-from dbpa.stats._monitor import BOTH_WEIGHTS
 
 ROOT_SEED = 20261206
 HORIZON = 140
 PROCESSES = ("betting", "per-output", "tick block 1", "tick block 2")
-DEFAULT = (BOTH_WEIGHTS[0], BOTH_WEIGHTS[1], BOTH_WEIGHTS[2] / 2, BOTH_WEIGHTS[2] / 2)
+DEFAULT = DriftMonitor(blocks=(1, 2)).weights
+"""The product's default weights of these four processes (``BOTH_WEIGHTS``)."""
 WEIGHTS: dict[str, tuple[float, ...]] = {
     "outputs (two processes)": (0.5, 0.5, 0.0, 0.0),
     "both, equal": (0.25, 0.25, 0.25, 0.25),
@@ -138,18 +138,18 @@ def main(quick: bool = False) -> None:
         by_cell.setdefault((change, k), []).append(logs)
     records = {key: np.asarray(value) for key, value in by_cell.items()}
     outputs = WEIGHTS["outputs (two processes)"]
+    base = {form: {key: delays(r, outputs, form) for key, r in records.items()} for form in FORMS}
     header = ["weights", "form", *(f"{c} k={k} ({runs[c, k]} runs)" for c, k in runs), "before"]
     rows: list[list[object]] = []
     for name, weights in WEIGHTS.items():
         for form in FORMS:
             found = {key: delays(r, weights, form) for key, r in records.items()}
-            base = {key: delays(r, outputs, form) for key, r in records.items()}
             before = sum(d is not None and d < 0 for f in found.values() for d in f)
             rows.append(
                 [
                     name,
                     form,
-                    *(cell(found[key], base[key], key[0]) for key in runs),
+                    *(cell(found[key], base[form][key], key[0]) for key in runs),
                     f"{before} of {sum(runs.values())}",
                 ]
             )

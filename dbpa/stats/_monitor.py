@@ -126,8 +126,17 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ._conformal import ConformalMartingale
+from ._monitor_pool import alarm_factors
 from ._tick_conformal import BLOCKS, TickConformalMartingale
-from ._validation import RngLike, as_embeddings, as_positive_int, as_probability, as_rng, choose
+from ._validation import (
+    RngLike,
+    as_embeddings,
+    as_positive_int,
+    as_probability,
+    as_rng,
+    as_weights,
+    choose,
+)
 
 __all__ = ["BOTH_WEIGHTS", "CONFORMAL", "FORMS", "DriftMonitor", "MonitorState", "tolerance_reach"]
 
@@ -335,11 +344,8 @@ class DriftMonitor:
         book.recent_ticks.append(x)
         betting = book.log_wealth if self.form == "test" else book.log_detector
         others = [s.log_martingale if self.form == "test" else s.log_detector for s in steps]
-        evidence = max(
-            e + math.log(w) for e, w in zip([betting, *others], self.weights, strict=True)
-        )
-        if steps and self.form == "detect":
-            evidence -= math.log(2.0)
+        factors = alarm_factors(self.weights, self.form)
+        evidence = max(e + math.log(f) for e, f in zip([betting, *others], factors, strict=True))
         if book.alarm_tick is None and evidence >= -math.log(self.alpha):
             book.alarm_tick = book.ticks
         return MonitorState(
@@ -534,17 +540,9 @@ def _weights_iv(
             return (1.0 / m,) * m
         betting, outputs, ticks = BOTH_WEIGHTS
         return (betting, outputs, *(ticks / len(blocks),) * len(blocks))
-    try:
-        given = tuple(float(w) for w in weights)
-    except (TypeError, ValueError):
-        raise ValueError(f"weights: a sequence of {m} numbers, got {weights!r}") from None
-    if len(given) != m:
-        raise ValueError(
-            f"weights: one per process ({m}: the betting one, then the {conformal!r} "
-            f"conformal ones), got {len(given)}"
-        )
-    if not all(math.isfinite(w) and w > 0.0 for w in given) or abs(sum(given) - 1.0) > 1e-9:
-        raise ValueError(f"weights: positive numbers summing to 1, got {weights!r}")
+    given = as_weights(
+        weights, m, "weights", f"the betting one, then the {conformal!r} conformal ones"
+    )
     return (1.0,) if tolerance > 0.0 else given
 
 

@@ -47,9 +47,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ._validation import as_probability, choose
+from ._validation import as_probability, as_weights, choose
 
-__all__ = ["PooledEvidence", "pool_evidence"]
+__all__ = ["PooledEvidence", "alarm_factors", "pool_evidence"]
 
 FORMS = ("test", "detect")
 
@@ -79,6 +79,14 @@ class PooledEvidence:
         return values
 
 
+def alarm_factors(weights: ArrayLike, form: str) -> NDArray[np.float64]:
+    """Each process's factor in the weighted e-Bonferroni (module docstring): its weight
+    (``test``), half of it (``detect`` with more than one process); one arm's monitor and a
+    pool apply the same."""
+    shares = np.asarray(weights, dtype=np.float64)
+    return shares / (2.0 if form == "detect" and shares.size > 1 else 1.0)
+
+
 def pool_evidence(
     log_martingales: ArrayLike,
     alpha: float,
@@ -102,7 +110,7 @@ def pool_evidence(
             running = step + np.logaddexp(running, 0.0)
             detector[t] = running
         pooled = detector
-    factors = shares / (2.0 if form == "detect" and shares.size > 1 else 1.0)
+    factors = alarm_factors(shares, form)
     evidence = (pooled + np.log(factors)).max(axis=1)
     crossed = np.flatnonzero(evidence >= -math.log(level))
     return PooledEvidence(
@@ -133,12 +141,5 @@ def _pool_iv(
     m = logs.shape[2]
     if weights is None:
         return logs, level, chosen, np.full(m, 1.0 / m)
-    try:
-        shares = np.asarray(weights, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f"weights: one number per process ({m}), got {weights!r}") from None
-    if shares.shape != (m,):
-        raise ValueError(f"weights: one number per process ({m}), got shape {shares.shape}")
-    if not (np.isfinite(shares).all() and (shares > 0).all()) or abs(shares.sum() - 1) > 1e-9:
-        raise ValueError(f"weights: positive numbers summing to 1, got {weights!r}")
+    shares = np.asarray(as_weights(weights, m, "weights"))
     return logs, level, chosen, shares

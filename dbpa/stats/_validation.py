@@ -102,6 +102,23 @@ def as_finite(value: Any, name: str) -> float:
     return v
 
 
+def as_weights(value: Any, count: int, name: str, parts: str = "") -> tuple[float, ...]:
+    """``count`` finite positive floats summing to 1 (one per ``parts``, named in the
+    message)."""
+    of = f"{count}: {parts}" if parts else f"{count}"
+    try:
+        given = tuple(float(w) for w in value)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"{name}: a sequence of numbers, one per process ({of}), got {value!r}"
+        ) from None
+    if len(given) != count:
+        raise ValueError(f"{name}: one per process ({of}), got {len(given)}")
+    if not all(np.isfinite(w) and w > 0.0 for w in given) or abs(sum(given) - 1.0) > 1e-9:
+        raise ValueError(f"{name}: positive numbers summing to 1, got {value!r}")
+    return given
+
+
 def as_probability(value: Any, name: str) -> float:
     """A float strictly inside (0, 1)."""
     try:
