@@ -20,6 +20,7 @@ SUITES = {
     "sequential": "benchmarks.bench_sequential",
     "interval": "benchmarks.interval_coverage",
     "threads": "benchmarks.bench_threads",
+    "local_threads": "benchmarks.bench_local_threads",
     "plan": "benchmarks.bench_planning",
     "prompt_sets": "benchmarks.bench_prompt_sets",
     "monitor": "benchmarks.bench_monitor",

@@ -326,8 +326,10 @@ READ = {
     "PGPASSWORD, ~/.pgpass (PGPASSFILE)": "The password of a shared record's user, as libpq "
     "reads it. A URL with a password in it is refused (exit 2): it would show on command "
     "lines, in Prefect's parameters and in logs.",
-    "DBPA_LOCAL_THREADS": "llama.cpp threads of the embedded model (default: the cores the "
-    "process may use); 1 on a machine busy with other work. The texts do not depend on it.",
+    "DBPA_LOCAL_THREADS": "llama.cpp threads of the embedded model. Default: the cores the "
+    "process may use, less those that other work keeps busy when the model starts (measured "
+    "over a quarter second; the run's own Prefect server does not count), at least 1. The "
+    "texts do not depend on it.",
     "PREFECT_API_URL": "A Prefect server to report to; unset, `dbpa run` starts a temporary "
     "one for the run (and a finished audit run again starts none).",
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "Seconds the temporary server gets to "

@@ -6,10 +6,11 @@ on :func:`stop_local_server`. It is reached through litellm as ``openai/<alias>`
 OpenAI-compatible endpoint, so retries, timeouts and bounds apply unchanged.
 
 Continuous batching: ``n_parallel`` slots, each with ``ctx_per_slot`` tokens of context, decode
-together; llama.cpp threads = the cores this process may use, or ``DBPA_LOCAL_THREADS``. Its
-threads wait on each other at every token: with as many threads as cores and one core busy
-elsewhere, 24 outputs took over 300 s instead of 8 s, against 52 s on one thread (2026-11-27,
-2 cores), so a machine shared with other heavy work (the test suite) runs it on one.
+together; llama.cpp threads = ``DBPA_LOCAL_THREADS``, or the cores this process may use less
+those busy elsewhere when the server starts (``free_cores``). Its threads wait on each other at
+every token: with as many threads as cores and one core busy elsewhere, 24 outputs took over
+300 s instead of 8 s, against 52 s on one thread (2026-11-27, 2 cores), so a thread is never
+given a core that other work keeps busy.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 
 from dbpa.specs import LOCAL_MODEL_PREFIX
 
+from ._cores import free_cores
 from ._errors import PermanentModelError
 
 
@@ -126,7 +128,7 @@ def stop_local_server(model: str | None = None) -> None:
 
 
 def local_threads(model: str) -> int:
-    """llama.cpp's threads: ``DBPA_LOCAL_THREADS`` if set, else the cores this process may use."""
+    """llama.cpp's threads: ``DBPA_LOCAL_THREADS`` if set, else ``free_cores()``."""
     chosen = os.environ.get("DBPA_LOCAL_THREADS", "").strip()
     if chosen:
         if not chosen.isdigit() or int(chosen) < 1:
@@ -134,9 +136,7 @@ def local_threads(model: str) -> int:
                 model, f"DBPA_LOCAL_THREADS must be a whole number >= 1, not {chosen!r}"
             )
         return int(chosen)
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0)) or 1
-    return os.cpu_count() or 1
+    return free_cores()
 
 
 def _start(model: str, entry: LocalModel) -> tuple[LocalServer, Any]:

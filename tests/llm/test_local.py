@@ -158,7 +158,7 @@ def test_local_threads_follow_the_environment(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("DBPA_LOCAL_THREADS", "3")
     assert local_threads("local/x") == 3
     monkeypatch.delenv("DBPA_LOCAL_THREADS")
-    assert local_threads("local/x") == len(os.sched_getaffinity(0))
+    assert 1 <= local_threads("local/x") <= len(os.sched_getaffinity(0))
 
 
 @pytest.mark.parametrize("value", ["0", "two", "-1", "1.5"])
