@@ -330,6 +330,10 @@ READ = {
     "process may use, less those that other work keeps busy when the model starts (measured "
     "over a quarter second; the run's own Prefect server does not count), at least 1. The "
     "texts do not depend on it.",
+    "DBPA_TICK_BATCH_WAIT_S": "Seconds a scheduled tick of a `batch: true` model polls its "
+    "provider batches before it schedules a run of its deployment for the same epoch at the "
+    "next poll and ends as `AwaitingBatches` (default 120; read by the process that runs the "
+    "tick: a worker's).",
     "PREFECT_API_URL": "A Prefect server to report to; unset, `dbpa run` starts a temporary "
     "one for the run (and a finished audit run again starts none).",
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "Seconds the temporary server gets to "

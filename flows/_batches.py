@@ -11,8 +11,9 @@ does). A batch past its deadline (the provider's 24 h window) is cancelled and c
 
 How long a flow run waits is the caller's ``wait_s``: ``dbpa run`` waits until every batch
 is collected (the command's own process); a scheduled tick waits ``wait_s`` and then raises
-:class:`BatchesPending`, which ``flows._retries`` turns into a retry of the same flow run
-(the same tick) at the next poll, so no worker is held while the provider works.
+:class:`BatchesPending`, on which it schedules a run of its deployment for the same epoch at
+the next poll and ends (``flows.scheduled.come_back``), so no worker is held while the
+provider works.
 """
 
 from __future__ import annotations

@@ -9,11 +9,11 @@ keeps its scheduled time and resumes the tick (stored outputs are not requested 
 a run triggered by hand is scheduled for the moment it was triggered, so it is a new
 tick. ``overrides={"epoch": "..."}`` runs, or resumes, a given tick instead.
 
-A tick of a config with ``batch: true`` models waits :data:`TICK_BATCH_WAIT_S` for their
-provider batches; batches still running then end the tick run in the state
-``AwaitingBatches`` (a Completed state of that name: nothing failed) after it has scheduled a
-run of its deployment for the same epoch at the next poll, which collects them from the
-record (see ARCHITECTURE.md: no worker waits for hours).
+A tick of a config with ``batch: true`` models waits :data:`TICK_BATCH_WAIT_S` (or the
+worker's ``DBPA_TICK_BATCH_WAIT_S``) for their provider batches; batches still running then
+end the tick run in the state ``AwaitingBatches`` (a Completed state of that name: nothing
+failed) after it has scheduled a run of its deployment for the same epoch at the next poll,
+which collects them from the record (see ARCHITECTURE.md: no worker waits for hours).
 
 A tick that fails is retried once, a minute later, unless its failure is permanent
 (``flows._retries.PERMANENT``: a rejected key, an unknown model, a bad request, an endpoint
@@ -28,6 +28,7 @@ record's URL stays out of the deployments' parameters and its password with libp
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from contextlib import nullcontext
 from datetime import UTC, datetime, timedelta
@@ -41,7 +42,7 @@ from prefect.runtime import deployment, flow_run
 from prefect.states import Completed
 
 import storage
-from dbpa.config import load_config
+from dbpa.config import ConfigError, load_config
 from dbpa.environment import RECORD
 from flows._batches import BatchesPending
 from flows._retries import retried_unless_permanent
@@ -51,7 +52,8 @@ from flows.monitor import monitor
 from tasks.report import write_reports
 
 TICK_BATCH_WAIT_S = 120.0
-"""How long a tick polls its provider batches before it hands over to a scheduled re-run."""
+"""How long a tick polls its provider batches before it hands over to a scheduled re-run
+(``DBPA_TICK_BATCH_WAIT_S`` in the environment of the process that runs the tick sets it)."""
 RETRY_DELAY_SECONDS = 60
 """Wait before the retry of a failed tick (the retry resumes it); permanent failures are not
 retried."""
@@ -77,6 +79,20 @@ def come_back(waiting: BatchesPending, parameters: dict[str, Any]) -> State[Any]
         message += f"; run the tick again with overrides epoch={parameters['overrides']['epoch']}"
     get_run_logger().info("%s", message)
     return Completed(name="AwaitingBatches", message=message)
+
+
+def tick_batch_wait_s() -> float:
+    """``DBPA_TICK_BATCH_WAIT_S`` (seconds, 0 or more) if set, else :data:`TICK_BATCH_WAIT_S`."""
+    chosen = os.environ.get("DBPA_TICK_BATCH_WAIT_S", "").strip()
+    if not chosen:
+        return TICK_BATCH_WAIT_S
+    try:
+        seconds = float(chosen)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds >= 0.0):
+        raise ConfigError(f"DBPA_TICK_BATCH_WAIT_S must be seconds, 0 or more, not {chosen!r}")
+    return seconds
 
 
 def tick_epoch() -> str:
@@ -119,6 +135,7 @@ def scheduled_audit(
     logger = get_run_logger()
     db = db or os.environ.get(RECORD) or "dbpa.duckdb"
     with retried_unless_permanent():
+        batch_wait_s = tick_batch_wait_s()
         config = load_config(config_path, {"epoch": tick_epoch(), **(overrides or {})})
         logger.info("%s: tick %s (%s)", config.name, config.epoch, Path(config_path).resolve())
         if runner == "threads":  # inline: its task runs and artifacts are the tick's own
@@ -128,7 +145,7 @@ def scheduled_audit(
         try:
             with tags(*flow_run_tags(config)) if runner != "threads" else nullcontext():
                 outcome: AuditOutcome = run_tick(
-                    config=config, db=db, out=out, publish=False, batch_wait_s=TICK_BATCH_WAIT_S
+                    config=config, db=db, out=out, publish=False, batch_wait_s=batch_wait_s
                 )
         except BatchesPending as waiting:
             again = {**(overrides or {}), "epoch": config.epoch}

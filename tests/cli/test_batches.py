@@ -183,3 +183,24 @@ def test_a_tick_hands_over_while_its_batches_run_and_its_rerun_collects_them(
     assert again.name == "Completed"
     assert provider.counts.by_endpoint["/v1/batches"] == 1  # the same batch, collected
     assert len(_asked(provider)) == 40
+
+
+def test_a_worker_sets_how_long_a_tick_waits_for_its_batches(monkeypatch):
+    from flows.scheduled import TICK_BATCH_WAIT_S, tick_batch_wait_s
+
+    monkeypatch.delenv("DBPA_TICK_BATCH_WAIT_S", raising=False)
+    assert tick_batch_wait_s() == TICK_BATCH_WAIT_S == 120.0
+    monkeypatch.setenv("DBPA_TICK_BATCH_WAIT_S", " 30.5 ")
+    assert tick_batch_wait_s() == 30.5
+    monkeypatch.setenv("DBPA_TICK_BATCH_WAIT_S", "0")
+    assert tick_batch_wait_s() == 0.0
+
+
+@pytest.mark.parametrize("value", ["-1", "two", "nan", "inf"])
+def test_a_bad_tick_batch_wait_names_the_variable(monkeypatch, value):
+    from dbpa.config import ConfigError
+    from flows.scheduled import tick_batch_wait_s
+
+    monkeypatch.setenv("DBPA_TICK_BATCH_WAIT_S", value)
+    with pytest.raises(ConfigError, match=f"DBPA_TICK_BATCH_WAIT_S must be seconds.*{value!r}"):
+        tick_batch_wait_s()

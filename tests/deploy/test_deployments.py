@@ -7,7 +7,7 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +19,15 @@ from storage import Store
 from tests.deploy._processes import REPO, Api, Started, free_port
 from tests.deploy.conftest import PrefectServer, stop
 from tests.pipeline.conftest import KEY_ENV, RULES, make_config
-from tests.support.scripted_server import Fault, ScriptedServer
+from tests.support.scripted_server import BatchScript, Fault, ScriptedServer
 
 pytestmark = pytest.mark.xdist_group("prefect-server")  # one session server per worker
 
 SPEC = yaml.safe_load((REPO / "deployments" / "prefect.yaml").read_text())
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
 PERSONAS = "dbpa-scheduled-audit/personas"
+TICK_BATCH_WAIT_S = 1.0
+"""The worker's wait for provider batches before a tick hands over (120 s by default)."""
 
 
 def test_one_nightly_deployment_per_example():
@@ -71,6 +73,7 @@ def viewer_worker(
         str(port),
         PREFECT_WORKER_QUERY_SECONDS="1",
         PREFECT_WORKER_PREFETCH_SECONDS="1",
+        DBPA_TICK_BATCH_WAIT_S=str(TICK_BATCH_WAIT_S),
         **{KEY_ENV: "sk-deploy-test"},
     )
     try:
@@ -211,3 +214,54 @@ def test_a_tick_with_a_rejected_key_fails_once_with_its_sampling_task_runs_faile
     sampling = {name: state for name, state in states.items() if name.startswith("sample ")}
     assert sampling
     assert set(sampling.values()) == {"FAILED"}, states
+
+
+@pytest.mark.slow
+def test_a_tick_waiting_for_its_batches_hands_over_to_a_run_of_its_deployment(
+    deployed, viewer_worker: ViewerWorker, tmp_path: Path
+):
+    """No worker waits for a provider batch: the tick ends AwaitingBatches with the batches'
+    artifact after scheduling a run of its deployment for the same epoch at the next poll;
+    the worker takes that run when it is due, and it collects the same batch."""
+    api: Api = deployed.api
+    config, db, out = tmp_path / "batched.yaml", tmp_path / "b.duckdb", tmp_path / "reports"
+    with ScriptedServer(rules=RULES, embedding_dimension=24) as provider:
+        # Still running when the tick hands over; done by the next poll (5 s on).
+        provider.push_batch_script(BatchScript(delay_s=3.0))
+        written = make_config(provider, name="batched-test")
+        written["models"][0]["batch"] = True
+        config.write_text(yaml.safe_dump(written))
+        same = {"config_path": str(config), "db": str(db), "out": str(out)}
+        first = deployed.final(api.run_deployment(PERSONAS, **same), viewer_worker.process)
+        assert first["state"]["type"] == "COMPLETED", viewer_worker.process.output()[-4000:]
+        assert first["state"]["name"] == "AwaitingBatches"
+        assert "waiting for 1 provider batch(es) of 40 request(s)" in first["state"]["message"]
+        assert "this tick runs again at" in first["state"]["message"]
+        batches = _keys(api, first["id"])["batched-test-batches"]["data"]
+        assert "waiting for 1 provider batch(es)" in batches
+        assert "| openai/scripted | 40 |" in batches
+        epoch = _epoch(first)
+        # The run it scheduled: same deployment, same parameters, the tick's epoch.
+        followers = [
+            r
+            for r in api.flow_runs(deployment_id={"any_": [first["deployment_id"]]})
+            if r["id"] != first["id"] and r["parameters"].get("config_path") == str(config)
+        ]
+        assert len(followers) == 1, followers
+        follower = followers[0]
+        assert {key: follower["parameters"][key] for key in same} == same
+        assert follower["parameters"]["overrides"] == {"epoch": epoch}
+        scheduled = datetime.fromisoformat(follower["expected_start_time"])
+        assert scheduled > datetime.fromisoformat(first["end_time"]) - timedelta(seconds=1)
+        again = deployed.final(follower["id"], viewer_worker.process)
+        assert again["state"]["type"] == "COMPLETED", viewer_worker.process.output()[-4000:]
+        assert again["state"]["name"] == "Completed"
+        assert provider.counts.by_endpoint["/v1/batches"] == 1  # collected, not sent again
+        assert provider.counts.by_endpoint["/v1/chat/completions"] == 0
+    with Store(db, read_only=True) as store:
+        runs = store.runs()
+        stored = store.samples()
+    runs = runs.sort_values("started_at")
+    assert set(runs.epoch) == {epoch}  # one tick, run twice: the hand-over, then the end
+    assert list(runs.status) == ["waiting", "completed"]
+    assert len(stored) == 40
