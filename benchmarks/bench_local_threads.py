@@ -4,15 +4,19 @@
 requests at a time, as the sampling tasks send them), each measurement from a fresh server:
 started on every core (the baseline, ``DBPA_LOCAL_THREADS`` = the cores) and with the
 product's default (``dbpa.llm._cores.free_cores``), idle and with other processes keeping
-cores busy (``bench_threads.busy``). Wall seconds, median of the repeats; the ratio is
-baseline / default (above 1: the default is faster).
+cores busy (pure-Python loops started outside this process's tree, as another job's are: the
+default counts its own children's CPU as its own). Wall seconds, median of the repeats; the
+ratio is baseline / default (above 1: the default is faster).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import statistics
+import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -20,7 +24,6 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 from benchmarks._results import ResultFile
-from benchmarks.bench_threads import busy
 from dbpa.llm import local_server, stop_local_server
 from dbpa.llm._local import local_threads
 
@@ -28,6 +31,23 @@ MODEL = "local/smollm2-135m"
 OUTPUTS = 16
 LOCAL_TOKENS = 64
 PARALLEL = 8
+
+
+@contextmanager
+def _busy_elsewhere(processes: int) -> Iterator[None]:
+    """``processes`` loops keeping a core busy each, started by a shell that exits at once
+    (so that they are nobody's child of this process)."""
+    loop = f'"{sys.executable}" -c "while True: pass" >/dev/null 2>&1 & echo $!'
+    pids = [
+        int(subprocess.run(["sh", "-c", loop], capture_output=True, text=True).stdout)
+        for _ in range(processes)
+    ]
+    try:
+        time.sleep(1.0 if pids else 0.0)
+        yield
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
 
 
 @contextmanager
@@ -80,7 +100,7 @@ def rows(loads: tuple[int, ...], repeats: int) -> list[list[object]]:
     cores = str(len(os.sched_getaffinity(0)))
     found: list[list[object]] = []
     for load in loads:
-        with busy(load):
+        with _busy_elsewhere(load):
             every = [_answers(cores) for _ in range(repeats)]
             default = [_answers(None) for _ in range(repeats)]
         base = statistics.median(s for _, s in every)

@@ -35,7 +35,7 @@ def _spin(stop: multiprocessing.synchronize.Event) -> None:
 
 
 @contextmanager
-def busy(processes: int) -> Iterator[None]:
+def _busy(processes: int) -> Iterator[None]:
     """``processes`` other processes each keeping a core busy."""
     stop = multiprocessing.Event()
     spinners = [multiprocessing.Process(target=_spin, args=(stop,)) for _ in range(processes)]
@@ -77,7 +77,7 @@ def main(quick: bool = False) -> None:
     rng = np.random.default_rng(0)
     rows = []
     for load in (0, 2):
-        with busy(load):
+        with _busy(load):
             for k in ks:
                 a, b = rng.standard_normal((k, D)), rng.standard_normal((k, D))
                 calls = {
