@@ -25,7 +25,6 @@ from contextlib import contextmanager
 
 from benchmarks._results import ResultFile
 from dbpa.llm import local_server, stop_local_server
-from dbpa.llm._local import local_threads
 
 MODEL = "local/smollm2-135m"
 OUTPUTS = 16
@@ -68,7 +67,6 @@ def _answers(threads: str | None) -> tuple[int, float]:
     """A fresh server's threads and the wall seconds of its ``OUTPUTS`` answers."""
     stop_local_server(MODEL)
     with _threads_env(threads):
-        chosen = local_threads(MODEL)
         server = local_server(MODEL)
 
     def answer(seed: int) -> None:
@@ -92,7 +90,7 @@ def _answers(threads: str | None) -> tuple[int, float]:
         list(pool.map(answer, range(OUTPUTS)))
     seconds = time.perf_counter() - start
     stop_local_server(MODEL)
-    return chosen, seconds
+    return server.threads, seconds
 
 
 def rows(loads: tuple[int, ...], repeats: int) -> list[list[object]]:

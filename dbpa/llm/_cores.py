@@ -18,14 +18,15 @@ def free_cores(window: float = BUSY_WINDOW) -> int:
     ``window`` seconds (every core's busy time in ``/proc/stat``, less this process's and its
     children's, such as the run's own Prefect server), at least 1; all of them where
     ``/proc/stat`` cannot be read."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    usable = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    cores = (len(usable) if usable is not None else os.cpu_count()) or 1
     before = _busy_seconds(), own_seconds(), time.monotonic()
     time.sleep(window)
     after = _busy_seconds(), own_seconds(), time.monotonic()
     if before[0] is None or after[0] is None:
-        return cores or 1
+        return cores
     elsewhere = (after[0] - before[0] - (after[1] - before[1])) / (after[2] - before[2])
-    return cores_left(cores or 1, elsewhere)
+    return cores_left(cores, elsewhere)
 
 
 def cores_left(cores: int, busy_elsewhere: float) -> int:
@@ -48,7 +49,7 @@ def _busy_seconds() -> float | None:
 def own_seconds() -> float:
     """CPU seconds of this process and of its living descendants (``/proc``; this process
     alone where the children cannot be listed)."""
-    seconds = time.process_time()
+    seconds, tick = time.process_time(), os.sysconf("SC_CLK_TCK")
     pending = [os.getpid()]
     while pending:
         pid = pending.pop()
@@ -67,6 +68,6 @@ def own_seconds() -> float:
                 except OSError:
                     continue
                 fields = stat.rsplit(")", 1)[1].split()  # past the command's name
-                seconds += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+                seconds += (int(fields[11]) + int(fields[12])) / tick
                 pending.append(child)
     return seconds

@@ -93,6 +93,8 @@ class LocalServer:
     model: str
     address: str
     """``http://127.0.0.1:PORT``."""
+    threads: int
+    """llama.cpp's threads (``local_threads`` when it started)."""
 
     @property
     def api_base(self) -> str:
@@ -154,10 +156,11 @@ def _start(model: str, entry: LocalModel) -> tuple[LocalServer, Any]:
     params.ui = False
     params.n_parallel = entry.n_parallel
     params.n_ctx = entry.n_parallel * entry.ctx_per_slot
-    params.cpuparams.n_threads = params.cpuparams_batch.n_threads = local_threads(model)
+    threads = local_threads(model)
+    params.cpuparams.n_threads = params.cpuparams_batch.n_threads = threads
     params.verbosity = 1  # errors only; llama.cpp's default prints every request's timings
     try:
         handle = xllamacpp.Server(params)
     except RuntimeError as exc:
         raise PermanentModelError(model, f"the local server did not start: {exc}") from None
-    return LocalServer(model=model, address=handle.listening_address), handle
+    return LocalServer(model=model, address=handle.listening_address, threads=threads), handle

@@ -55,6 +55,7 @@ def test_server_starts_once_on_loopback_and_stops() -> None:
     server = local_server(LOCAL)
     assert local_server(LOCAL) is server
     assert server.address.startswith("http://127.0.0.1:")
+    assert server.threads == int(os.environ["DBPA_LOCAL_THREADS"])  # tests/conftest.py's 1
     models = httpx.get(f"{server.api_base}/models", timeout=10).json()
     assert "smollm2-135m" in str(models)
     port = int(server.address.rsplit(":", 1)[1])
