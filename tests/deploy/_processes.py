@@ -134,7 +134,7 @@ class Api:
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self._http = httpx.Client(base_url=url.rstrip("/") + "/", timeout=10)
+        self._http = httpx.Client(base_url=url.rstrip("/") + "/", timeout=20)
 
     def close(self) -> None:
         self._http.close()
@@ -145,18 +145,29 @@ class Api:
         except httpx.TransportError:
             return None
 
-    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    def _request(
+        self, method: str, path: str, *, repeatable: bool | None = None, **kwargs: Any
+    ) -> httpx.Response:
         """Send, again after 0.5, 1, 2 and 4 s while the server answers a status that Prefect's
-        own client retries (503: a busy SQLite database, nothing done)."""
+        own client retries (503: a busy SQLite database, nothing done) or, for a request that
+        may be sent twice (``repeatable``; by default reads: a GET or a ``*/filter``), while
+        it times out or cannot connect (a server busy under a full test run)."""
+        if repeatable is None:
+            repeatable = method == "GET" or path.endswith("/filter")
         for wait in (0.5, 1, 2, 4, None):
-            response = self._http.request(method, path, **kwargs)
-            if response.status_code not in RETRIED or wait is None:
-                return response
+            try:
+                response = self._http.request(method, path, **kwargs)
+            except httpx.TransportError:
+                if not repeatable or wait is None:
+                    raise
+            else:
+                if response.status_code not in RETRIED or wait is None:
+                    return response
             time.sleep(wait)
         raise AssertionError("unreachable")
 
-    def _post(self, path: str, body: Mapping[str, Any]) -> Any:
-        response = self._request("POST", path, json=body)
+    def _post(self, path: str, body: Mapping[str, Any], repeatable: bool | None = None) -> Any:
+        response = self._request("POST", path, json=body, repeatable=repeatable)
         response.raise_for_status()
         return response.json()
 
@@ -180,7 +191,8 @@ class Api:
         found = self.deployment(name)
         assert found, f"no deployment {name}"
         body = {"parameters": parameters, "idempotency_key": str(uuid.uuid4())}  # one if retried
-        return str(self._post(f"deployments/{found['id']}/create_flow_run", body)["id"])
+        created = self._post(f"deployments/{found['id']}/create_flow_run", body, repeatable=True)
+        return str(created["id"])
 
     def artifacts(self, key: str) -> list[dict[str, Any]]:
         """Every version of the artifact ``key``, newest first."""

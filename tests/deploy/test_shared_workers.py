@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from storage import Store
-from tests.deploy._processes import REPO, Started, free_port, start
+from tests.deploy._processes import REPO, Started, free_port, start, wait_for
 from tests.deploy.conftest import POOL, PrefectServer, stop
 from tests.pipeline.conftest import KEY_ENV, RULES, make_config
 from tests.support.postgres import PostgresServer
@@ -88,6 +88,8 @@ def test_ticks_on_two_workers_at_once_continue_one_monitor_on_a_shared_record(
         _start_worker(server, tmp_path / "machine-b", url, postgres, by_file=True),
     ]
     try:
+        for worker in workers:  # both polling before the ticks: each can take one at once
+            wait_for(lambda w=worker: "started!" in w.output() or None, 120, "a worker to start")
         with ScriptedServer(rules=RULES, embedding_dimension=24, latency=0.2) as provider:
             config = tmp_path / "flu.yaml"
             config.write_text(yaml.safe_dump(make_config(provider)))
@@ -108,10 +110,10 @@ def test_ticks_on_two_workers_at_once_continue_one_monitor_on_a_shared_record(
     assert [r["state"]["type"] for r in runs] == ["COMPLETED"] * 3, logs
     # Each of the two ticks at once ran on a worker of its own, at the same time.
     assert {_ran(w, ticks[0]) for w in workers} == {True, False}, logs
-    assert [_ran(w, ticks[1]) for w in workers] == [not _ran(w, ticks[0]) for w in workers]
+    assert [_ran(w, ticks[1]) for w in workers] == [not _ran(w, ticks[0]) for w in workers], logs
     first, second = runs[0], runs[1]
-    assert first["start_time"] < second["end_time"]
-    assert second["start_time"] < first["end_time"]
+    assert first["start_time"] < second["end_time"], logs
+    assert second["start_time"] < first["end_time"], logs
 
     # One record holds every tick; the monitor of the last replayed all three, once each.
     monkeypatch.setenv("PGPASSWORD", postgres.password)

@@ -15,7 +15,10 @@ seed ``s`` is drawn from ``Random(f"{s}/{j}")``, so the same seeds give the same
 any order and at any concurrency (a ``rotate`` rule answers its outputs in turn instead);
 ``temperature=0`` always picks the heaviest output; a
 request without a seed, or any request with ``ignore_seed`` (as most hosted APIs, which do
-not guarantee seeds), draws from the server's own seeded RNG.
+not guarantee seeds), draws its ``i``-th choice for one conversation from
+``Random(f"{server seed}/{messages}/{i}")``: random across calls, yet the same for a
+conversation whatever the arrival order of the others (a test of no change cannot alarm by
+the luck of the scheduler).
 
 Faults (:class:`Fault`) come from a scripted queue (``script``, consumed one per request, in
 arrival order; ``None`` entries pass) or at random (``fault_rates``, with its own seeded
@@ -178,7 +181,8 @@ class ScriptedServer:
         self._script: collections.deque[Fault | None] = collections.deque(script)
         self._fault_rates = dict(fault_rates or {})
         self._fault_rng = random.Random(fault_seed)
-        self._unseeded_rng = random.Random(seed)
+        self.seed = seed
+        self._unseeded: collections.Counter[str] = collections.Counter()
         self._turns: collections.Counter[str] = collections.Counter()
         self._batch_script: collections.deque[BatchScript] = collections.deque(batch_script)
         self.files: dict[str, bytes] = {}
@@ -265,9 +269,9 @@ class ScriptedServer:
         greedy = body.get("temperature") == 0
         weights = [o.weight for o in outputs]
         choices: list[dict[str, Any]] = []
+        key = json.dumps([rule.contains, body["messages"]], sort_keys=True)
         for j in range(n):
             if rule.rotate:
-                key = json.dumps([rule.contains, body["messages"]], sort_keys=True)
                 with self._lock:
                     out = outputs[self._turns[key] % len(outputs)]
                     self._turns[key] += 1
@@ -277,7 +281,10 @@ class ScriptedServer:
                 out = random.Random(f"{seed}/{j}").choices(outputs, weights=weights)[0]
             else:
                 with self._lock:
-                    out = self._unseeded_rng.choices(outputs, weights=weights)[0]
+                    draw = self._unseeded[key]
+                    self._unseeded[key] += 1
+                rng = random.Random(f"{self.seed}/{key}/{draw}")
+                out = rng.choices(outputs, weights=weights)[0]
             choices.append(
                 {
                     "index": j,
