@@ -75,8 +75,16 @@ class RunRecord(StoreCore):
         flow_run_id: str | None,
         versions: Mapping[str, str],
     ) -> None:
-        """Record a run as running (a retried flow run keeps its row)."""
+        """Record a run as running (a retried flow run keeps its row); the runs of the same
+        audit and epoch left ``waiting`` for provider batches become ``continued``, by this
+        one (which collects their batches)."""
         with self._transaction() as con:
+            con.execute(
+                "UPDATE runs SET status = 'continued', "
+                "message = 'continued by run ' || ? || COALESCE('; ' || message, '') "
+                "WHERE audit = ? AND epoch = ? AND status = 'waiting' AND run_id <> ?",
+                [run_id, audit, epoch, run_id],
+            )
             con.execute(
                 "INSERT INTO runs (run_id, audit, status, config, config_hash, epoch, "
                 "flow_run_id, versions) VALUES (?, ?, 'running', ?, ?, ?, ?, ?) "

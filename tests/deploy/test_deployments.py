@@ -263,5 +263,6 @@ def test_a_tick_waiting_for_its_batches_hands_over_to_a_run_of_its_deployment(
         stored = store.samples()
     runs = runs.sort_values("started_at")
     assert set(runs.epoch) == {epoch}  # one tick, run twice: the hand-over, then the end
-    assert list(runs.status) == ["waiting", "completed"]
+    assert list(runs.status) == ["continued", "completed"]
+    assert runs.message.iloc[0].startswith(f"continued by run {runs.run_id.iloc[1]}; ")
     assert len(stored) == 40

@@ -32,3 +32,32 @@ def test_a_batch_is_open_until_collected_and_found_by_its_arms(store: Store) -> 
     assert (b2.status, b2.collected, b2.reserved_usd) == ("expired", False, None)
     assert [(b.batch_id, b.collected) for b in store.batches()] == [("b1", True), ("b2", False)]
     assert store.open_batches([]) == []
+
+
+def _start(store: Store, run_id: str, epoch: str, audit: str = "flu") -> None:
+    store.start_run(
+        run_id,
+        audit=audit,
+        config={},
+        config_hash="h",
+        epoch=epoch,
+        flow_run_id=None,
+        versions={},
+    )
+
+
+def test_a_run_waiting_for_batches_is_continued_by_the_next_run_of_its_tick(store: Store) -> None:
+    for run_id, audit, epoch in [("w1", "flu", "e1"), ("w2", "flu", "e2"), ("w3", "cold", "e1")]:
+        _start(store, run_id, epoch, audit)
+        store.finish_run(run_id, "waiting", "BatchesPending: waiting for 1 provider batch(es)")
+    _start(store, "f1", "e1")
+    runs = store.runs().set_index("run_id")
+    assert runs.loc["w1", "status"] == "continued"
+    assert runs.loc["w1", "message"] == (
+        "continued by run f1; BatchesPending: waiting for 1 provider batch(es)"
+    )
+    assert list(runs.loc[["w2", "w3"], "status"]) == ["waiting", "waiting"]  # other ticks
+    assert runs.loc["f1", "status"] == "running"
+    _start(store, "f1", "e1")  # a retried flow run keeps its row, and the first one's
+    assert store.runs().set_index("run_id").loc["f1", "status"] == "running"
+    assert store.runs().set_index("run_id").loc["w1", "status"] == "continued"
