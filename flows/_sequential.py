@@ -265,9 +265,9 @@ def _record_looks(
     by_family: dict[str, dict[str, Sequence[LookResult]]] = {}
     for (family, pid), taken in looks.items():
         by_family.setdefault(family, {})[pid] = taken
-    for family, taken in by_family.items():
+    for family, family_looks in by_family.items():
         mine = {pid: stop for (f, pid), stop in stops.items() if f == family}
-        store.add_sequential_looks(run_id, family, look_rows(design, taken, mine))
+        store.add_sequential_looks(run_id, family, look_rows(design, family_looks, mine))
 
 
 def family_outputs(plan: AuditPlan, outcome: SequentialOutcome, family: str) -> int:

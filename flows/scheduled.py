@@ -97,7 +97,8 @@ def tick_batch_wait_s() -> float:
 
 def tick_epoch() -> str:
     """This flow run's scheduled start time in UTC, to the second (now outside a run)."""
-    return flow_run.scheduled_start_time.astimezone(UTC).isoformat(timespec="seconds")
+    scheduled: datetime = flow_run.scheduled_start_time
+    return scheduled.astimezone(UTC).isoformat(timespec="seconds")
 
 
 def _flow_run_name() -> str:
