@@ -181,9 +181,8 @@ class ScriptedServer:
         self._script: collections.deque[Fault | None] = collections.deque(script)
         self._fault_rates = dict(fault_rates or {})
         self._fault_rng = random.Random(fault_seed)
-        self.seed = seed
-        self._unseeded: collections.Counter[str] = collections.Counter()
-        self._turns: collections.Counter[str] = collections.Counter()
+        self._seed = seed
+        self._turns: collections.Counter[str] = collections.Counter()  # choices answered
         self._batch_script: collections.deque[BatchScript] = collections.deque(batch_script)
         self.files: dict[str, bytes] = {}
         self.batches: dict[str, _Batch] = {}
@@ -256,6 +255,13 @@ class ScriptedServer:
     def _sleep(self, seconds: float) -> None:
         self._stopping.wait(seconds)
 
+    def _turn(self, key: str) -> int:
+        """The number of choices conversation ``key`` was answered before this one."""
+        with self._lock:
+            turn = self._turns[key]
+            self._turns[key] += 1
+        return turn
+
     def _chat(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         n = 1 if self.ignore_n else int(body.get("n") or 1)
         if not 1 <= n <= self.max_n:
@@ -272,18 +278,13 @@ class ScriptedServer:
         key = json.dumps([rule.contains, body["messages"]], sort_keys=True)
         for j in range(n):
             if rule.rotate:
-                with self._lock:
-                    out = outputs[self._turns[key] % len(outputs)]
-                    self._turns[key] += 1
+                out = outputs[self._turn(key) % len(outputs)]
             elif greedy:
                 out = max(outputs, key=lambda o: o.weight)
             elif seed is not None:
                 out = random.Random(f"{seed}/{j}").choices(outputs, weights=weights)[0]
             else:
-                with self._lock:
-                    draw = self._unseeded[key]
-                    self._unseeded[key] += 1
-                rng = random.Random(f"{self.seed}/{key}/{draw}")
+                rng = random.Random(f"{self._seed}/{key}/{self._turn(key)}")
                 out = rng.choices(outputs, weights=weights)[0]
             choices.append(
                 {
