@@ -79,11 +79,7 @@ class _Histograms(_JSDKernel):
     """jsd and the binned energy and KS statistics of the same P0/P1 histograms."""
 
     def __call__(self, masks: Any) -> Any:
-        x = masks.astype(self._dtype)
-        y = (x @ self._stacked).reshape(len(x), self._columns, self._n)
-        within2 = self._unpacked(np.matmul(y, x[:, :, None])[:, :, 0].astype(np.intp))
-        h0 = within2 // 2
-        h1 = (x @ self._rowcounts).astype(np.intp) - within2
+        h0, h1 = self.counts(masks)
         js = super().__call__(masks)
         d = np.cumsum(h0, axis=1) / self._n0 - np.cumsum(h1, axis=1) / self._n1
         return np.column_stack([js, np.sqrt((d * d).sum(axis=1)), np.abs(d).max(axis=1)])

@@ -230,14 +230,18 @@ class _QuadraticSums:
 class _JSDKernel:
     """Histogram JSD of P0 vs P1 with fixed shared edges.
 
-    With E_c the 0/1 matrix of pairs whose similarity falls in bin c (zero diagonal)
-    and x the indicator of the first group, the bin counts of P0 and P1 are
-    2 h0_c = x'E_c x and 2 h0_c + h1_c = x'E_c 1, so all bins of a chunk of splits
-    come from one matrix product. From ``PACKED_FROM`` pooled rows two bins share one column
-    of that product as the two digits of one integer: the second bin's pairs weigh ``base``,
-    which is above every count ``x'E_c x`` can reach; every sum is then an integer below
-    2^24 (k_a <= 64), exact in float32 whatever the order, so the counts are those of one
-    column per bin, from a product half the size.
+    With U_c the 0/1 matrix of pairs i < j whose similarity falls in bin c and x the
+    indicator of the first group, the bin counts of P0 are h0_c = x'U_c x, and those of P0
+    and P1 together are 2 h0_c + h1_c = x'E_c 1 (E_c = U_c + U_c': every ordered pair), so
+    all bins of a chunk of splits come from one matrix product. Several bins share one column
+    of that product as the digits of one mixed-radix integer (``_BinColumns``): bin c can
+    hold at most ``cap_c`` pairs of the first group (its pooled pairs, and no more than
+    k_a (k_a - 1) / 2), so it is a digit of radix ``cap_c + 1`` and a column's integer stays
+    below 2^24 (float32; float64 and 2^53 from 4,096 pooled rows). Every partial sum of the
+    product is a non-negative integer no larger than the column's total, exact whatever the
+    order of summation, so the counts are those of one column per bin, from a product that
+    is a few columns wide where most pairs fall in few bins (k = 50 per arm, random
+    embeddings: 8 columns for 30 bins; 3 where the outputs are a few kinds of answer).
     """
 
     def __init__(self, matrix: Matrix, k_a: int, *, bins: int, range: Any) -> None:
@@ -248,52 +252,86 @@ class _JSDKernel:
         rows, cols = np.nonzero(~np.eye(n, dtype=bool))
         bin_of_pair = bin_index(matrix[rows, cols], self.edges)
         dtype = np.float32 if n < 4096 else np.float64  # counts stay exact integers
-        self._base = max(2, k_a * (k_a - 1) + 1)  # above every digit: 2 h0_c <= k_a (k_a - 1)
-        exact = self._base**2 <= 2 ** (np.finfo(dtype).nmant + 1)
-        self._digits = 2 if n >= PACKED_FROM and exact else 1
-        columns = -(-bins // self._digits)
-        # Column block g of `stacked` holds bins g*digits .. (g+1)*digits - 1: stacked[i, g*n + j]
-        # = base**(c - g*digits) when pair (i, j) is in bin c.
-        group, digit = np.divmod(bin_of_pair, self._digits)
-        self._stacked: NDArray[np.floating[Any]] = np.zeros((n, columns * n), dtype=dtype)
-        self._stacked[rows, group * n + cols] = float(self._base) ** digit
+        upper = rows < cols
+        caps = np.minimum(np.bincount(bin_of_pair[upper], minlength=bins), k_a * (k_a - 1) // 2)
+        self._columns = _BinColumns(caps, 2 ** (np.finfo(dtype).nmant + 1))
+        column, weight = self._columns.place(bin_of_pair[upper])
+        width = self._columns.count
+        self._stacked: NDArray[np.floating[Any]] = np.zeros((n, width * n), dtype=dtype)
+        self._stacked[rows[upper], column * n + cols[upper]] = weight
         counts = np.bincount(rows * bins + bin_of_pair, minlength=n * bins)
         self._rowcounts: NDArray[np.floating[Any]] = counts.reshape(n, bins).astype(dtype)
         self._dtype = dtype
-        self._n, self._bins, self._columns = n, bins, columns
+        self._n, self._bins = n, bins
         self._n0, self._n1 = _group_sizes(n, k_a)
         self._xlogx = _xlogx_table(max(self._n0, self._n1))
         self._mixtures = (self._n0 + 1) * (self._n1 + 1) <= MIXTURE_TABLE_ENTRIES
-        self.bytes_per_split = (columns + 2) * n * np.dtype(dtype).itemsize + 16 * bins
+        self.bytes_per_split = (width + 2) * n * np.dtype(dtype).itemsize + 16 * bins
         self.scale = 1.0
 
     def __call__(self, masks: Masks) -> Vector:
-        x: NDArray[np.floating[Any]] = masks.astype(self._dtype)
-        y = (x @ self._stacked).reshape(len(x), self._columns, self._n)
-        packed = np.matmul(y, x[:, :, None])[:, :, 0]  # 2 * h0, digits per column
-        within2 = self._unpacked(packed.astype(np.intp))
-        h0 = within2 // 2
-        h1 = (x @ self._rowcounts).astype(np.intp) - within2  # (2 h0 + h1) - 2 h0
+        h0, h1 = self.counts(masks)
         neg_h_m = None
         if self._mixtures:
             table = _mixture_table(self._n0, self._n1)
             neg_h_m = table[h0 * (self._n1 + 1) + h1].sum(axis=1)
         return _jsd_from_counts(h0, h1, self._n0, self._n1, self._xlogx, neg_h_m)
 
-    def _unpacked(self, packed: NDArray[np.intp]) -> NDArray[np.intp]:
-        """(splits, bins) counts from their (splits, columns) digits."""
-        if self._digits == 1:
-            return packed
-        counts = np.empty((len(packed), self._columns * self._digits), dtype=np.intp)
-        for digit in range(self._digits):
-            packed, counts[:, digit :: self._digits] = np.divmod(packed, self._base)
-        return counts[:, : self._bins]
+    def counts(self, masks: Masks) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
+        """(splits, bins) bin counts of P0 and of P1."""
+        x: NDArray[np.floating[Any]] = masks.astype(self._dtype)
+        y = (x @ self._stacked).reshape(len(x), self._columns.count, self._n)
+        packed = np.matmul(y, x[:, :, None])[:, :, 0]
+        h0 = self._columns.unpacked(packed.astype(np.int64), self._bins)
+        h1 = (x @ self._rowcounts).astype(np.intp)  # 2 h0 + h1
+        h1 -= h0
+        h1 -= h0
+        return h0, h1
 
 
-PACKED_FROM = 24
-"""Pooled rows from which the jsd kernel reads two bins from one column of its product; below,
-the product is small and unpacking costs more than it saves (10,000 splits, one thread, a
-loaded machine: k = 5-8 per arm 1.0-1.5x slower packed, k = 12 1.2x faster, k = 50 1.8x)."""
+class _BinColumns:
+    """Bins packed as mixed-radix digits into as few columns as fit below ``limit``.
+
+    Bin c is a digit of radix ``caps[c] + 1``; the bins are placed largest radix first into
+    the first column whose radices' product stays at most ``limit`` (first-fit decreasing);
+    bins that can hold nothing (cap 0) get no column and always count 0.
+    """
+
+    def __init__(self, caps: NDArray[np.intp], limit: int) -> None:
+        placed: list[tuple[int, list[int]]] = []  # (radix product, bins) per column
+        for c in sorted(np.flatnonzero(caps).tolist(), key=lambda c: -int(caps[c])):
+            radix = int(caps[c]) + 1
+            slot = next((i for i, (p, _) in enumerate(placed) if p * radix <= limit), None)
+            if slot is None:
+                placed.append((radix, [c]))
+            else:
+                product, members = placed[slot]
+                placed[slot] = (product * radix, [*members, c])
+        self.count = max(1, len(placed))
+        depth = max([len(members) for _, members in placed], default=1)
+        self._radix = np.ones((depth, self.count), dtype=np.int64)
+        self._bin = np.full((depth, self.count), -1, dtype=np.intp)
+        self._column = np.zeros(caps.size, dtype=np.intp)
+        self._weight = np.zeros(caps.size)
+        for g, (_, members) in enumerate(placed):
+            weight = 1
+            for digit, c in enumerate(members):
+                self._radix[digit, g], self._bin[digit, g] = int(caps[c]) + 1, c
+                self._column[c], self._weight[c] = g, float(weight)
+                weight *= int(caps[c]) + 1
+
+    def place(self, bins: NDArray[np.intp]) -> tuple[NDArray[np.intp], Vector]:
+        """Column of each of ``bins``, and the weight of its digit there."""
+        return self._column[bins], self._weight[bins]
+
+    def unpacked(self, packed: NDArray[np.int64], bins: int) -> NDArray[np.intp]:
+        """(splits, bins) counts from the (splits, columns) integers."""
+        counts = np.zeros((len(packed), bins), dtype=np.intp)
+        for radix, where in zip(self._radix, self._bin, strict=True):
+            packed, digit = np.divmod(packed, radix)
+            used = where >= 0
+            counts[:, where[used]] = digit[:, used]
+        return counts
 
 
 class _CDFKernel:

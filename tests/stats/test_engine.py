@@ -313,7 +313,7 @@ def test_statistics_of_tied_outputs_are_the_textbook_ones_split_by_split(omega, 
     """Outputs repeated and similarities tied everywhere (small integer embeddings under
     neg_l1: every similarity exact): each split's statistic is the one computed from its
     arms the textbook way, and the same splits are at least as extreme as the observed one.
-    At 12 + 13 and 30 + 26 the jsd kernel reads two bins from one column of its product."""
+    The jsd kernel reads several bins from one column of its product at every size here."""
     z = rng.integers(0, 3, size=(k_a + k_b, 3)).astype(np.float64)
     splits = np.zeros((40, k_a + k_b), dtype=bool)
     splits[0, :k_a] = True  # the observed split
@@ -327,3 +327,20 @@ def test_statistics_of_tied_outputs_are_the_textbook_ones_split_by_split(omega, 
     np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-12)
     tie = 1e-9 * (abs(expected[0]) + 1.0)
     np.testing.assert_array_equal(got >= got[0] - tie, expected >= expected[0] - tie)
+
+
+@pytest.mark.parametrize(("k_a", "k_b", "d"), [(4, 5, 3), (20, 20, 6), (60, 60, 40), (110, 12, 4)])
+def test_jsd_of_spread_similarities_is_the_textbook_one_split_by_split(k_a, k_b, d, rng):
+    """Continuous embeddings whose similarities fill every bin, so that the kernel packs many
+    bins of different capacities into each column of its product, up to its exact limit (a
+    bin that can hold 6,555 first-group pairs beside small ones at 110 + 12): every split's
+    jsd is the one of its arms' own histograms on the pooled edges."""
+    z = rng.normal(size=(k_a + k_b, d))
+    splits = np.zeros((60, k_a + k_b), dtype=bool)
+    splits[0, :k_a] = True
+    for row in splits[1:]:
+        row[rng.choice(k_a + k_b, size=k_a, replace=False)] = True
+    got = _permutation.split_statistics(z[:k_a], z[k_a:], splits, omega="jsd").values
+    edges = reference.jsd_edges(z, "cosine")
+    expected = np.array([reference.statistic("jsd", z[m], z[~m], "cosine", edges) for m in splits])
+    np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-12)
