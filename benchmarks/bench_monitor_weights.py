@@ -25,9 +25,6 @@ as ``outputs``.
 
 from __future__ import annotations
 
-import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
-
 import numpy as np
 
 from benchmarks._results import ResultFile
@@ -38,9 +35,9 @@ from benchmarks.bench_monitor import (
     FORMS,
     REWEIGHTED,
     SIZES,
-    WORKERS,
     D,
     changed,
+    worker_pool,
 )
 from dbpa.stats import DriftMonitor, pool_evidence
 
@@ -130,8 +127,7 @@ def main(quick: bool = False) -> None:
         for cell_seed, ((change, k), n) in zip(seeds, runs.items(), strict=True)
         for seed in cell_seed.spawn(n)
     ]
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(WORKERS, mp_context=context) as pool:
+    with worker_pool() as pool:
         recorded = list(pool.map(_record_task, tasks, chunksize=4))
     by_cell: dict[tuple[str, int], list[np.ndarray]] = {}
     for (_, change, k), logs in zip(tasks, recorded, strict=True):
