@@ -80,7 +80,7 @@ class _Histograms(_JSDKernel):
 
     def __call__(self, masks: Any) -> Any:
         h0, h1 = self.counts(masks)
-        js = super().__call__(masks)
+        js = self.jsd(h0, h1)
         d = np.cumsum(h0, axis=1) / self._n0 - np.cumsum(h1, axis=1) / self._n1
         return np.column_stack([js, np.sqrt((d * d).sum(axis=1)), np.abs(d).max(axis=1)])
 

@@ -270,7 +270,10 @@ class _JSDKernel:
         self.scale = 1.0
 
     def __call__(self, masks: Masks) -> Vector:
-        h0, h1 = self.counts(masks)
+        return self.jsd(*self.counts(masks))
+
+    def jsd(self, h0: NDArray[np.intp], h1: NDArray[np.intp]) -> Vector:
+        """The JS divergence of each row of bin counts of P0 and of P1 (``counts``)."""
         neg_h_m = None
         if self._mixtures:
             table = _mixture_table(self._n0, self._n1)
