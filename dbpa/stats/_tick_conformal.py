@@ -189,7 +189,7 @@ class TickConformalMartingale:
         subsets = np.empty((PERMUTATIONS + 1, k), dtype=np.int64)
         subsets[0] = np.arange(n - k, n)
         subsets[1:] = _subsets(self._rng, n, k, PERMUTATIONS)
-        means = whitened[subsets].mean(axis=1)
+        means = _subset_means(whitened, subsets)
         statistic = _rounded((means * means).sum(axis=1))
         greater = int(np.count_nonzero(statistic[1:] > statistic[0]))
         tied = int(np.count_nonzero(statistic[1:] == statistic[0]))
@@ -201,9 +201,22 @@ def _subsets(rng: np.random.Generator, n: int, k: int, count: int) -> NDArray[np
     out = np.empty((count, k), dtype=np.int64)
     for column, j in enumerate(range(n - k, n)):
         draw = rng.integers(0, j + 1, size=count)
-        taken = (out[:, :column] == draw[:, None]).any(axis=1)
+        taken = np.zeros(count, dtype=bool)
+        for earlier in out.T[:column]:
+            taken |= earlier == draw
         out[:, column] = np.where(taken, j, draw)
     return out
+
+
+def _subset_means(rows: Matrix, subsets: NDArray[np.int64]) -> Matrix:
+    """The mean of each subset's ``rows`` (a row per subset): ``rows[subsets].mean(axis=1)``
+    to the last bit (numpy adds along that axis in order too), without the (count, k, r)
+    array."""
+    total = rows[subsets[:, 0]]
+    for column in subsets.T[1:]:
+        total += rows[column]
+    means: Matrix = total / subsets.shape[1]
+    return means
 
 
 def _rounded(values: Vector) -> Vector:
