@@ -75,6 +75,7 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 from scipy.stats import invgauss, norm
 from threadpoolctl import threadpool_limits
 
@@ -282,18 +283,19 @@ def _oracle_task(task: tuple[np.random.SeedSequence, Arm, int, int]) -> int | No
 
 
 def _delay_task(
-    task: tuple[np.random.SeedSequence, Arm, int, str, dict[str, Any], int],
+    task: tuple[np.random.SeedSequence, Arm, int, str, dict[str, Any], int, int],
 ) -> list[int | None]:
-    seed, after, k, form, design, runs = task
+    seed, after, k, form, design, runs, change_at = task
     rng = np.random.default_rng(seed)
-    return [_delay(rng, after, k, form, design) for _ in range(runs)]
+    return [_delay(rng, after, k, form, design, change_at) for _ in range(runs)]
 
 
-def _short_history_task(task: tuple[np.random.SeedSequence, Arm, str, int]) -> list[int | None]:
-    seed, after, form, runs = task
-    rng = np.random.default_rng(seed)
-    design = DESIGNS["both (default)"]
-    return [_delay(rng, after, 5, form, design, SHORT_HISTORY) for _ in range(runs)]
+def _outcomes(delays: list[int | None]) -> tuple[NDArray[np.float64], int, int]:
+    """The delays of the runs that alarmed after the change, and the counts of runs that
+    alarmed before it and of runs that never alarmed."""
+    found = np.array([d for d in delays if d is not None and d >= 0], dtype=float)
+    before = sum(d is not None and d < 0 for d in delays)
+    return found, before, sum(d is None for d in delays)
 
 
 def _tolerance_task(task: tuple[np.random.SeedSequence, int]) -> list[list[object]]:
@@ -352,7 +354,7 @@ def main(quick: bool = False) -> None:
         delay_jobs = pool.map(
             _delay_task,
             [
-                (seed, changes[size], k, form, DESIGNS[design], runs)
+                (seed, changes[size], k, form, DESIGNS[design], runs, CHANGE_AT)
                 for seed, (design, form, size, k) in zip(
                     delay_seed.spawn(len(cells)), cells, strict=True
                 )
@@ -360,9 +362,9 @@ def main(quick: bool = False) -> None:
         )
         short_cells = [(size, form) for size in ("re-weight", "moderate") for form in FORMS]
         short_jobs = pool.map(
-            _short_history_task,
+            _delay_task,
             [
-                (seed, changes[size], form, short_runs)
+                (seed, changes[size], 5, form, DESIGNS["both (default)"], short_runs, SHORT_HISTORY)
                 for seed, (size, form) in zip(
                     short_seed.spawn(len(short_cells)), short_cells, strict=True
                 )
@@ -399,9 +401,7 @@ def main(quick: bool = False) -> None:
             for size in changes:
                 for k in KS:
                     delays = delays_of[design, form, size, k]
-                    found = np.array([d for d in delays if d is not None and d >= 0], dtype=float)
-                    before = sum(d is not None and d < 0 for d in delays)
-                    missed = sum(d is None for d in delays)
+                    found, before, missed = _outcomes(delays)
                     waits = [d + 1 if d is not None and d >= 0 else 100 for d in delays]
                     if form == "test" and size in ("moderate", "re-weight"):
                         mean_ticks[design, size, k] = float(np.mean(waits))
@@ -428,7 +428,7 @@ def main(quick: bool = False) -> None:
                             k,
                             np.median(found) if found.size else "-",
                             np.percentile(found, 90) if found.size else "-",
-                            np.mean(found <= 10) * found.size / runs if found.size else 0.0,
+                            np.count_nonzero(found <= 10) / runs,
                             before,
                             missed,
                         ]
@@ -456,17 +456,17 @@ def main(quick: bool = False) -> None:
     )
     short_rows = []
     for (size, form), delays in short.items():
-        found = np.array([d for d in delays if d is not None and d >= 0], dtype=float)
+        found, before, missed = _outcomes(delays)
         short_rows.append(
             [
                 size,
                 form,
                 short_runs,
-                f"{np.mean(found <= 9) * found.size / short_runs:.2f}" if found.size else "0",
-                f"{np.mean(found <= 10) * found.size / short_runs:.2f}" if found.size else "0",
+                f"{np.count_nonzero(found <= 9) / short_runs:.2f}",
+                f"{np.count_nonzero(found <= 10) / short_runs:.2f}",
                 np.median(found) if found.size else "-",
-                sum(d is not None and d < 0 for d in delays),
-                sum(d is None for d in delays),
+                before,
+                missed,
             ]
         )
     result_file.table(
@@ -494,8 +494,9 @@ def main(quick: bool = False) -> None:
     )
     bound = []
     for design, options in DESIGNS.items():
+        weights = DriftMonitor(**options).weights
         for form, alpha in FORMS.items():
-            line = alarm_line(DriftMonitor(**options).weights, form, alpha)
+            line = alarm_line(weights, form, alpha)
             bound.append([design, form, f"{line:,.0f}", f"{ideal_ratio(line, ALPHA):.2f}"])
     for form, alpha in FORMS.items():
         line = alarm_line((1.0,), form, alpha)
