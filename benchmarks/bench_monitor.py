@@ -38,11 +38,15 @@ finds it about 0.6 of the time, the small one 0.25, the large one 0.93 (measured
    calls per detection of each (k times mean ticks, monitor misses counting 100; the
    oracle's k w).
 6. A short quiet history (issue 51's held-out case): the re-weighting and the moderate change
-   after ``SHORT_HISTORY`` quiet ticks instead of 99, at k = 5, the default design: the share
-   of runs alarmed by the 10th changed tick (delay at most 9: the ten ticks a fixed test of
-   "the 10 ticks after the change" sees) and by the 11th (the delay table's "within 10"), the
-   median delay. Every process is tested against all outputs so far, so a change after a
-   short history soon makes up much of what the ticks are compared with.
+   after 20-23 quiet ticks (``SHORT_CHANGES``, in turn) instead of 99, at k = 5, the default
+   design, in the test form, the detector at the product's default alpha (the audit's, 0.05)
+   and the detector at 1 / 3650: the share of runs alarmed by the 10th changed tick (delay
+   at most 9: the ten ticks a fixed test of "the 10 ticks after the change" sees) and by the
+   11th (the delay table's "within 10"), the median delay. Beside it, the median p-value of
+   the tick process on single ticks at each of the first 10 changed ticks, after 20 and
+   after 100 quiet ticks: every conformal process tests a tick against all outputs so far,
+   so after a short history the changed outputs soon make up much of what a tick is
+   compared with, and each changed tick's evidence fades.
 7. Designs (``DESIGNS``): every delay and oracle row for the default monitor (``"both"``:
    betting, per-output and tick processes on blocks of 1 and of 2 ticks, weighted
    e-Bonferroni 0.1 / 0.6 / 0.15 / 0.15), the two-process design (``conformal="outputs"``:
@@ -83,14 +87,13 @@ from benchmarks._results import ResultFile
 from benchmarks._synthetic import AnswerSpace, Arm, answer_space, sample
 from dbpa.stats import DriftMonitor, correct, family_alarms, permutation_test
 from dbpa.stats._monitor_pool import alarm_factors
+from dbpa.stats._tick_conformal import TickConformalMartingale
 
 ALPHA = 0.05
 ARMS = 50
 YEAR = 365
 CHANGE_AT = 100
 HORIZON = 200
-SHORT_HISTORY = 20
-"""The change's tick in the short-history part (19 quiet ticks before it)."""
 HOLM_K = 20
 D = 384
 OMEGA = "energy_cosine"
@@ -105,7 +108,19 @@ ORACLE_B = 199
 ORACLE_MOST = 10
 """Changed ticks the oracle tries at most (beyond: reported as "> 10")."""
 KS = (5, 10, 20)
-FORMS = {"test": ALPHA, "detect": 1 / 3650}
+DETECT_ALPHA = 1 / 3650
+FORMS = {"test": ALPHA, "detect": DETECT_ALPHA}
+SHORT_CHANGES = (21, 22, 23, 24)
+"""Change ticks of the short-history part (issue 51's case: the change after tick 20), one
+per run in turn: the first block of the block-of-two tick process after the change is all
+changed when the change comes at an odd tick and half changed at an even one, so one change
+tick alone would favour or handicap it."""
+SHORT_FORMS = (("test", ALPHA), ("detect", ALPHA), ("detect", DETECT_ALPHA))
+"""The short-history part's forms and alphas: the test form, the detector at the product's
+default alpha (the audit's, 0.05: an average run length of at least 20 ticks) and at the
+delay table's 1 / 3650 (ten years of daily ticks)."""
+P_HISTORIES = (20, 100)
+"""Quiet ticks before the change in the per-tick p-value diagnostic."""
 WORKERS = 2 * (os.cpu_count() or 1)
 """Processes the parts run in: twice the cores, so that on a machine shared with other jobs
 the suite gets a share of it proportionate to its work (on an idle one the extra processes
@@ -177,19 +192,41 @@ def _delay(
     after: Arm,
     k: int,
     form: str,
+    alpha: float,
     design: dict[str, Any],
     change_at: int = CHANGE_AT,
 ) -> int | None:
     """Ticks from the change at ``change_at`` to the alarm (negative: a false alarm before
     it; None: none within ``HORIZON - CHANGE_AT`` ticks of the change)."""
     space = answer_space(rng, d=D)
-    monitor = DriftMonitor(FORMS[form], form=form, rng=rng, **design)
+    monitor = DriftMonitor(alpha, form=form, rng=rng, **design)
     reference = sample(rng, space, BASELINE, k)
     for tick in range(1, change_at + HORIZON - CHANGE_AT + 1):
         arm = after if tick >= change_at else BASELINE
         if monitor.update(reference, sample(rng, space, arm, k)).alarm:
             return tick - change_at
     return None
+
+
+def tick_p_values(
+    rng: np.random.Generator, after: Arm, history: int, runs: int
+) -> NDArray[np.float64]:
+    """The median p-value of a tick process on single ticks (the default's third process)
+    at each of the first 10 changed ticks after ``history`` quiet ones, k = 5: how fast the
+    evidence of each changed tick fades as changed outputs join what ticks are tested
+    against."""
+    p = np.empty((runs, 10))
+    for run in range(runs):
+        space = answer_space(rng, d=D)
+        process = TickConformalMartingale(rng)
+        reference = sample(rng, space, BASELINE, 5)
+        for tick in range(1, history + 11):
+            arm = after if tick > history else BASELINE
+            step = process.update(reference, sample(rng, space, arm, 5))
+            if tick > history:
+                p[run, tick - history - 1] = step.p_value
+    medians: NDArray[np.float64] = np.median(p, axis=0)
+    return medians
 
 
 def oracle_ticks(rng: np.random.Generator, after: Arm, k: int, runs: int) -> int | None:
@@ -283,11 +320,20 @@ def _oracle_task(task: tuple[np.random.SeedSequence, Arm, int, int]) -> int | No
 
 
 def _delay_task(
-    task: tuple[np.random.SeedSequence, Arm, int, str, dict[str, Any], int, int],
+    task: tuple[np.random.SeedSequence, Arm, int, str, float, dict[str, Any], int, tuple[int, ...]],
 ) -> list[int | None]:
-    seed, after, k, form, design, runs, change_at = task
+    """``runs`` delays, the change at each tick of ``change_ticks`` in turn."""
+    seed, after, k, form, alpha, design, runs, change_ticks = task
     rng = np.random.default_rng(seed)
-    return [_delay(rng, after, k, form, design, change_at) for _ in range(runs)]
+    return [
+        _delay(rng, after, k, form, alpha, design, change_ticks[run % len(change_ticks)])
+        for run in range(runs)
+    ]
+
+
+def _p_task(task: tuple[np.random.SeedSequence, Arm, int, int]) -> NDArray[np.float64]:
+    seed, after, history, runs = task
+    return tick_p_values(np.random.default_rng(seed), after, history, runs)
 
 
 def _outcomes(delays: list[int | None]) -> tuple[NDArray[np.float64], int, int]:
@@ -314,12 +360,13 @@ def main(quick: bool = False) -> None:
     processes)."""
     audits, holm_audits, runs, power_runs = (10, 1, 20, 20) if quick else (40, 2, 40, 60)
     short_runs = 100 if quick else 200
+    p_runs = 40 if quick else 100
     oracle_runs = 20 if quick else 40
     start = time.perf_counter()
     result_file = ResultFile("monitor", quick)
     root = np.random.SeedSequence(ROOT_SEED)
     null_seeds, holm_seeds, oracle_seed, delay_seed, tolerance_seed, power_seed = root.spawn(6)
-    (short_seed,) = root.spawn(1)  # after the others: their seeds are those of earlier runs
+    short_seed, p_seed = root.spawn(2)  # after the others: their seeds are those of earlier runs
     result_file.note(
         f"monitor: {ARMS} arms x {YEAR} ticks per null audit, {audits} audits (monitor, "
         f"k = 5), {holm_audits} (per-tick Holm, k = {HOLM_K}, B = {B}); {runs} runs per "
@@ -354,20 +401,31 @@ def main(quick: bool = False) -> None:
         delay_jobs = pool.map(
             _delay_task,
             [
-                (seed, changes[size], k, form, DESIGNS[design], runs, CHANGE_AT)
+                (seed, changes[size], k, form, FORMS[form], DESIGNS[design], runs, (CHANGE_AT,))
                 for seed, (design, form, size, k) in zip(
                     delay_seed.spawn(len(cells)), cells, strict=True
                 )
             ],
         )
-        short_cells = [(size, form) for size in ("re-weight", "moderate") for form in FORMS]
+        short_cells = [
+            (size, form, alpha) for size in ("re-weight", "moderate") for form, alpha in SHORT_FORMS
+        ]
         short_jobs = pool.map(
             _delay_task,
             [
-                (seed, changes[size], 5, form, DESIGNS["both (default)"], short_runs, SHORT_HISTORY)
-                for seed, (size, form) in zip(
+                (seed, changes[size], 5, form, alpha, DESIGNS["both (default)"], short_runs,
+                 SHORT_CHANGES)
+                for seed, (size, form, alpha) in zip(
                     short_seed.spawn(len(short_cells)), short_cells, strict=True
                 )
+            ],
+        )  # fmt: skip
+        p_cells = [(size, history) for size in ("re-weight", "moderate") for history in P_HISTORIES]
+        p_jobs = pool.map(
+            _p_task,
+            [
+                (seed, changes[size], history, p_runs)
+                for seed, (size, history) in zip(p_seed.spawn(len(p_cells)), p_cells, strict=True)
             ],
         )
         tolerance_job = pool.submit(_tolerance_task, (tolerance_seed, runs))
@@ -385,6 +443,7 @@ def main(quick: bool = False) -> None:
         oracle = dict(zip(oracle_cells, oracle_jobs, strict=True))
         delays_of = dict(zip(cells, delay_jobs, strict=True))
         short = dict(zip(short_cells, short_jobs, strict=True))
+        p_medians = dict(zip(p_cells, p_jobs, strict=True))
         tolerance = tolerance_job.result()
         powers = list(power_jobs)
     result_file.table(
@@ -455,12 +514,13 @@ def main(quick: bool = False) -> None:
         against,
     )
     short_rows = []
-    for (size, form), delays in short.items():
+    for (size, form, alpha), delays in short.items():
         found, before, missed = _outcomes(delays)
         short_rows.append(
             [
                 size,
                 form,
+                f"1/{1 / alpha:.0f}",
                 short_runs,
                 f"{np.count_nonzero(found <= 9) / short_runs:.2f}",
                 f"{np.count_nonzero(found <= 10) / short_runs:.2f}",
@@ -470,10 +530,21 @@ def main(quick: bool = False) -> None:
             ]
         )
     result_file.table(
-        f"a short history: the change at tick {SHORT_HISTORY} (k = 5, the default design): "
-        "share of runs alarmed by the 10th and by the 11th changed tick",
-        ["change", "form", "runs", "by 10th", "by 11th", "median delay", "before", "missed"],
+        f"a short history: the change at tick {SHORT_CHANGES[0]}-{SHORT_CHANGES[-1]} in turn "
+        "(k = 5, the default design): share of runs alarmed by the 10th and by the 11th "
+        "changed tick",
+        ["change", "form", "alpha", "runs", "by 10th", "by 11th", "median delay", "before",
+         "missed"],
         short_rows,
+    )  # fmt: skip
+    result_file.table(
+        f"the tick process on single ticks: median p-value at each changed tick ({p_runs} "
+        "runs, k = 5)",
+        ["change", "quiet ticks before", *(f"tick {i}" for i in range(1, 11))],
+        [
+            [size, history, *(f"{v:.3f}" for v in medians)]
+            for (size, history), medians in p_medians.items()
+        ],
     )
     result_file.table(
         "tolerance 0.25: share of runs alarmed within 300 ticks",
