@@ -62,9 +62,14 @@ bettor ``delta`` of ``DELTAS`` multiplies its capital by ``exp(delta z_t - delta
 (mean 1); a sleeping bettor keeps its capital, and after every tick a share ``JUMP`` of the
 total is spread evenly over the bettors (Vovk et al. 2021, *Retrain or not retrain*, COPA,
 PMLR 152: the Simple Jumper). The total is a test martingale in the p-values' filtration
-(``P(sup_t M_t >= c) <= 1 / c``, Ville); the Shiryaev-Roberts statistic on its per-tick
-factors is the change-detection form (Shin, Ramdas & Rinaldo 2023: ``R_t - t`` is a
-martingale with no change).
+(``P(sup_t M_t >= c) <= 1 / c``, Ville) whatever the starting split; the Shiryaev-Roberts
+statistic on its per-tick factors is the change-detection form (Shin, Ramdas & Rinaldo 2023:
+``R_t - t`` is a martingale with no change). The capital starts as a jump leaves it when all
+of it sleeps (``JUMP / n`` on each of the ``n`` bettors, the rest on the sleeper), not
+evenly: the process cannot see a change before quiet ticks are in the bag (a change present
+from the first tick is the bag), so capital on the active bettors at the start could only be
+lost over the first quiet ticks, and the test form's evidence after a change is what is left
+of the total (``python -m benchmarks monitor`` measures the gain).
 """
 
 from __future__ import annotations
@@ -128,7 +133,8 @@ class TickConformalMartingale:
         self._pending: list[Matrix] = []
         self._deltas = np.asarray(DELTAS)
         bettors = self._deltas.size + 1  # the last one sleeps
-        self._capital = np.full(bettors, 1.0 / bettors)
+        self._capital = np.full(bettors, JUMP / bettors)  # as a jump leaves it, all asleep
+        self._capital[-1] += 1.0 - JUMP
         self._projection: Matrix | None = None
         self._bag = np.zeros((0, 0))
         self._reference: Matrix | None = None
