@@ -69,7 +69,9 @@ of it sleeps (``JUMP / n`` on each of the ``n`` bettors, the rest on the sleeper
 evenly: the process cannot see a change before quiet ticks are in the bag (a change present
 from the first tick is the bag), so capital on the active bettors at the start could only be
 lost over the first quiet ticks, and the test form's evidence after a change is what is left
-of the total (``python -m benchmarks monitor`` measures the gain).
+of the total. The detector, which restarts at every tick, loses nothing to the first quiet
+ticks and so gains nothing; it misses the even start's larger active shares, which last
+some ten ticks (``python -m benchmarks monitor`` measures both forms).
 """
 
 from __future__ import annotations
