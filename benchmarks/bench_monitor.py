@@ -121,6 +121,9 @@ default alpha (the audit's, 0.05: an average run length of at least 20 ticks) an
 delay table's 1 / 3650 (ten years of daily ticks)."""
 P_HISTORIES = (20, 100)
 """Quiet ticks before the change in the per-tick p-value diagnostic."""
+P_TICKS = 10
+"""Changed ticks whose p-values the diagnostic reports (a fixed test of "the 10 ticks after
+the change" sees as many)."""
 WORKERS = 2 * (os.cpu_count() or 1)
 """Processes the parts run in: twice the cores, so that on a machine shared with other jobs
 the suite gets a share of it proportionate to its work (on an idle one the extra processes
@@ -212,15 +215,15 @@ def tick_p_values(
     rng: np.random.Generator, after: Arm, history: int, runs: int
 ) -> NDArray[np.float64]:
     """The median p-value of a tick process on single ticks (the default's third process)
-    at each of the first 10 changed ticks after ``history`` quiet ones, k = 5: how fast the
+    at each of the first ``P_TICKS`` changed ticks after ``history`` quiet ones, k = 5: how fast the
     evidence of each changed tick fades as changed outputs join what ticks are tested
     against."""
-    p = np.empty((runs, 10))
+    p = np.empty((runs, P_TICKS))
     for run in range(runs):
         space = answer_space(rng, d=D)
         process = TickConformalMartingale(rng)
         reference = sample(rng, space, BASELINE, 5)
-        for tick in range(1, history + 11):
+        for tick in range(1, history + P_TICKS + 1):
             arm = after if tick > history else BASELINE
             step = process.update(reference, sample(rng, space, arm, 5))
             if tick > history:
@@ -540,7 +543,7 @@ def main(quick: bool = False) -> None:
     result_file.table(
         f"the tick process on single ticks: median p-value at each changed tick ({p_runs} "
         "runs, k = 5)",
-        ["change", "quiet ticks before", *(f"tick {i}" for i in range(1, 11))],
+        ["change", "quiet ticks before", *(f"tick {i}" for i in range(1, P_TICKS + 1))],
         [
             [size, history, *(f"{v:.3f}" for v in medians)]
             for (size, history), medians in p_medians.items()
