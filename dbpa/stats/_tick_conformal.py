@@ -1,5 +1,7 @@
 """A conformal test martingale on whole ticks: one permutation p-value per tick (or per block
-of ticks) against every earlier output, on a witness learnt from all of them.
+of ticks) against every earlier output, on a statistic learnt from all of them: the shares of
+the answers' kinds (``statistic="shares"``), or how rare the tick's outputs are among them
+(``"novelty"``).
 
 **The p-values.** With no change the outputs of the reference and of the ticks are
 independent draws of one distribution. Let ``bag_t`` be the multiset of every output so far
@@ -41,21 +43,38 @@ independent: their product has mean 1 at a fixed tick only (a reverse martingale
 forward supermartingale that Ville's inequality covers at every tick. Exactly uniform
 p-values are independent, so any bet on ``p_t`` chosen from ``p_1..p_{t-1}`` is fair.
 
-**The witness** must be a symmetric function of the bag: it cannot know which outputs came
-last (that would break the exchangeability above); it learns the shape of the answers from
-every output so far instead. The outputs (projected on ``PROJECTION`` random directions drawn
-at the first update, when their dimension is higher) are centred on the bag's mean and
-written in the bag's ``RANK`` leading principal components, each scaled to unit variance;
-``T(A)`` is the squared length of ``A``'s mean there: Hotelling's statistic of ``A``
-against the rest of the bag in the subspace where the answer types differ, which a change
-in the shares of familiar answers moves. An answer of a new kind lies mostly off that
-subspace, so this process alone is slow on such changes (a statistic of the distance from
-it, combined by ranks, cost more on re-weighting than it gained there); the per-output
-process finds them, hence ``DriftMonitor(conformal="both")``. Statistics are rounded to
-``TIE_DIGITS`` relative digits, so that subsets with the same outputs (answers that repeat
-exactly) tie whatever order the sums were taken in; ties are broken by ``U``. (The pool's
-mean, covariance and components are computed from its rows in arrival order: a symmetric
-function of the multiset up to floating-point rounding, far below those digits.)
+**The shares** (``statistic="shares"``). The witness must be a symmetric function of the
+bag: it cannot know which outputs came last (that would break the exchangeability above); it
+learns the shape of the answers from every output so far instead. The outputs (projected on
+``PROJECTION`` random directions drawn at the first update, when their dimension is higher)
+are centred on the bag's mean and written in the bag's ``RANK`` leading principal
+components, each scaled to unit variance; ``T(A)`` is the squared length of ``A``'s mean
+there: Hotelling's statistic of ``A`` against the rest of the bag in the subspace where the
+answer types differ, which a change in the shares of familiar answers moves. An answer of a
+new kind lies mostly off that subspace, so this process alone is slow on such changes (a
+statistic of the distance from it, combined by ranks, cost more on re-weighting than it
+gained there); a process on novelty finds them (below), hence
+``DriftMonitor(conformal="both")``. Statistics are rounded to ``TIE_DIGITS`` relative
+digits, so that subsets with the same outputs (answers that repeat exactly) tie whatever
+order the sums were taken in; ties are broken by ``U``. (The pool's mean, covariance and
+components are computed from its rows in arrival order: a symmetric function of the multiset
+up to floating-point rounding, far below those digits.)
+
+**New kinds of answer** (``statistic="novelty"``). The rarity of a bag row is minus the log
+of its Gaussian kernel density among all bag rows (itself included), and ``T(A)`` is the mean
+rarity of ``A``'s rows: large when the tested outputs lie where the bag has few outputs, as
+answers of a new kind do. The bandwidth (squared) is ``BANDWIDTH`` times the bag's mean
+squared distance between two rows, rounded to the grid ``BANDWIDTH_STEP**j``: a symmetric
+function of the bag, as the argument above needs (a bandwidth from the first reference
+would not be, as the reference's rows are in the bag), and one that moves rarely, so the
+densities are kept as rows join and leave and recomputed only when it does (a tick costs
+``O(n k)`` kernel values, not ``O(n^2)``). Densities are rounded to ``TIE_DIGITS`` relative
+digits, so equal outputs get equal rarities. Unlike a per-output conformal p-value
+(``_conformal.py``), which ranks one output among the ``n`` so far and so is at least
+``1 / n``, a tick's p-value ranks it among ``PERMUTATIONS`` random subsets: a tick with two
+outputs of a new kind in a bag of 100 gets about ``1 / C(100, 2)``-small p-values, where each
+output alone gets about ``1 / 100``. That is what makes this process quick after a short
+history.
 
 **Betting on the p-values.** ``z_t = Phi^{-1}(1 - p_t)`` is N(0, 1) with no change, and each
 bettor ``delta`` of ``DELTAS`` multiplies its capital by ``exp(delta z_t - delta^2 / 2)``
@@ -85,7 +104,7 @@ from scipy.special import ndtri
 
 from ._threads import blas_for
 
-__all__ = ["BLOCKS", "TickConformalMartingale", "TickConformalStep"]
+__all__ = ["BLOCKS", "STATISTICS", "TickConformalMartingale", "TickConformalStep"]
 
 Matrix = NDArray[np.float64]
 Vector = NDArray[np.float64]
@@ -109,6 +128,17 @@ TIE_DIGITS = 9
 """Relative digits the statistics are compared at."""
 P_FLOOR = 1e-300
 """A p-value of exactly 0 counts as this (a finite score)."""
+STATISTICS = ("shares", "novelty")
+"""What a tick process compares: the shares of the bag's kinds of answer (Hotelling's
+statistic), or how rare the tested outputs are in the bag (their kernel density)."""
+BANDWIDTH = 0.15
+"""``novelty``'s kernel bandwidth (squared), as a share of the bag's mean squared distance
+between two rows."""
+BANDWIDTH_STEP = 2.0**0.25
+"""Ratio of the grid the bandwidth is rounded to (the densities are kept as rows join and
+leave while the bag's grid point stays)."""
+CHUNK = 512
+"""Bag rows whose kernel sums are computed at a time when the bandwidth moves."""
 
 
 @dataclass(frozen=True)
@@ -127,11 +157,13 @@ class TickConformalStep:
 
 class TickConformalMartingale:
     """Jumper over normal-score bettors on one permutation p-value per tick (module
-    docstring). ``rng``: a numpy Generator; the caller validates the inputs."""
+    docstring). ``rng``: a numpy Generator; ``block``: ticks per tested block;
+    ``statistic``: one of ``STATISTICS``. The caller validates the inputs."""
 
-    def __init__(self, rng: np.random.Generator, block: int = 1) -> None:
+    def __init__(self, rng: np.random.Generator, block: int = 1, statistic: str = "shares") -> None:
         self._rng = rng
         self.block = block
+        self.statistic = statistic
         self._pending: list[Matrix] = []
         self._deltas = np.asarray(DELTAS)
         bettors = self._deltas.size + 1  # the last one sleeps
@@ -139,6 +171,7 @@ class TickConformalMartingale:
         self._capital[-1] += 1.0 - JUMP
         self._projection: Matrix | None = None
         self._bag = np.zeros((0, 0))
+        self._density = _Densities()
         self._reference: Matrix | None = None
         self._log_total = 0.0
         self._log_detector = -math.inf
@@ -155,17 +188,19 @@ class TickConformalMartingale:
             self._bag = np.zeros((0, self._projection.shape[1]))
         if self._reference is None or not np.array_equal(reference, self._reference):
             self._reference = reference
-            self._bag = self._thin(np.concatenate([self._bag, reference @ self._projection]))
+            self._add(reference @ self._projection)
+            self._thin()
         self._pending.append(tick @ self._projection)
         if len(self._pending) < self.block:
             self._log_detector = float(np.logaddexp(self._log_detector, 0.0))
             return TickConformalStep(math.nan, 0.0, self._log_total, self._log_detector)
         tested = np.concatenate(self._pending)
         self._pending = []
-        bag = np.concatenate([self._bag, tested])
-        with blas_for(len(bag)):
-            p = max(self._p_value(bag, len(tested)), P_FLOOR)
-        self._bag = self._thin(bag)
+        self._add(tested)
+        with blas_for(len(self._bag)):
+            scores = self._shares() if self.statistic == "shares" else self._novelty()
+            p = max(self._p_value(scores, len(tested)), P_FLOOR)
+        self._thin()
         z = float(ndtri(1.0 - p)) if p < 1.0 else -math.inf
         gain = np.append(np.exp(np.minimum(self._deltas * z - self._deltas**2 / 2.0, 700.0)), 1.0)
         grown = self._capital * gain
@@ -176,32 +211,112 @@ class TickConformalMartingale:
         self._log_detector = log_factor + float(np.logaddexp(self._log_detector, 0.0))
         return TickConformalStep(p, log_factor, self._log_total, self._log_detector)
 
-    def _thin(self, bag: Matrix) -> Matrix:
-        if len(bag) <= MAX_BAG:
-            return bag
-        keep = np.sort(self._rng.choice(len(bag), MAX_BAG, replace=False))
-        thinned: Matrix = bag[keep]
-        return thinned
+    def _add(self, rows: Matrix) -> None:
+        if self.statistic == "novelty":
+            self._density.add(self._bag, rows)
+        self._bag = np.concatenate([self._bag, rows])
 
-    def _p_value(self, bag: Matrix, k: int) -> float:
-        """The smoothed permutation p-value of the last ``k`` rows of ``bag``."""
-        n = len(bag)
-        centred = bag - bag.mean(axis=0)
-        values, vectors = np.linalg.eigh(centred.T @ centred / n)
+    def _thin(self) -> None:
+        """Random rows (drawn independently of their values) leave a bag of more than
+        ``MAX_BAG``."""
+        if len(self._bag) <= MAX_BAG:
+            return
+        keep = np.sort(self._rng.choice(len(self._bag), MAX_BAG, replace=False))
+        if self.statistic == "novelty":
+            self._density.keep(self._bag, keep)
+        self._bag = self._bag[keep]
+
+    def _shares(self) -> Matrix:
+        """Each bag row in the bag's ``RANK`` leading principal components, scaled to unit
+        variance: a subset's squared mean there is Hotelling's statistic."""
+        centred = self._bag - self._bag.mean(axis=0)
+        values, vectors = np.linalg.eigh(centred.T @ centred / len(centred))
         order = np.argsort(values)[::-1][:RANK]
         top, basis = values[order], vectors[:, order]
         keep = top > 1e-9 * max(float(values.max()), 0.0)
         basis, top = basis[:, keep], top[keep]
-        scores = centred @ basis  # (n, r)
-        whitened = scores / np.sqrt(top)
+        whitened: Matrix = centred @ basis / np.sqrt(top)
+        return whitened
+
+    def _novelty(self) -> Matrix:
+        """Each bag row's rarity, minus the log of its kernel density in the bag (one
+        column): a subset's mean of it is how unlike the bag its outputs are."""
+        density = self._density.at(self._bag)
+        rarity: Matrix = -np.log(density)[:, None]
+        return rarity
+
+    def _p_value(self, scores: Matrix, k: int) -> float:
+        """The smoothed permutation p-value of the last ``k`` rows of the bag, on their
+        ``scores`` (a row per bag row): the squared length of a subset's mean score for
+        ``shares``, the mean itself for ``novelty``."""
+        n = len(scores)
         subsets = np.empty((PERMUTATIONS + 1, k), dtype=np.int64)
         subsets[0] = np.arange(n - k, n)
         subsets[1:] = _subsets(self._rng, n, k, PERMUTATIONS)
-        means = _subset_means(whitened, subsets)
-        statistic = _rounded((means * means).sum(axis=1))
+        means = _subset_means(scores, subsets)
+        values = (means * means).sum(axis=1) if self.statistic == "shares" else means[:, 0]
+        statistic = _rounded(values)
         greater = int(np.count_nonzero(statistic[1:] > statistic[0]))
         tied = int(np.count_nonzero(statistic[1:] == statistic[0]))
         return (greater + float(self._rng.uniform()) * (1 + tied)) / (PERMUTATIONS + 1)
+
+
+class _Densities:
+    """The Gaussian kernel density of every bag row among all of them (itself included),
+    kept as rows join and leave, at a bandwidth that is a symmetric function of the bag:
+    ``BANDWIDTH`` times the bag's mean squared distance between two rows, on a grid of
+    ratio ``BANDWIDTH_STEP`` (the sums are recomputed only when the bag's grid point
+    moves)."""
+
+    def __init__(self) -> None:
+        self._sums = np.zeros(0)
+        self._h2 = math.nan
+
+    def add(self, bag: Matrix, rows: Matrix) -> None:
+        across = self._kernel(bag, rows)
+        own = across.sum(axis=0) + self._kernel(rows, rows).sum(axis=1)
+        self._sums = np.concatenate([self._sums + across.sum(axis=1), own])
+
+    def keep(self, bag: Matrix, keep: NDArray[np.intp]) -> None:
+        gone = np.ones(len(bag), dtype=bool)
+        gone[keep] = False
+        self._sums = self._sums[keep] - self._kernel(bag[keep], bag[gone]).sum(axis=1)
+
+    def at(self, bag: Matrix) -> Vector:
+        """The densities for ``bag`` (the rows added and kept so far), rounded to
+        ``TIE_DIGITS`` relative digits, so that equal rows have equal densities whatever
+        order their sums were taken in."""
+        h2 = _bandwidth(bag)
+        if h2 != self._h2:
+            self._h2 = h2
+            chunks = range(0, len(bag), CHUNK)
+            self._sums = np.concatenate(
+                [self._kernel(bag[i : i + CHUNK], bag).sum(axis=1) for i in chunks]
+            )
+        n = len(bag)
+        unit = 10.0**TIE_DIGITS / n  # densities lie in [1, n]
+        rounded: Vector = np.maximum(np.round(self._sums * unit), 1.0) / unit
+        return rounded
+
+    def _kernel(self, a: Matrix, b: Matrix) -> Matrix:
+        if not math.isfinite(self._h2) or self._h2 <= 0.0:
+            return np.ones((len(a), len(b)))
+        sq_a, sq_b = (a * a).sum(axis=1), (b * b).sum(axis=1)
+        dist = np.maximum(sq_a[:, None] + sq_b[None, :] - 2.0 * (a @ b.T), 0.0)
+        kernel: Matrix = np.exp(-dist / self._h2)
+        return kernel
+
+
+def _bandwidth(bag: Matrix) -> float:
+    """``BANDWIDTH`` times the mean squared distance between two rows of ``bag`` (twice
+    their mean squared distance from the bag's mean), on the grid ``BANDWIDTH_STEP**j``;
+    0 for rows that do not vary."""
+    centred = bag - bag.mean(axis=0)
+    spread = 2.0 * float((centred * centred).sum(axis=1).mean())
+    if spread <= 1e-300:
+        return 0.0
+    step = round(math.log(BANDWIDTH * spread) / math.log(BANDWIDTH_STEP))
+    return float(BANDWIDTH_STEP**step)
 
 
 def _subsets(rng: np.random.Generator, n: int, k: int, count: int) -> NDArray[np.int64]:

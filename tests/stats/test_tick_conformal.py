@@ -1,9 +1,11 @@
-"""The conformal process on whole ticks (``conformal="ticks"`` / ``"both"``, the default): its
-p-values are independent U(0, 1) with no change on the null shapes (answers that vary, that
-repeat exactly, all the same, a re-sampled reference), the checks can fail, its bets are fair,
-the default monitor (both conformal processes, weighted e-Bonferroni) keeps its false alarm
-rate over 500 ticks and its detector's run length, and it sees a change in the shares of
-familiar answers that the per-output process hardly sees.
+"""The conformal processes on whole ticks (``conformal="ticks"`` / ``"both"``, the default),
+on shares and on novelty: their p-values are independent U(0, 1) with no change on the null
+shapes (answers that vary, that repeat exactly, all the same, a re-sampled reference), the
+checks can fail, their bets are fair, the novelty statistic is a symmetric function of the
+bag with densities kept as a direct sum would give them, the default monitor (weighted
+e-Bonferroni) keeps its false alarm rate over 500 ticks and its detector's run length, it
+sees a change in the shares of familiar answers that the per-output process hardly sees,
+and a new kind of answer after a short history sooner than the per-output process.
 """
 
 from __future__ import annotations
@@ -14,23 +16,25 @@ import numpy as np
 import pytest
 from scipy.stats import kstest, pearsonr
 
-from dbpa.stats import DriftMonitor
+from dbpa.stats import DriftMonitor, _tick_conformal
 from dbpa.stats._monitor import BOTH_WEIGHTS
 from dbpa.stats._tick_conformal import TickConformalMartingale
 
-from .test_monitor import BASELINE, LOOSE, answers, e_factors, fair, most_alarms, run
+from .test_monitor import BASELINE, LOOSE, answers, e_factors, fair, most_alarms, moved, run
 
 REWEIGHTED = (0.1, 0.2, 0.7, 0.0)
 """The baseline's own answer types in other shares (total variation 0.5)."""
 
 
-def tick_p_values(rng, shape, runs=8, n_ticks=120, k=5, weights=BASELINE, quiet=0, block=1):
+def tick_p_values(
+    rng, shape, runs=8, n_ticks=120, k=5, weights=BASELINE, quiet=0, block=1, statistic="shares"
+):
     """Per run, the p-values of ``quiet`` baseline ticks then ``n_ticks`` ticks of
     ``weights`` (blocks of ``block`` ticks: one p-value per block)."""
     spread = 0.0 if shape in ("repeats", "same") else 0.5
     out = []
     for _ in range(runs):
-        martingale = TickConformalMartingale(rng, block)
+        martingale = TickConformalMartingale(rng, block, statistic)
         ticks = np.concatenate(
             [answers(rng, (quiet, k), spread=spread), answers(rng, (n_ticks, k), weights, spread)]
         )
@@ -46,12 +50,14 @@ def tick_p_values(rng, shape, runs=8, n_ticks=120, k=5, weights=BASELINE, quiet=
     return np.asarray(out)
 
 
+@pytest.mark.parametrize("statistic", ["shares", "novelty"])
 @pytest.mark.parametrize("shape", ["varied", "repeats", "same", "resampled"])
-def test_tick_p_values_are_independent_and_uniform_without_change(shape):
+def test_tick_p_values_are_independent_and_uniform_without_change(shape, statistic):
     """960 p-values per shape: KS test of U(0, 1) at 0.001, and successive ticks' p-values
     uncorrelated (at 0.001)."""
-    rng = np.random.default_rng({"varied": 31, "repeats": 32, "same": 33, "resampled": 34}[shape])
-    p = tick_p_values(rng, shape)
+    seed = {"varied": 31, "repeats": 32, "same": 33, "resampled": 34}[shape]
+    rng = np.random.default_rng(seed + 100 * (statistic == "novelty"))
+    p = tick_p_values(rng, shape, statistic=statistic)
     assert kstest(p.ravel(), "uniform").pvalue > 0.001
     assert pearsonr(p[:, :-1].ravel(), p[:, 1:].ravel()).pvalue > 0.001
 
@@ -69,22 +75,26 @@ def test_block_p_values_are_independent_and_uniform_without_change(shape, block)
     assert pearsonr(p[:, :-1].ravel(), p[:, 1:].ravel()).pvalue > 0.001
 
 
-def test_the_uniformity_check_can_fail():
-    """After a change in the shares of the baseline's own answers the changed ticks'
-    p-values pile up near 0: the KS check above rejects them."""
+@pytest.mark.parametrize(
+    ("statistic", "weights"), [("shares", REWEIGHTED), ("novelty", moved(0.4))]
+)
+def test_the_uniformity_check_can_fail(statistic, weights):
+    """After a change in the shares of the baseline's own answers (shares), or to 40% of a
+    new kind of answer (novelty), the changed ticks' p-values pile up near 0: the KS check
+    above rejects them."""
     rng = np.random.default_rng(35)
-    p = tick_p_values(rng, "varied", runs=4, n_ticks=15, weights=REWEIGHTED, quiet=40)
+    p = tick_p_values(rng, "varied", 4, 15, weights=weights, quiet=40, statistic=statistic)
     assert kstest(p[:, 40:].ravel(), "uniform").pvalue < 0.001
 
 
-@pytest.mark.parametrize("block", [1, 2])
-def test_the_tick_evidence_is_fair_without_change(block):
+@pytest.mark.parametrize(("block", "statistic"), [(1, "shares"), (2, "shares"), (1, "novelty")])
+def test_the_tick_evidence_is_fair_without_change(block, statistic):
     """The process's own per-tick factors average at most 1 on three null shapes."""
-    rng = np.random.default_rng(36 + block)
+    rng = np.random.default_rng(36 + block + 10 * (statistic == "novelty"))
     factors = []
     for shape in ("varied", "repeats", "resampled"):
         for _ in range(4):
-            martingale = TickConformalMartingale(rng, block)
+            martingale = TickConformalMartingale(rng, block, statistic)
             spread = 0.0 if shape == "repeats" else 0.5
             reference = answers(rng, (10,), spread=spread)
             for tick in answers(rng, (150, 5), spread=spread):
@@ -108,6 +118,73 @@ def test_the_capital_starts_asleep_and_quiet_ticks_cost_little(block):
             state = martingale.update(reference, tick)
         logs.append(state.log_martingale)
     assert np.median(logs) > -1.0
+
+
+def test_the_novelty_statistic_does_not_depend_on_the_order_of_earlier_ticks():
+    """The same reference and ticks, the earlier ticks in another order: every output's
+    rarity in the bag is the same, as a symmetric function of the bag gives it (a statistic
+    that knew which outputs came last would differ)."""
+    data = np.random.default_rng(47)
+    reference, ticks = answers(data, (10,)), answers(data, (30, 5), moved(0.2))
+    order = data.permutation(len(ticks) - 1)
+    rarities = []
+    for sequence in (ticks, np.concatenate([ticks[:-1][order], ticks[-1:]])):
+        martingale = TickConformalMartingale(np.random.default_rng(48), 1, "novelty")
+        for tick in sequence:
+            martingale.update(reference, tick)
+        rarities.append(martingale._novelty()[:, 0])
+    earlier = rarities[1][10:-5].reshape(-1, 5)
+    assert np.array_equal(rarities[0][:10], rarities[1][:10])  # the reference's rows
+    assert np.array_equal(rarities[0][10:-5].reshape(-1, 5)[order], earlier)
+    assert np.array_equal(rarities[0][-5:], rarities[1][-5:])  # the last tick's
+    assert np.ptp(rarities[0]) > 0.0
+
+
+def test_the_bandwidth_is_the_mean_squared_distance_on_its_grid():
+    """``BANDWIDTH`` times the mean squared distance between two rows (all ordered pairs,
+    computed directly), rounded to a power of ``BANDWIDTH_STEP``; 0 for rows that do not
+    vary."""
+    bag = answers(np.random.default_rng(51), (40,))
+    squared = ((bag[:, None, :] - bag[None, :, :]) ** 2).sum(axis=2)
+    h2 = _tick_conformal._bandwidth(bag)
+    exponent = math.log(h2) / math.log(2.0**0.25)
+    assert exponent == pytest.approx(round(exponent), abs=1e-9)
+    assert abs(math.log(h2 / (0.15 * squared.mean()))) <= 0.5 * math.log(2.0**0.25) + 1e-12
+    assert _tick_conformal._bandwidth(np.ones((5, 3))) == 0.0
+
+
+def test_the_kept_densities_are_the_direct_sums(monkeypatch):
+    """Densities kept as rows join and leave the bag (a bag of at most 60 rows, so rows
+    leave every tick) equal the kernel sums over the bag computed directly at the kept
+    bandwidth."""
+    monkeypatch.setattr(_tick_conformal, "MAX_BAG", 60)
+    rng = np.random.default_rng(49)
+    martingale = TickConformalMartingale(rng, 1, "novelty")
+    reference = answers(rng, (10,))
+    for tick in answers(rng, (25, 5), moved(0.3)):
+        martingale.update(reference, tick)
+        bag = martingale._bag
+        assert len(bag) <= 60
+        squared = ((bag[:, None, :] - bag[None, :, :]) ** 2).sum(axis=2)
+        direct = np.exp(-squared / martingale._density._h2).sum(axis=1)
+        assert np.allclose(martingale._density._sums, direct, rtol=1e-12)
+
+
+def test_a_new_kind_of_answer_after_a_short_history_is_seen_sooner_than_per_output():
+    """After 20 quiet ticks 40% of the answers become a new kind (k = 5): the default monitor
+    alarms within 10 ticks in most runs, more often than with the per-output process (whose
+    p-values cannot be smaller than one over the outputs so far)."""
+    rng = np.random.default_rng(50)
+    found = {"outputs": 0, "both": 0}
+    for seed in range(12):
+        data = np.random.default_rng(seed)
+        reference = answers(data, (5,))
+        ticks = np.concatenate([answers(data, (20, 5)), answers(data, (10, 5), moved(0.4))])
+        for conformal in found:
+            states = run(DriftMonitor(0.05, conformal=conformal, rng=rng), [reference] * 30, ticks)
+            found[conformal] += states[-1].alarm and states[-1].alarm_tick > 20
+    assert found["both"] >= 8
+    assert found["both"] > found["outputs"]
 
 
 @pytest.mark.slow
@@ -170,7 +247,7 @@ def test_the_blocks_are_validated(blocks):
 
 @pytest.mark.parametrize("form", ["test", "detect"])
 def test_the_alarm_line_is_shared_by_weights(form):
-    """The default: betting 0.1, per-output 0.6, tick blocks of 1 and 2 0.15 each; each
+    """The default: betting 0.1, novelty 0.6, shares on blocks of 1 and 2 0.15 each; each
     process alarms alone at 1 / (w alpha) (test) or 2 / (w alpha) (detector); equal weights
     with ``outputs``, and weights may be given."""
     rng = np.random.default_rng(46)
