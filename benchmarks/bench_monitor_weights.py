@@ -1,13 +1,13 @@
 """How the drift monitor's processes should share its alarm line (weighted e-Bonferroni).
 
-``DriftMonitor(conformal="both")`` runs four processes on every tick: the betting one, the
-tick process on new kinds of answer (novelty; the per-output process until 2026-12-07, the
-run on file) and the tick processes on shares, on blocks of 1 and of 2 ticks. Each is a test
-martingale whatever the others do, and none depends on the weights, so one run gives every
-weighting: each run records every process's log test martingale per tick
+``DriftMonitor(conformal="both")`` runs five processes on every tick: the betting one, the
+per-output conformal one, the tick process on novelty (since 2026-12-07; the run on file
+predates it and has four) and the tick processes on shares, on blocks of 1 and of 2 ticks.
+Each is a test martingale whatever the others do, and none depends on the weights, so one
+run gives every weighting: each run records every process's log test martingale per tick
 (``MonitorState.log_martingales``) and the product's ``pool_evidence`` applies each row's
-weights to the same record (test form at alpha 0.05; detector form, Shiryaev-Roberts, at
-1 / 3650), a process with weight 0 left out. The designs are thus compared on the same runs.
+weights to the same record (test form at alpha 0.05; detector form, Shiryaev-Roberts, at 1 /
+3650), a process with weight 0 left out. The designs are thus compared on the same runs.
 
 Generators and protocol as ``python -m benchmarks monitor`` (``bench_monitor.py``): answer
 types as directions in dimension 384, the baseline's shares 0.4 / 0.3 / 0.2 / 0.1, the change
@@ -15,14 +15,14 @@ at tick 100 of 140. **Re-weighting**: half of the answers move onto the rarest f
 (issue 51's case); its cells give the share of runs that alarmed within 10 ticks of the change
 and, in brackets, the median ticks after it. **Moderate / small**: a share 0.4 / 0.25 of the
 answers become a new kind; their cells give the median ticks after the change and, in
-brackets, the mean difference from the betting and new-kind processes at 1/2 each over the
-runs both found after the change (negative: sooner). **Before** counts alarms before the
+brackets, the mean difference from the two-process design ``outputs`` over the runs both
+found after the change (negative: sooner). **Before** counts alarms before the
 change (every run's first 99 ticks, all cells): false alarms, each at most alpha per run by
 design.
 
 The product's default (``BOTH_WEIGHTS``) is marked. Issue 51's goal: re-weighting found
 within 10 ticks in at least 80% of runs at k = 5 in both forms, new kinds of answer as fast
-as with the betting and new-kind processes alone.
+as ``outputs``.
 """
 
 from __future__ import annotations
@@ -45,27 +45,30 @@ from dbpa.stats import DriftMonitor, pool_evidence
 
 ROOT_SEED = 20261206
 HORIZON = 140
-PROCESSES = ("betting", "new kinds", "shares block 1", "shares block 2")
+PROCESSES = ("betting", "per-output", "novelty", "shares block 1", "shares block 2")
 DEFAULT = DriftMonitor(blocks=(1, 2)).weights
-"""The product's default weights of these four processes (``BOTH_WEIGHTS``)."""
+"""The product's default weights of these five processes (``BOTH_WEIGHTS``)."""
 WEIGHTS: dict[str, tuple[float, ...]] = {
-    "betting and new kinds, 1/2 each": (0.5, 0.5, 0.0, 0.0),
-    "both, equal": (0.25, 0.25, 0.25, 0.25),
-    "both .4/.4/.1/.1": (0.4, 0.4, 0.1, 0.1),
-    "both .2/.5/.15/.15": (0.2, 0.5, 0.15, 0.15),
-    "both .1/.6/.15/.15 (default)": DEFAULT,
-    "both .1/.5/.2/.2": (0.1, 0.5, 0.2, 0.2),
-    "both 0/.7/.15/.15": (0.0, 0.7, 0.15, 0.15),
-    "betting alone": (1.0, 0.0, 0.0, 0.0),
-    "new kinds alone": (0.0, 1.0, 0.0, 0.0),
-    "shares block 1 alone": (0.0, 0.0, 1.0, 0.0),
-    "shares block 2 alone": (0.0, 0.0, 0.0, 1.0),
+    "outputs (two processes)": (0.5, 0.5, 0.0, 0.0, 0.0),
+    "both, equal": (0.2, 0.2, 0.2, 0.2, 0.2),
+    "both .1/.6/0/.15/.15 (until 2026-12-07)": (0.1, 0.6, 0.0, 0.15, 0.15),
+    "both .1/0/.6/.15/.15": (0.1, 0.0, 0.6, 0.15, 0.15),
+    "both .1/.3/.3/.15/.15 (default)": DEFAULT,
+    "both .1/.2/.4/.15/.15": (0.1, 0.2, 0.4, 0.15, 0.15),
+    "both .1/.25/.25/.2/.2": (0.1, 0.25, 0.25, 0.2, 0.2),
+    "both 0/.35/.35/.15/.15": (0.0, 0.35, 0.35, 0.15, 0.15),
+    "betting alone": (1.0, 0.0, 0.0, 0.0, 0.0),
+    "per-output alone": (0.0, 1.0, 0.0, 0.0, 0.0),
+    "novelty alone": (0.0, 0.0, 1.0, 0.0, 0.0),
+    "shares block 1 alone": (0.0, 0.0, 0.0, 1.0, 0.0),
+    "shares block 2 alone": (0.0, 0.0, 0.0, 0.0, 1.0),
 }
-"""Weights of (betting, new kinds, shares block 1, shares block 2); 0: the process is off."""
+"""Weights of (betting, per-output, novelty, shares block 1, shares block 2); 0: the process
+is off."""
 
 
 def record(seed: np.random.SeedSequence, change: str, k: int) -> np.ndarray:
-    """One run's (HORIZON, 4) log test martingales of the four processes."""
+    """One run's (HORIZON, 5) log test martingales of the five processes."""
     rng = np.random.default_rng(seed)
     after = REWEIGHTED if change == "re-weight" else changed(SIZES[change])
     space = answer_space(rng, d=D)
@@ -135,7 +138,7 @@ def main(quick: bool = False) -> None:
     for (_, change, k), logs in zip(tasks, recorded, strict=True):
         by_cell.setdefault((change, k), []).append(logs)
     records = {key: np.asarray(value) for key, value in by_cell.items()}
-    outputs = WEIGHTS["betting and new kinds, 1/2 each"]
+    outputs = WEIGHTS["outputs (two processes)"]
     base = {form: {key: delays(r, outputs, form) for key, r in records.items()} for form in FORMS}
     header = ["weights", "form", *(f"{c} k={k} ({runs[c, k]} runs)" for c, k in runs), "before"]
     rows: list[list[object]] = []
@@ -152,7 +155,8 @@ def main(quick: bool = False) -> None:
                 ]
             )
     result_file.table(
-        "weights of (betting, new kinds, shares block 1, shares block 2): re-weighting, share "
+        "weights of (betting, per-output, novelty, shares block 1, shares block 2): re-weighting, "
+        "share "
         "of runs alarmed within 10 ticks of the change (median ticks); new kinds of answer, "
         "median ticks after the change (mean difference from outputs); before: runs that "
         "alarmed before the change",

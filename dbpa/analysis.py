@@ -242,10 +242,10 @@ class MonitorSpec(Spec):
     conformal: Literal["outputs", "ticks", "both"] = "both"
     """The conformal processes beside the betting one: ``outputs`` one p-value per output
     (new kinds of answer), ``ticks`` one per tick (and per pair of ticks) against every
-    earlier output (sees the shares of familiar answers move), ``both`` a tick process on new
-    kinds of answer (quicker than ``outputs`` after a short history) and the ``ticks`` ones,
-    sharing the alarm line by weights (docs/explanation/drift.md). Every replay uses the
-    latest tick's setting for all ticks."""
+    earlier output (sees the shares of familiar answers move), ``both`` the per-output one, a
+    tick process on new kinds of answer (quicker than ``outputs`` after a short history) and
+    the ``ticks`` ones, sharing the alarm line by weights (docs/explanation/drift.md). Every
+    replay uses the latest tick's setting for all ticks."""
     pool: Literal["prompts", "arms"] = "prompts"
     """How the arms share the alarm line: ``prompts`` pools the evidence of every prompt's arm
     of one perturbation (or the original) and model over a set of prompts (the product of

@@ -56,13 +56,14 @@ and of disjoint pairs of ticks, which see a change in shares sooner at small k).
 **New kinds of answer, tick by tick** (``conformal="both"``, the default): a process on
 single ticks of the same construction whose statistic is how rare the tick's outputs are in
 the pool (their mean minus log kernel density among all outputs so far, the reference's
-included) takes the per-output process's place. Its p-value ranks the tick among 1,999
-random subsets of the pool, so it can be far smaller than a single output's rank among a
-short history's ``n`` outputs allows (at least ``1 / n``), and it sees a change present from
-the first tick against the reference. After 20 quiet ticks at k = 5 it finds a new kind of
-answer taking 40% of the answers by the 10th changed tick in 82% of runs where the
-per-output process found 49% (``python -m benchmarks monitor``); after 99 quiet ticks it is
-as fast. ``"both"`` runs the betting process, this one and the tick processes on shares.
+included) runs beside the per-output process. Its p-value ranks the tick among 1,999 random
+subsets of the pool, so it can be far smaller than a single output's rank among a short
+history's ``n`` outputs allows (at least ``1 / n``), and it sees a change present from the
+first tick against the reference; but it is at least ``1 / 2000``, where at k = 10 or 20
+after a long history the per-output process gathers the evidence of many small p-values in
+one tick and alarms at the first changed tick, which the tick process alone cannot. So the
+two share the new-kind weight. ``"both"`` runs the betting process, the per-output process,
+the tick process on novelty and the tick processes on shares.
 
 **Weighted e-Bonferroni.** The ``m`` processes share the alarm by weights ``w_i > 0``,
 ``sum w_i = 1`` (``weights``): ``e_value`` is the largest ``w_i E_i`` (``form="test"``), so
@@ -72,15 +73,19 @@ martingale, in its own filtration, ever reaches ``1 / (w_i alpha)`` with probabi
 process ever alarms with probability at most ``sum w_i alpha = alpha``; at a fixed tick
 ``max w_i E_i <= sum w_i E_i``, a weighted mean of e-values, is an e-value (Vovk & Wang
 2021, Ann. Statist. 49). Equal weights ``1 / m`` are the plain e-Bonferroni (``"outputs"``:
-the larger of two halved). The default of ``"both"`` (``BOTH_WEIGHTS``) gives the process
-on new kinds of answer 0.6, the tick processes on shares, which find a change in the shares
-of familiar answers, 0.3 between them, and the betting process 0.1 (seldom the first to
-alarm without a tolerance, but the only one with a tolerance): once shares change the tick
-processes' evidence grows geometrically, so a smaller weight delays them little, where the
-new-kind process's line sets how soon a new kind of answer alarms. The split was measured
-with the per-output process in the new-kind place (docs/explanation/drift.md): as quick on
-new kinds of answer as the betting and per-output processes at 1/2 each, and nearly as quick
-on changed shares as four processes at 1/4 each. ``python -m benchmarks monitor``
+the larger of two halved). The default of ``"both"`` (``BOTH_WEIGHTS``) gives the processes
+on new kinds of answer 0.3 each (per output, and the tick process on novelty), the tick
+processes on shares, which find a change in the shares of familiar answers, 0.3 between
+them, and the betting process 0.1 (seldom the first to alarm without a tolerance, but the
+only one with a tolerance): once shares change the tick processes' evidence grows
+geometrically, so a smaller weight delays them little, where the new-kind processes' lines
+set how soon a new kind of answer alarms. The 0.6 for new kinds was measured with the
+per-output process alone in that place (docs/explanation/drift.md): as quick on new kinds
+of answer as the betting and per-output processes at 1/2 each, and nearly as quick on
+changed shares as four processes at 1/4 each; split between the two new-kind processes it
+keeps the per-output process's first-tick alarms at k = 10 and 20 after a long history and
+the novelty process's speed after a short one (measured against the novelty process alone
+at 0.6, which was slower there). ``python -m benchmarks monitor``
 (``benchmarks/results/monitor.json``) has the delays of each design against an oracle that
 knows the change tick.
 
@@ -159,14 +164,15 @@ FORMS = ("test", "detect")
 Shiryaev-Roberts e-detector, average run length to a false alarm >= 1 / alpha ticks."""
 CONFORMAL = ("outputs", "ticks", "both")
 """The conformal processes run beside the betting one (``tolerance = 0``): ``outputs`` one
-p-value per output (``_conformal.py``, the design until 2026-12-07), ``ticks`` one per block
-of ticks on the shares of the pool's kinds of answer, a process per block length of
-``blocks`` (``_tick_conformal.py``; alone slow on answers of a new kind), ``both`` (the
-default) a tick process on new kinds of answer and the ``ticks`` ones."""
-BOTH_WEIGHTS = (0.1, 0.6, 0.3)
-"""The default weights of ``conformal="both"`` in the alarm: the betting process, the tick
-process on new kinds of answer, and the tick processes on shares together (equal shares of
-it per block length; module docstring, *Weighted e-Bonferroni*)."""
+p-value per output (``_conformal.py``), ``ticks`` one per block of ticks on the shares of the
+pool's kinds of answer, a process per block length of ``blocks`` (``_tick_conformal.py``;
+alone slow on answers of a new kind), ``both`` (the default) the per-output process, a tick
+process on new kinds of answer (novelty) and the ``ticks`` ones."""
+BOTH_WEIGHTS = (0.1, 0.3, 0.3, 0.3)
+"""The default weights of ``conformal="both"`` in the alarm: the betting process, the two on
+new kinds of answer (per output, and the tick process on novelty), and the tick processes on
+shares together (equal shares of it per block length; module docstring, *Weighted
+e-Bonferroni*)."""
 STAKE_WINDOW = 20
 """Pairs whose payoffs set the next stake (aGRAPA)."""
 STAKE_MIN_PAIRS = 2
@@ -229,9 +235,8 @@ class MonitorState:
     ``_tick_conformal.py``); 0 with a tolerance (they are off)."""
     log_martingales: tuple[float, ...] = ()
     """Natural log of each process's test martingale whatever the form: the betting wealth,
-    then each conformal process's (the one on new kinds of answer: the per-output one with
-    ``conformal="outputs"``, the tick process on novelty with ``"both"``; then the tick
-    processes on shares by block).
+    then each conformal process's (the per-output one, the tick process on novelty, then the
+    tick processes on shares by block: those the design runs).
     The pieces ``pool_evidence`` multiplies across independent arms
     (``_monitor_pool.py``)."""
     weights: tuple[float, ...] = ()
@@ -264,8 +269,8 @@ class DriftMonitor:
     variation distance below which a change is not alarmed. ``form``: ``"test"`` or
     ``"detect"`` (``FORMS``); with ``tolerance = 0`` the conformal process runs too (module
     docstring); ``conformal``: which (``CONFORMAL``). ``weights``: each process's share of the
-    alarm (the betting, the one on new kinds of answer, then the tick processes on shares by
-    block), positive and
+    alarm (the betting, the per-output, the tick process on novelty, then the tick processes
+    on shares by block: those ``conformal`` runs), positive and
     summing to 1; None: ``BOTH_WEIGHTS`` for ``"both"``, equal otherwise; not used with a
     tolerance (the betting process alone). ``reserve`` in (0, 1): share of each
     tick's outputs put aside as fresh baseline for later ticks. ``window``: ticks whose
@@ -317,7 +322,7 @@ class DriftMonitor:
         if self.tolerance > 0.0:
             return []
         processes: list[ConformalMartingale | TickConformalMartingale] = []
-        if self.conformal == "outputs":
+        if self.conformal in ("outputs", "both"):
             processes.append(ConformalMartingale(self._rng.spawn(1)[0]))
         if self.conformal == "both":
             processes.append(TickConformalMartingale(self._rng.spawn(1)[0], 1, "novelty"))
@@ -549,14 +554,19 @@ def _weights_iv(
     weights: Any, conformal: str, blocks: tuple[int, ...], tolerance: float
 ) -> tuple[float, ...]:
     """The processes' weights (``DriftMonitor``): given, or the design's default."""
-    m = 1 + (conformal != "ticks") + (len(blocks) if conformal != "outputs" else 0)
+    m = (
+        1
+        + (conformal != "ticks")
+        + (conformal == "both")
+        + (len(blocks) if conformal != "outputs" else 0)
+    )
     if weights is None:
         if tolerance > 0.0:
             return (1.0,)
         if conformal != "both":
             return (1.0 / m,) * m
-        betting, outputs, ticks = BOTH_WEIGHTS
-        return (betting, outputs, *(ticks / len(blocks),) * len(blocks))
+        betting, outputs, novelty, ticks = BOTH_WEIGHTS
+        return (betting, outputs, novelty, *(ticks / len(blocks),) * len(blocks))
     given = as_weights(
         weights, m, "weights", f"the betting one, then the {conformal!r} conformal ones"
     )

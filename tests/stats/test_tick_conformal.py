@@ -247,17 +247,17 @@ def test_the_blocks_are_validated(blocks):
 
 @pytest.mark.parametrize("form", ["test", "detect"])
 def test_the_alarm_line_is_shared_by_weights(form):
-    """The default: betting 0.1, novelty 0.6, shares on blocks of 1 and 2 0.15 each; each
-    process alarms alone at 1 / (w alpha) (test) or 2 / (w alpha) (detector); equal weights
-    with ``outputs``, and weights may be given."""
+    """The default: betting 0.1, per-output 0.3, novelty 0.3, shares on blocks of 1 and 2
+    0.15 each; each process alarms alone at 1 / (w alpha) (test) or 2 / (w alpha)
+    (detector); equal weights with ``outputs``, and weights may be given."""
     rng = np.random.default_rng(46)
     reference = answers(rng, (10,))
-    betting, outputs, ticks = BOTH_WEIGHTS
+    betting, outputs, novelty, ticks = BOTH_WEIGHTS
     for options, weights in (
-        ({}, (betting, outputs, ticks / 2, ticks / 2)),
+        ({}, (betting, outputs, novelty, ticks / 2, ticks / 2)),
         ({"conformal": "outputs"}, (0.5, 0.5)),
         ({"conformal": "ticks", "blocks": (1, 2, 3)}, (0.25,) * 4),
-        ({"weights": (0.4, 0.3, 0.2, 0.1)}, (0.4, 0.3, 0.2, 0.1)),
+        ({"weights": (0.4, 0.3, 0.1, 0.1, 0.1)}, (0.4, 0.3, 0.1, 0.1, 0.1)),
     ):
         monitor = DriftMonitor(0.05, form=form, rng=rng, **options)
         logs, evidence = [], []
@@ -280,9 +280,10 @@ def test_the_alarm_line_is_shared_by_weights(form):
     ("options", "weights"),
     [
         ({}, (0.5, 0.5)),
-        ({}, (0.1, 0.2, 0.3, 0.5)),
-        ({}, (0.0, 0.5, 0.25, 0.25)),
-        ({}, (math.nan, 0.5, 0.25, 0.25)),
+        ({}, (0.1, 0.6, 0.15, 0.15)),
+        ({}, (0.1, 0.2, 0.3, 0.2, 0.5)),
+        ({}, (0.0, 0.25, 0.25, 0.25, 0.25)),
+        ({}, (math.nan, 0.25, 0.25, 0.25, 0.25)),
         ({}, "abcd"),
         ({}, 3),
         ({"conformal": "outputs"}, (0.1, 0.6, 0.15, 0.15)),
