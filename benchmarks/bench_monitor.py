@@ -48,13 +48,13 @@ finds it about 0.6 of the time, the small one 0.25, the large one 0.93 (measured
    so after a short history the changed outputs soon make up much of what a tick is
    compared with, and each changed tick's evidence fades.
 7. Designs (``DESIGNS``): every delay and oracle row for the default monitor (``"both"``:
-   betting, the tick process on new kinds of answer and the tick processes on shares on
-   blocks of 1 and of 2 ticks, weighted e-Bonferroni 0.1 / 0.6 / 0.15 / 0.15), the
-   two-process design (``conformal="outputs"``: betting and the per-output process, 1/2
-   each; the new-kind process of the default until 2026-12-07), and the four processes at
-   equal weights, on blocks of 1 and 2 or of 2 and 3 ticks. The null year and the tolerance
-   rows are the default design's; the cost table has every design's calls per detection of
-   the moderate change and of the re-weighting.
+   the betting and per-output processes, the tick process on novelty and the tick processes
+   on shares on blocks of 1 and of 2 ticks, weighted e-Bonferroni 0.1 / 0.3 / 0.3 / 0.15 /
+   0.15; until 2026-12-07 without the novelty process, the per-output one at 0.6), the
+   two-process design (``conformal="outputs"``: betting and per-output, 1/2 each), and the
+   five processes at equal weights, on blocks of 1 and 2 or of 2 and 3 ticks. The null year
+   and the tolerance rows are the default design's; the cost table has every design's calls
+   per detection of the moderate change and of the re-weighting.
 8. The price of validity at every tick, in the oracle's own terms (no simulation): a
    sequential test that knows both the change tick and the changed distribution, a
    likelihood ratio of a Gaussian mean shift alarming when it reaches the alarm line of the
@@ -148,12 +148,12 @@ def _one_blas_thread() -> None:
 DESIGNS: dict[str, dict[str, Any]] = {
     "both (default)": {"conformal": "both", "blocks": (1, 2)},
     "outputs": {"conformal": "outputs"},
-    "both, equal weights": {"conformal": "both", "blocks": (1, 2), "weights": (0.25,) * 4},
-    "both, blocks 2+3": {"conformal": "both", "blocks": (2, 3), "weights": (0.25,) * 4},
+    "both, equal weights": {"conformal": "both", "blocks": (1, 2), "weights": (0.2,) * 5},
+    "both, blocks 2+3": {"conformal": "both", "blocks": (2, 3), "weights": (0.2,) * 5},
 }
-"""The monitor's designs compared (``DriftMonitor`` options): the default (betting, the tick
-process on new kinds of answer and the tick processes on shares on blocks of one and of two
-ticks, weighted), the betting and per-output processes alone, and the four processes at
+"""The monitor's designs compared (``DriftMonitor`` options): the default (betting,
+per-output, the tick process on novelty and the tick processes on shares on blocks of one and
+of two ticks, weighted), the betting and per-output processes alone, and the five processes at
 equal weights, on blocks of one and two ticks or of two and three (issue 51)."""
 
 
