@@ -6,8 +6,8 @@ predates it and has four) and the tick processes on shares, on blocks of 1 and o
 Each is a test martingale whatever the others do, and none depends on the weights, so one
 run gives every weighting: each run records every process's log test martingale per tick
 (``MonitorState.log_martingales``) and the product's ``pool_evidence`` applies each row's
-weights to the same record (test form at alpha 0.05; detector form, Shiryaev-Roberts, at 1 /
-3650), a process with weight 0 left out. The designs are thus compared on the same runs.
+weights to the same record (test form at alpha 0.05; detector form, Shiryaev-Roberts, at
+1 / 3650), a process with weight 0 left out. The designs are thus compared on the same runs.
 
 Generators and protocol as ``python -m benchmarks monitor`` (``bench_monitor.py``): answer
 types as directions in dimension 384, the baseline's shares 0.4 / 0.3 / 0.2 / 0.1, the change
@@ -16,9 +16,8 @@ at tick 100 of 140. **Re-weighting**: half of the answers move onto the rarest f
 and, in brackets, the median ticks after it. **Moderate / small**: a share 0.4 / 0.25 of the
 answers become a new kind; their cells give the median ticks after the change and, in
 brackets, the mean difference from the two-process design ``outputs`` over the runs both
-found after the change (negative: sooner). **Before** counts alarms before the
-change (every run's first 99 ticks, all cells): false alarms, each at most alpha per run by
-design.
+found after the change (negative: sooner). **Before** counts alarms before the change (every
+run's first 99 ticks, all cells): false alarms, each at most alpha per run by design.
 
 The product's default (``BOTH_WEIGHTS``) is marked. Issue 51's goal: re-weighting found
 within 10 ticks in at least 80% of runs at k = 5 in both forms, new kinds of answer as fast
@@ -155,11 +154,10 @@ def main(quick: bool = False) -> None:
                 ]
             )
     result_file.table(
-        "weights of (betting, per-output, novelty, shares block 1, shares block 2): re-weighting, "
-        "share "
-        "of runs alarmed within 10 ticks of the change (median ticks); new kinds of answer, "
-        "median ticks after the change (mean difference from outputs); before: runs that "
-        "alarmed before the change",
+        "weights of (betting, per-output, novelty, shares block 1, shares block 2): "
+        "re-weighting, share of runs alarmed within 10 ticks of the change (median ticks); "
+        "new kinds of answer, median ticks after the change (mean difference from outputs); "
+        "before: runs that alarmed before the change",
         header,
         rows,
     )

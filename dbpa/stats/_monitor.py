@@ -35,14 +35,13 @@ baseline. A change already present at the first tick is bet against the referenc
 only (a few ticks of pairs); after them, ticks are bet against changed outputs.
 
 **A second process that spends nothing** (``conformal="outputs"``; ``_conformal.py``): a
-conformal test martingale
-on the tick outputs, whose p-value for each output ranks its kernel density among all
-outputs so far, so that every quiet tick stays baseline for every later one; with no change
-the p-values are independent U(0, 1) and a jumper's capital on them is a test
-martingale. It cannot see a change present from the first tick (the reference only sets its
-bandwidth) and has no tolerance. With ``tolerance = 0`` the monitor runs the betting and
-the conformal processes and combines them by weighted e-Bonferroni (below); with a tolerance
-the conformal processes are off and ``e_value`` is the betting wealth.
+conformal test martingale on the tick outputs, whose p-value for each output ranks its
+kernel density among all outputs so far, so that every quiet tick stays baseline for every
+later one; with no change the p-values are independent U(0, 1) and a jumper's capital on
+them is a test martingale. It cannot see a change present from the first tick (the reference
+only sets its bandwidth) and has no tolerance. With ``tolerance = 0`` the monitor runs the
+betting and the conformal processes and combines them by weighted e-Bonferroni (below); with
+a tolerance the conformal processes are off and ``e_value`` is the betting wealth.
 
 **A conformal process on whole ticks** (``conformal="ticks"`` or ``"both"``;
 ``_tick_conformal.py``): one permutation p-value per tick, of the tick's outputs against
@@ -321,14 +320,12 @@ class DriftMonitor:
         the parent's stream, and so the betting process, as it was)."""
         if self.tolerance > 0.0:
             return []
-        processes: list[ConformalMartingale | TickConformalMartingale] = []
-        if self.conformal in ("outputs", "both"):
-            processes.append(ConformalMartingale(self._rng.spawn(1)[0]))
-        if self.conformal == "both":
-            processes.append(TickConformalMartingale(self._rng.spawn(1)[0], 1, "novelty"))
-        if self.conformal in ("ticks", "both"):
-            processes.extend(TickConformalMartingale(self._rng.spawn(1)[0], b) for b in self.blocks)
-        return processes
+        return [
+            ConformalMartingale(self._rng.spawn(1)[0])
+            if statistic == "outputs"
+            else TickConformalMartingale(self._rng.spawn(1)[0], block, statistic)
+            for statistic, block in _conformal_processes(self.conformal, self.blocks)
+        ]
 
     def update(self, reference: ArrayLike, tick: ArrayLike) -> MonitorState:
         """Bet on one tick: ``reference`` (k_r, d) outputs of the baseline (the same array
@@ -550,16 +547,20 @@ def _blocks_iv(blocks: Any) -> tuple[int, ...]:
     return lengths
 
 
+def _conformal_processes(conformal: str, blocks: tuple[int, ...]) -> tuple[tuple[str, int], ...]:
+    """The conformal processes of ``conformal``, in ``log_martingales``' order: ``("outputs",
+    0)`` for the per-output one, ``(statistic, block)`` for a tick process."""
+    outputs = (("outputs", 0),) if conformal in ("outputs", "both") else ()
+    novelty = (("novelty", 1),) if conformal == "both" else ()
+    shares = tuple(("shares", b) for b in blocks) if conformal in ("ticks", "both") else ()
+    return outputs + novelty + shares
+
+
 def _weights_iv(
     weights: Any, conformal: str, blocks: tuple[int, ...], tolerance: float
 ) -> tuple[float, ...]:
     """The processes' weights (``DriftMonitor``): given, or the design's default."""
-    m = (
-        1
-        + (conformal != "ticks")
-        + (conformal == "both")
-        + (len(blocks) if conformal != "outputs" else 0)
-    )
+    m = 1 + len(_conformal_processes(conformal, blocks))
     if weights is None:
         if tolerance > 0.0:
             return (1.0,)

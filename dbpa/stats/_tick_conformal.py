@@ -295,7 +295,7 @@ class _Densities:
             )
         n = len(bag)
         unit = 10.0**TIE_DIGITS / n  # densities lie in [1, n]
-        rounded: Vector = np.maximum(np.round(self._sums * unit), 1.0) / unit
+        rounded: Vector = np.round(self._sums * unit) / unit
         return rounded
 
     def _kernel(self, a: Matrix, b: Matrix) -> Matrix:
