@@ -20,7 +20,9 @@ alpha 0.05, B = 1999), and sequential audits up to the same k (``dbpa.stats.sequ
 / ``set_sequential_family``, the outputs they actually use): **before**, ``SequentialSpec()``'s
 defaults (first look 8, 4 looks, final weight 0.7, futility 0.2); **after**, the designs each
 study's ``after`` names, chosen by measurement on other orders of the outputs than the check's
-(benchmarks/README.md, ``cost``). Each at list price and in provider batches; a design's cost
+(benchmarks/README.md, ``cost``), each with the example's omega unless it names another (the
+persona study's jsd is pinned to reproduce the paper; ``after, default omega`` runs the product's
+default omega). Each at list price and in provider batches; a design's cost
 is its outputs times the mean cost of an output over the family's arms.
 
 **Same decisions**: per perturbation, changed or not after the family's correction, all
@@ -91,8 +93,18 @@ class Outputs:
 
 Test = Callable[[Arms, Arms, np.random.Generator], float]
 """The fixed audit's p-value of one perturbed arm against the original, first k outputs."""
-Sequential = Callable[[Arms, SequentialDesign, int], SequentialFamily]
-"""The sequential family of every perturbed arm (``arms[1:]``) against ``arms[0]``."""
+Sequential = Callable[[Arms, SequentialDesign, str, int], SequentialFamily]
+"""The sequential family of every perturbed arm (``arms[1:]``) against ``arms[0]``, with
+the omega named and the path seed."""
+
+
+@dataclass(frozen=True)
+class Design:
+    """A sequential design measured: its name, spec and omega (None: the study's own)."""
+
+    name: str
+    spec: SequentialSpec
+    omega: str | None = None
 
 
 @dataclass(frozen=True)
@@ -105,7 +117,9 @@ class Study:
     sequential: Sequential
     k: int
     """The fixed audit's outputs per arm (and prompt)."""
-    after: tuple[tuple[str, SequentialSpec], ...]
+    omega: str
+    """The example's omega: the fixed audit's, and each design's unless it names another."""
+    after: tuple[Design, ...]
     """The sequential designs measured beside ``BEFORE``, by name, each up to k."""
 
 
@@ -151,9 +165,11 @@ def _persona_test(original: Arms, arm: Arms, rng: np.random.Generator) -> float:
     return permutation_test(original, arm, omega="jsd", n_permutations=B, rng=rng).p_value
 
 
-def _persona_sequential(arms: Arms, design: SequentialDesign, seed: int) -> SequentialFamily:
+def _persona_sequential(
+    arms: Arms, design: SequentialDesign, omega: str, seed: int
+) -> SequentialFamily:
     return sequential_family(
-        arms[0], list(arms[1:]), design, alpha=ALPHA, method="holm", omega="jsd", rng=seed
+        arms[0], list(arms[1:]), design, alpha=ALPHA, method="holm", omega=omega, rng=seed
     )
 
 
@@ -168,14 +184,16 @@ def _set_test(original: Arms, arm: Arms, rng: np.random.Generator) -> float:
     ).p_value
 
 
-def _set_sequential(arms: Arms, design: SequentialDesign, seed: int) -> SequentialFamily:
+def _set_sequential(
+    arms: Arms, design: SequentialDesign, omega: str, seed: int
+) -> SequentialFamily:
     return set_sequential_family(
         list(arms[0]),
         [list(a) for a in arms[1:]],
         design,
         alpha=ALPHA,
         method="holm",
-        omega="auto",
+        omega=omega,
         combination=SET_COMBINATION,
         rng=seed,
     )
@@ -188,7 +206,13 @@ STUDIES = (
         _persona_test,
         _persona_sequential,
         k=20,
-        after=(("after", SequentialSpec(final_weight=0.5, futility=False)),),
+        omega="jsd",
+        after=(
+            Design("after", SequentialSpec(final_weight=0.5, futility=False)),
+            Design(
+                "after, default omega", SequentialSpec(final_weight=0.2, futility=False), "auto"
+            ),
+        ),
     ),
     Study(
         "prompt set (examples/prompt_set.yaml: 3 perturbations x 20 questions, k=8, auto)",
@@ -196,9 +220,13 @@ STUDIES = (
         _set_test,
         _set_sequential,
         k=8,
+        omega="auto",
         after=(
-            ("after", SequentialSpec(first=4, looks=3, futility=0.5)),
-            ("after, no futility", SequentialSpec(first=4, looks=3, futility=False)),
+            Design("after", SequentialSpec(first=4, looks=3, futility=0.5)),
+            Design("after, no futility", SequentialSpec(first=4, looks=3, futility=False)),
+            Design(
+                "after, looks 5-8", SequentialSpec(first=5, looks=4, final_weight=0.5, futility=0.3)
+            ),
         ),
     ),
 )
@@ -235,12 +263,12 @@ def _case(
     test: Test,
     sequential: Sequential,
     k: int,
-    designs: dict[str, SequentialDesign],
+    designs: dict[str, tuple[SequentialDesign, str]],
     seeds: range,
     fixed_seed: int,
 ) -> Case:
     """The fixed audit of ``arms`` at ``k`` (twice, two permutation seeds) and each design's
-    sequential runs, one per seed of ``seeds``."""
+    sequential runs (design and omega by name), one per seed of ``seeds``."""
     units = int(np.prod(arms.shape[1:-2], dtype=int))  # prompts per arm (1 for one prompt)
 
     def fixed(seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -250,9 +278,9 @@ def _case(
 
     p, reject = fixed(fixed_seed)
     runs = {}
-    for name, design in designs.items():
+    for name, (design, omega) in designs.items():
         used = _first(arms, design.k_max)
-        found = [sequential(used, design, s) for s in seeds]
+        found = [sequential(used, design, omega, s) for s in seeds]
         runs[name] = [
             Run(
                 float(r.calls * units),
@@ -306,8 +334,8 @@ def _measure(
     """One study's cost rows, per-perturbation stop rows and findings."""
     li, lo, bi, bo = prices
     outputs = study.load()
-    designs = {"before": BEFORE.design(study.k)}
-    designs |= {name: spec.design(study.k) for name, spec in study.after}
+    designs = {"before": (BEFORE.design(study.k), study.omega)}
+    designs |= {d.name: (d.spec.design(study.k), d.omega or study.omega) for d in study.after}
     bench = _case(outputs.arms, study.test, study.sequential, study.k, designs, seeds, SEED)
     checks = [
         _case(
@@ -334,14 +362,14 @@ def _measure(
             None,
         )
     ]
-    for name, design in designs.items():
+    for name, (design, omega) in designs.items():
         used = float(np.mean([r.outputs for r in bench.runs[name]]))
         same, total = _agree([bench], name)
         same_c, total_c = _agree(checks, name)
         looks = ", ".join(str(k) for k in design.looks)
         label = (
-            f"sequential {name} (looks {looks}; last look {design.weights[-1]:.1f} of alpha; "
-            f"futility {design.futility or 'none'})"
+            f"sequential {name} (omega {omega}; looks {looks}; last look "
+            f"{design.weights[-1]:.1f} of alpha; futility {design.futility or 'none'})"
         )
         entries.append((label, used, f"{same}/{total} seeds; check {same_c}/{total_c}", name))
     rows: list[list[str]] = []

@@ -269,14 +269,21 @@ def test_error_rate_of_families_with_two_changes(method):
     assert_rates(outcomes, Rate(ALPHA, f"{method}: 2 of 4 shifted"))
 
 
-def test_error_rate_of_families_without_futility_and_half_the_level_at_the_end():
-    """The design ``python -m benchmarks cost`` measures for the persona study (no futility
-    stops, half the level kept for the last look, the interim looks sharing the rest):
-    Holm families of 4 with 2 shifted, FWER at most alpha, checked sequentially. Without
-    futility the boundary spends the level exactly (the worst case for the error rate)."""
-    design = sequential_design(20, final_weight=0.5, futility=None)
-    errors = sequential_family_errors(31, "holm", effects=2, design=design)
-    assert_rates((any_false for any_false, _ in errors), Rate(ALPHA, "holm: no futility, 0.5"))
+@pytest.mark.parametrize(
+    ("final_weight", "omega", "seed"),
+    [(0.5, "energy_cosine", 31), (0.2, "auto", 33)],
+    ids=["last-0.5", "last-0.2-auto"],
+)
+def test_error_rate_of_families_without_futility(final_weight, omega, seed):
+    """The designs ``python -m benchmarks cost`` measures for the persona study (no futility
+    stops, ``final_weight`` of the level kept for the last look, the interim looks sharing the
+    rest; the second under the product's default omega): Holm families of 4 with 2 shifted,
+    FWER at most alpha, checked sequentially. Without futility the boundary spends the level
+    exactly (the worst case for the error rate)."""
+    design = sequential_design(20, final_weight=final_weight, futility=None)
+    errors = sequential_family_errors(seed, "holm", effects=2, omega=omega, design=design)
+    outcomes = (any_false for any_false, _ in errors)
+    assert_rates(outcomes, Rate(ALPHA, f"holm: no futility, last {final_weight}, {omega}"))
 
 
 def test_an_exhaustive_first_block_runs_through_every_split_equally_often():

@@ -170,16 +170,22 @@ def test_type_one_error_of_sequential_pooled_tests(n_prompts, futility, seed):
     assert_rates(tests, Rate(ALPHA, f"{n_prompts} prompts, futility {futility}"))
 
 
-def test_type_one_error_of_the_prompt_set_cost_designs():
+@pytest.mark.parametrize(
+    ("first", "n_looks", "final_weight", "looks", "seed"),
+    [(4, 3, 0.7, (4, 6, 8), 43), (5, 4, 0.5, (5, 6, 7, 8), 47)],
+    ids=["looks-4-6-8", "looks-5-to-8"],
+)
+def test_type_one_error_of_the_prompt_set_cost_designs(first, n_looks, final_weight, looks, seed):
     """The designs ``python -m benchmarks cost`` measures for ``examples/prompt_set.yaml``
-    (k = 8, looks at 4, 6 and 8 outputs per arm and prompt), without futility stops (the
-    boundary is the same with them, futility being non-binding; without them it spends
-    alpha exactly, the worst case): null pooled tests over 5 prompts at threshold alpha,
-    R + 1 = 400 random paths, checked sequentially."""
-    design = sequential_design(8, first=4, n_looks=3, futility=None)
-    assert design.looks == (4, 6, 8)
-    tests = set_sequential_rejections(5, 43, design)
-    assert_rates(tests, Rate(ALPHA, "5 prompts, looks 4, 6, 8"))
+    (k = 8), without futility stops (the boundary is the same with them, futility being
+    non-binding; without them it spends alpha exactly, the worst case): null pooled tests
+    over 5 prompts at threshold alpha, R + 1 = 400 random paths, checked sequentially."""
+    design = sequential_design(
+        8, first=first, n_looks=n_looks, final_weight=final_weight, futility=None
+    )
+    assert design.looks == looks
+    tests = set_sequential_rejections(5, seed, design)
+    assert_rates(tests, Rate(ALPHA, f"5 prompts, looks {looks}"))
 
 
 def test_a_real_change_stops_early():
