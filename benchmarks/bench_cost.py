@@ -34,6 +34,12 @@ only by its permutation seed, as every arm has k outputs recorded). Beside them,
 against itself with other permutation seeds: how often a decision flips on the test's own
 randomness, the floor under any agreement. The goal of issue 53: the sequential batch audit
 at or below 0.35x the fixed audit at list price, with the same decisions.
+
+**Where a look can stop a test**: each perturbation's p-value at each of the study's
+``looks`` (outputs per arm and prompt, recorded order), at each omega its designs run. A look
+stops a test only where its p-value is below the look's share of Holm's lone threshold
+alpha/m (the paths' boundary is a rank among them), so these bound what any design can save
+(benchmarks/README.md, ``cost``).
 """
 
 from __future__ import annotations
@@ -72,6 +78,8 @@ B = 1999
 SEED = 20261206
 PERSONA_MAX_TOKENS = 80
 GOAL = 0.35
+LOOK_SEEDS = 3
+"""Permutation seeds of each p-value in ``_p_by_k`` (their median is shown)."""
 BEFORE = SequentialSpec(first=8, looks=4, final_weight=0.7, futility=0.2)
 """``SequentialSpec()``'s defaults, spelled out: the design the issue measured first."""
 
@@ -91,8 +99,9 @@ class Outputs:
     tokens_from: str
 
 
-Test = Callable[[Arms, Arms, np.random.Generator], float]
-"""The fixed audit's p-value of one perturbed arm against the original, first k outputs."""
+Test = Callable[[Arms, Arms, str, np.random.Generator], float]
+"""The fixed audit's p-value of one perturbed arm against the original (their outputs so far)
+at the omega named."""
 Sequential = Callable[[Arms, SequentialDesign, str, int], SequentialFamily]
 """The sequential family of every perturbed arm (``arms[1:]``) against ``arms[0]``, with
 the omega named and the path seed."""
@@ -121,6 +130,8 @@ class Study:
     """The example's omega: the fixed audit's, and each design's unless it names another."""
     after: tuple[Design, ...]
     """The sequential designs measured beside ``BEFORE``, by name, each up to k."""
+    looks: tuple[int, ...]
+    """Outputs per arm (and prompt) at which ``_p_by_k`` gives each perturbation's p-value."""
 
 
 def _persona_outputs() -> Outputs:
@@ -161,8 +172,8 @@ def _set_outputs() -> Outputs:
     )
 
 
-def _persona_test(original: Arms, arm: Arms, rng: np.random.Generator) -> float:
-    return permutation_test(original, arm, omega="jsd", n_permutations=B, rng=rng).p_value
+def _persona_test(original: Arms, arm: Arms, omega: str, rng: np.random.Generator) -> float:
+    return permutation_test(original, arm, omega=omega, n_permutations=B, rng=rng).p_value
 
 
 def _persona_sequential(
@@ -173,11 +184,11 @@ def _persona_sequential(
     )
 
 
-def _set_test(original: Arms, arm: Arms, rng: np.random.Generator) -> float:
+def _set_test(original: Arms, arm: Arms, omega: str, rng: np.random.Generator) -> float:
     return prompt_set_test(
         list(original),
         list(arm),
-        omega="auto",
+        omega=omega,
         combination=SET_COMBINATION,
         n_permutations=B,
         rng=rng,
@@ -213,6 +224,7 @@ STUDIES = (
                 "after, default omega", SequentialSpec(final_weight=0.2, futility=False), "auto"
             ),
         ),
+        looks=(8, 12, 16, 20),
     ),
     Study(
         "prompt set (examples/prompt_set.yaml: 3 perturbations x 20 questions, k=8, auto)",
@@ -228,6 +240,7 @@ STUDIES = (
                 "after, looks 5-8", SequentialSpec(first=5, looks=4, final_weight=0.5, futility=0.3)
             ),
         ),
+        looks=(2, 3, 4, 5, 6, 7, 8),
     ),
 )
 
@@ -261,6 +274,7 @@ def _first(arms: Arms, k: int) -> Arms:
 def _case(
     arms: Arms,
     test: Test,
+    omega: str,
     sequential: Sequential,
     k: int,
     designs: dict[str, tuple[SequentialDesign, str]],
@@ -273,7 +287,7 @@ def _case(
 
     def fixed(seed: int) -> tuple[np.ndarray, np.ndarray]:
         rng = np.random.default_rng(seed)
-        p = np.array([test(_first(arms[0], k), _first(b, k), rng) for b in arms[1:]])
+        p = np.array([test(_first(arms[0], k), _first(b, k), omega, rng) for b in arms[1:]])
         return p, correct(p, method="holm", alpha=ALPHA).reject
 
     p, reject = fixed(fixed_seed)
@@ -290,6 +304,28 @@ def _case(
             for r in found
         ]
     return Case(arms.shape[0] * units * k, p, reject, fixed(fixed_seed + 1)[1], runs)
+
+
+def _p_by_k(study: Study, outputs: Outputs) -> list[list[str]]:
+    """Per omega the study's designs run and per perturbation: its p-value against the
+    original at each of ``study.looks`` outputs per arm (and prompt), on the recorded order
+    (the median over ``LOOK_SEEDS`` permutation seeds): where a look can stop it."""
+    omegas = sorted({study.omega, *(d.omega for d in study.after if d.omega)})
+    rows = []
+    for omega in omegas:
+        for name, arm in zip(outputs.names, outputs.arms[1:], strict=True):
+            cells = []
+            for k in study.looks:
+                p = [
+                    study.test(
+                        _first(outputs.arms[0], k), _first(arm, k), omega,
+                        np.random.default_rng([SEED, k, seed]),
+                    )
+                    for seed in range(LOOK_SEEDS)
+                ]  # fmt: skip
+                cells.append(f"{k}: {float(np.median(p)):.4f}")
+            rows.append([study.name, omega, name, ", ".join(cells)])
+    return rows
 
 
 def _shuffled(arms: Arms, order: int) -> Arms:
@@ -330,17 +366,21 @@ def _stops(counts: Counter[str]) -> str:
 
 def _measure(
     study: Study, seeds: range, orders: range, prices: tuple[float, ...]
-) -> tuple[list[list[str]], list[list[str]], list[str]]:
-    """One study's cost rows, per-perturbation stop rows and findings."""
+) -> tuple[list[list[str]], list[list[str]], list[list[str]], list[str]]:
+    """One study's cost rows, per-perturbation stop rows, p-values by outputs per arm
+    (``_p_by_k``) and findings."""
     li, lo, bi, bo = prices
     outputs = study.load()
     designs = {"before": (BEFORE.design(study.k), study.omega)}
     designs |= {d.name: (d.spec.design(study.k), d.omega or study.omega) for d in study.after}
-    bench = _case(outputs.arms, study.test, study.sequential, study.k, designs, seeds, SEED)
+    bench = _case(
+        outputs.arms, study.test, study.omega, study.sequential, study.k, designs, seeds, SEED
+    )
     checks = [
         _case(
             _shuffled(outputs.arms, o),
             study.test,
+            study.omega,
             study.sequential,
             study.k,
             designs,
@@ -410,7 +450,7 @@ def _measure(
                     _stops(stops),
                 ]
             )
-    return rows, stop_rows, findings
+    return rows, stop_rows, _p_by_k(study, outputs), findings
 
 
 def main(quick: bool = False) -> None:
@@ -426,12 +466,13 @@ def main(quick: bool = False) -> None:
         f"{seeds.start}-{seeds.stop - 1}; check: {len(orders)} other orders of the outputs "
         f"(seeded {orders.start}-{orders.stop - 1}), paths seeded by the order"
     )
-    rows, stop_rows, findings = [], [], []
+    rows, stop_rows, look_rows, findings = [], [], [], []
     for study in STUDIES:
         measured = _measure(study, seeds, orders, prices)
         rows += measured[0]
         stop_rows += measured[1]
-        findings += measured[2]
+        look_rows += measured[2]
+        findings += measured[3]
     result.table(
         "cost of one audit (outputs: the mean over the benchmark's seeds; same decisions: "
         "runs equal to the fixed audit's, on the benchmark's seeds and on the check)",
@@ -444,6 +485,13 @@ def main(quick: bool = False) -> None:
         "(every run: benchmark seeds and check)",
         ["audit", "perturbation", "fixed p", "fixed changed", "design", "stops"],
         stop_rows,
+    )
+    result.table(
+        f"per perturbation and omega: its p-value at each look's outputs per arm (and "
+        f"question), recorded order, median of {LOOK_SEEDS} permutation seeds: a look stops "
+        f"a test only below its share of Holm's alpha/m",
+        ["audit", "omega", "perturbation", "outputs per arm: p-value"],
+        look_rows,
     )
     for line in findings:
         result.note(line)
