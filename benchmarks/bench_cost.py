@@ -311,18 +311,14 @@ def _p_by_k(study: Study, outputs: Outputs) -> list[list[str]]:
     original at each of ``study.looks`` outputs per arm (and prompt), on the recorded order
     (the median over ``LOOK_SEEDS`` permutation seeds): where a look can stop it."""
     omegas = sorted({study.omega, *(d.omega for d in study.after if d.omega)})
+    original = outputs.arms[0]
     rows = []
     for omega in omegas:
         for name, arm in zip(outputs.names, outputs.arms[1:], strict=True):
             cells = []
             for k in study.looks:
-                p = [
-                    study.test(
-                        _first(outputs.arms[0], k), _first(arm, k), omega,
-                        np.random.default_rng([SEED, k, seed]),
-                    )
-                    for seed in range(LOOK_SEEDS)
-                ]  # fmt: skip
+                rngs = (np.random.default_rng([SEED, k, seed]) for seed in range(LOOK_SEEDS))
+                p = [study.test(_first(original, k), _first(arm, k), omega, r) for r in rngs]
                 cells.append(f"{k}: {float(np.median(p)):.4f}")
             rows.append([study.name, omega, name, ", ".join(cells)])
     return rows
