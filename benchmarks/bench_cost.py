@@ -273,28 +273,28 @@ def _first(arms: Arms, k: int) -> Arms:
 
 def _case(
     arms: Arms,
-    test: Test,
-    omega: str,
-    sequential: Sequential,
-    k: int,
+    study: Study,
     designs: dict[str, tuple[SequentialDesign, str]],
     seeds: range,
     fixed_seed: int,
 ) -> Case:
-    """The fixed audit of ``arms`` at ``k`` (twice, two permutation seeds) and each design's
+    """The study's fixed audit of ``arms`` (twice, two permutation seeds) and each design's
     sequential runs (design and omega by name), one per seed of ``seeds``."""
     units = int(np.prod(arms.shape[1:-2], dtype=int))  # prompts per arm (1 for one prompt)
+    k = study.k
 
     def fixed(seed: int) -> tuple[np.ndarray, np.ndarray]:
         rng = np.random.default_rng(seed)
-        p = np.array([test(_first(arms[0], k), _first(b, k), omega, rng) for b in arms[1:]])
+        p = np.array(
+            [study.test(_first(arms[0], k), _first(b, k), study.omega, rng) for b in arms[1:]]
+        )
         return p, correct(p, method="holm", alpha=ALPHA).reject
 
     p, reject = fixed(fixed_seed)
     runs = {}
     for name, (design, omega) in designs.items():
         used = _first(arms, design.k_max)
-        found = [sequential(used, design, omega, s) for s in seeds]
+        found = [study.sequential(used, design, omega, s) for s in seeds]
         runs[name] = [
             Run(
                 float(r.calls * units),
@@ -306,11 +306,10 @@ def _case(
     return Case(arms.shape[0] * units * k, p, reject, fixed(fixed_seed + 1)[1], runs)
 
 
-def _p_by_k(study: Study, outputs: Outputs) -> list[list[str]]:
-    """Per omega the study's designs run and per perturbation: its p-value against the
-    original at each of ``study.looks`` outputs per arm (and prompt), on the recorded order
-    (the median over ``LOOK_SEEDS`` permutation seeds): where a look can stop it."""
-    omegas = sorted({study.omega, *(d.omega for d in study.after if d.omega)})
+def _p_by_k(study: Study, outputs: Outputs, omegas: list[str]) -> list[list[str]]:
+    """Per omega of ``omegas`` and per perturbation: its p-value against the original at
+    each of ``study.looks`` outputs per arm (and prompt), on the recorded order (the median
+    over ``LOOK_SEEDS`` permutation seeds): where a look can stop it."""
     original = outputs.arms[0]
     rows = []
     for omega in omegas:
@@ -369,20 +368,9 @@ def _measure(
     outputs = study.load()
     designs = {"before": (BEFORE.design(study.k), study.omega)}
     designs |= {d.name: (d.spec.design(study.k), d.omega or study.omega) for d in study.after}
-    bench = _case(
-        outputs.arms, study.test, study.omega, study.sequential, study.k, designs, seeds, SEED
-    )
+    bench = _case(outputs.arms, study, designs, seeds, SEED)
     checks = [
-        _case(
-            _shuffled(outputs.arms, o),
-            study.test,
-            study.omega,
-            study.sequential,
-            study.k,
-            designs,
-            range(o, o + 1),
-            SEED + 2 * o,
-        )
+        _case(_shuffled(outputs.arms, o), study, designs, range(o, o + 1), SEED + 2 * o)
         for o in orders
     ]
     per_list = outputs.prompt_tokens * li + outputs.completion_tokens * lo
@@ -446,7 +434,8 @@ def _measure(
                     _stops(stops),
                 ]
             )
-    return rows, stop_rows, _p_by_k(study, outputs), findings
+    omegas = sorted({omega for _, omega in designs.values()})
+    return rows, stop_rows, _p_by_k(study, outputs, omegas), findings
 
 
 def main(quick: bool = False) -> None:
