@@ -9,6 +9,8 @@ is refused.
 
 from __future__ import annotations
 
+import math
+
 from dbpa.config import AuditConfig, ConfigError
 from dbpa.llm import (
     BatchUnsupportedError,
@@ -114,8 +116,8 @@ def check_lowest(config: AuditConfig, plan: AuditPlan) -> float:
     for label, (key, cap) in model_cap_keys(config).items():
         if lowest.get(label, 0.0) > cap:
             raise ConfigError(
-                f"{key}: {what} on model {label!r} is ${lowest[label]:.4f}, above its cap "
-                f"${cap:g}; nothing was sent (raise the cap or lower k)"
+                f"{key}: {what} on model {label!r} is {usd_above(lowest[label], cap)}, above "
+                f"its cap ${cap:g}; nothing was sent (raise the cap or lower k)"
             )
     return sum(lowest.values())
 
@@ -148,9 +150,19 @@ def check_estimate(config: AuditConfig, estimate: float, what: str) -> None:
     cap = config.max_cost_usd
     if cap is not None and estimate > cap:
         raise ConfigError(
-            f"max_cost_usd: {what} is ${estimate:.4f}, above the cap ${cap:g}; nothing was "
-            "sent (raise the cap or lower k)"
+            f"max_cost_usd: {what} is {usd_above(estimate, cap)}, above the cap ${cap:g}; "
+            "nothing was sent (raise the cap or lower k)"
         )
+
+
+def usd_above(amount: float, cap: float) -> str:
+    """``amount`` (above ``cap``) in dollars, to 4 significant digits and at least cents, or
+    to as many more decimals as it takes to read above ``cap`` (``$0.0001037``, not
+    ``$0.0001``, beside a cap of ``$0.0001``)."""
+    decimals = max(2, 3 - math.floor(math.log10(amount))) if amount > 0 else 2
+    while float(f"{amount:.{decimals}f}") <= cap and decimals < 17:
+        decimals += 1
+    return f"${amount:,.{decimals}f}"
 
 
 def _models(plan: AuditPlan) -> list[ModelSpec]:

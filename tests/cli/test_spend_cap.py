@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from dbpa.spend import usd_above
 from storage import Store
 from tests.cli.conftest import invoke, text
 from tests.pipeline.conftest import make_config
@@ -55,9 +56,24 @@ def test_a_cap_below_the_prompts_cost_is_refused(tmp_path, provider, write_confi
     assert result.exit_code == 2, result.output
     assert "max_cost_usd" in text(result)
     assert "above the cap $0.0001" in text(result)
+    shown = text(result).split(" is $")[1].split(",")[0]
+    assert float(shown) > 0.0001  # the estimate reads above the cap, not as the cap
     if command == "validate":
         roomy = invoke(*args, "--set", "max_cost_usd=1")
         assert roomy.exit_code == 0, roomy.output
+
+
+@pytest.mark.parametrize(
+    ("amount", "cap", "shown"),
+    [
+        (0.00010372, 0.0001, "$0.0001037"),
+        (0.10000004, 0.1, "$0.10000004"),
+        (0.004, 0.001, "$0.004000"),
+        (12345.678, 100.0, "$12,345.68"),
+    ],
+)
+def test_an_amount_above_a_cap_reads_above_it(amount, cap, shown):
+    assert usd_above(amount, cap) == shown
 
 
 def test_a_models_cap_below_its_prompts_cost_is_refused(tmp_path, provider, write_config):
