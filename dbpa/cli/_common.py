@@ -121,8 +121,8 @@ DbOption = Annotated[
         parser=record_target,
         envvar=DB_ENV,
         show_envvar=True,
-        help="The audit record: a DuckDB file, or a shared PostgreSQL record "
-        "postgresql://USER@HOST:PORT/DBNAME (password from PGPASSWORD or ~/.pgpass).",
+        help="The audit record: a DuckDB file, or a shared PostgreSQL record by its URL, "
+        "postgresql://USER@HOST/DB (or HOST:PORT; password from PGPASSWORD or ~/.pgpass).",
     ),
 ]
 DEFAULT_DB = "dbpa.duckdb"

@@ -20,7 +20,7 @@ def copy(
             "--from",
             metavar="PATH|URL",
             parser=record_parser("--from"),
-            help="The record to copy: a DuckDB file or postgresql://USER@HOST:PORT/DBNAME.",
+            help="The record to copy: a DuckDB file or postgresql://USER@HOST/DB.",
         ),
     ],
     target: Annotated[

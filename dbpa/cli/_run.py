@@ -97,7 +97,11 @@ def run(
     out_dir: ReportDirOption = None,
     set_: SetOption = None,
     fail_on_control_rejection: Annotated[
-        bool, typer.Option(help="Exit 3 when a control perturbation is rejected (a CI gate).")
+        bool,
+        typer.Option(
+            "--fail-on-control-rejection",
+            help="Exit 3 when a control perturbation is rejected (a CI gate).",
+        ),
     ] = False,
     require_equivalent: RequireEquivalentOption = None,
     runner: RunnerOption = "threads",

@@ -1,6 +1,7 @@
 """``dbpa --help`` and every command's ``--help`` read as text: no RST markup, each paragraph
 of a docstring and each option's help on one line of a wide terminal (never broken where
-the source's line ends), every line within 200 characters on a standard one."""
+the source's line ends), every line within 200 characters on a standard one and nothing cut
+there (Rich ends a cell too narrow for a word or a flag with an ellipsis)."""
 
 from __future__ import annotations
 
@@ -76,6 +77,7 @@ def test_help_lines_fit_a_standard_terminal(path):
     lines = _help(path, 80)
     assert max(map(len, lines)) <= 200
     assert "``" not in "\n".join(lines)
+    assert "\u2026" not in "\n".join(lines)  # Rich cut no option's name nor a word of help
 
 
 def test_the_command_list_shows_each_summary_whole():
