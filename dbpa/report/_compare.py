@@ -118,7 +118,7 @@ def compare_runs(reader: CompareReader, run_a: str, run_b: str) -> Comparison:
     cannot be compared."""
     row_a, row_b = reader.run(run_a), reader.run(run_b)
     if row_a["run_id"] == row_b["run_id"]:
-        raise ValueError(f"RUN_B: {row_b['run_id']} is run a too; name two different runs")
+        raise ValueError(f"RUN_B: {row_b['run_id']} is RUN_A too; name two different runs")
     df_a, df_b = reader.results(row_a["run_id"]), reader.results(row_b["run_id"])
     pairs, pairing = _pair_models(df_a, df_b, row_a["run_id"], row_b["run_id"])
     keyed_a = {(str(r.family), str(r.perturbation_id)): r for r in df_a.itertuples()}

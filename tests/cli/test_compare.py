@@ -92,7 +92,7 @@ def test_a_run_against_itself_is_refused_and_unknown_runs_exit_2(two_epochs):
     db, (first, _) = two_epochs
     same = invoke("compare", first, first, "--db", db)
     assert same.exit_code == 2
-    assert "is run a too; name two different runs" in text(same)
+    assert "is RUN_A too; name two different runs" in text(same)
     unknown = invoke("compare", first, "no-such-run", "--db", db)
     assert unknown.exit_code == 2
     assert "run 'no-such-run' is not in" in text(unknown)
