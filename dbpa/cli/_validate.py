@@ -10,7 +10,16 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ._common import DB_ENV, ConfigArgument, SetOption, out, parse_overrides, record_target
+from ._common import (
+    DB_ENV,
+    ConfigArgument,
+    SetOption,
+    out,
+    parse_overrides,
+    print_columns,
+    record_target,
+    whole_table,
+)
 
 if TYPE_CHECKING:
     from dbpa.analysis import EquivalenceSpec
@@ -22,6 +31,8 @@ SUMMARY_OVER = 300
 """Families with more perturbations than this are summarised unless ``--all`` is given."""
 SHOWN_AT_EACH_END = 5
 """Perturbations listed from the start and from the end of a summarised family."""
+GAP = "..."
+"""The id cell of the row that stands for the perturbations a summary leaves out."""
 
 AllOption = Annotated[
     bool, typer.Option("--all", help="List every perturbation, however many there are.")
@@ -119,7 +130,7 @@ def _equivalence_line(spec: EquivalenceSpec, prompts: int | None = None) -> str:
 
 def _print_family(family: Sequence[Perturbation], all_: bool) -> None:
     if len(family) <= SUMMARY_OVER:
-        out.print(_table(family))
+        _print_table(family)
     elif all_:
         _print_columns(family)
     else:
@@ -190,15 +201,19 @@ def _dropped_table(dropped: Sequence[tuple[int, str | None, GeneratedParaphrase]
     return table
 
 
-def _table(family: Sequence[Perturbation], gap_after: int | None = None) -> Table:
-    """The perturbations as a table; with ``gap_after``, a row saying how many are left out
+def _print_table(family: Sequence[Perturbation], gap_after: int | None = None) -> None:
+    """The perturbations as a table, ids whole (or aligned lines where the terminal is too
+    narrow for one, as ``results``); with ``gap_after``, a row saying how many are left out
     follows the first ``gap_after`` of them."""
-    table = Table("id", "kind", "label", "description")
-    for i, p in enumerate(family):
-        table.add_row(p.id, p.kind, p.label or "", escape(p.description))
-        if i + 1 == gap_after:
-            table.add_row("...", "", "", "", style="dim")
-    return table
+    rows = [(p.id, p.kind, p.label or "", p.description) for p in family]
+    if gap_after is not None:
+        rows.insert(gap_after, (GAP, "", "", ""))
+    columns = [("id", True, "left"), ("kind", True, "left"), ("label", True, "left")]
+    table = whole_table([*columns, ("description", False, "left")], rows, styles={GAP: "dim"})
+    if table is None:
+        print_columns(["id", "kind", "label", "description"], rows, set())
+    else:
+        out.print(table)
 
 
 def _print_summary(family: Sequence[Perturbation]) -> None:
@@ -213,7 +228,7 @@ def _print_summary(family: Sequence[Perturbation]) -> None:
         f"the first {n} and the last {n} of {len(family):,} perturbations (--all lists every one):",
         highlight=False,
     )
-    out.print(_table([*family[:n], *family[-n:]], gap_after=n))
+    _print_table([*family[:n], *family[-n:]], gap_after=n)
 
 
 def _print_columns(family: Sequence[Perturbation]) -> None:

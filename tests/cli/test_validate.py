@@ -7,7 +7,7 @@ import re
 import pytest
 import yaml
 
-from tests.cli.conftest import invoke, text
+from tests.cli.conftest import invoke, shown_at, text
 from tests.pipeline.conftest import make_config
 
 pytestmark = pytest.mark.usefixtures("wide_console")
@@ -116,6 +116,26 @@ def _huge_family(provider, m: int) -> dict:
     }
 
 
+@pytest.mark.parametrize("columns", [80, 40])
+def test_validate_shows_every_id_whole_on_a_narrow_terminal(write_config, columns):
+    """Ids are what a user types back (``--require-equivalent`` takes labels, reports and
+    ``results`` name ids): never cut with an ellipsis nor folded, however narrow."""
+    config = {
+        "name": "narrow",
+        "models": [{"model": "local/smollm2-135m"}],
+        "prompt": "What should a man with a three-week cough do?",
+        "perturbations": [
+            {"kind": "system_prompt", "variants": ["Answer in one short sentence, please."]},
+            {"kind": "sampling", "variants": [{"params": {"temperature": 0.6}}]},
+        ],
+    }
+    shown = shown_at(columns, "validate", str(write_config(config)))
+    ids = ["system-answer-in-one-short-sentence-please", "sampling-temperature-0.6"]
+    for id_ in ids:
+        assert re.search(rf"(?m)^{re.escape(id_)}\s", shown), shown
+    assert "\u2026" not in shown
+
+
 def test_validate_summarises_a_huge_family_and_lists_it_with_all(provider, write_config):
     path = write_config(_huge_family(provider, 10_000))
     result = invoke("validate", str(path))
@@ -126,9 +146,9 @@ def test_validate_summarises_a_huge_family_and_lists_it_with_all(provider, write
     assert re.search(r"prompt\s*│\s*target\s*│\s*5,000", result.output)
     assert "the first 5 and the last 5 of 10,000 perturbations (--all lists every one)" in shown
     for first in ("style-tone-0", "style-tone-4"):
-        assert re.search(rf"│ {first}\s", result.output)
+        assert re.search(rf"(?m)^{first}\s", result.output)
     for last in ("prompt-question-4995", "prompt-question-4999"):
-        assert re.search(rf"│ {last}-my-flu", result.output)
+        assert re.search(rf"(?m)^{last}-my-flu", result.output)
     assert "style-tone-5 " not in result.output
     assert "prompt-question-4994" not in result.output
     assert len(result.output.splitlines()) < 60
