@@ -7,8 +7,6 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
-from rich import box
-from rich.table import Table
 
 from ._common import (
     DEFAULT_DB,
@@ -18,6 +16,8 @@ from ._common import (
     open_record,
     out,
     parse_overrides,
+    print_columns,
+    whole_table,
 )
 
 if TYPE_CHECKING:
@@ -162,12 +162,8 @@ def _print(sizes: SizePlan) -> None:
             f"B >= {sizes.resolution_permutations:,} resolves it (steps of at most a tenth).",
             highlight=False,
         )
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1))
-    table.add_column("perturbation", overflow="fold")
-    table.add_column("label")
-    table.add_column("pilot k", justify="right")
-    table.add_column("k needed", justify="right")
-    table.add_column(f"MDE at k={sizes.audit_k}", justify="right")
+    header = ["perturbation", "label", "pilot k", "k needed", f"MDE at k={sizes.audit_k}"]
+    rows = []
     marks = set()
     for s in sizes.perturbations:
         if s.plan is None:
@@ -179,8 +175,8 @@ def _print(sizes: SizePlan) -> None:
         share = s.detectable_share
         mde = f"{share:.0%}" if share is not None else MDE_MARKS.get(s.detectable, "")
         marks.add(s.detectable)
-        table.add_row(s.perturbation_id, s.label or "", str(s.pilot_k), k, mde)
-    out.print(table)
+        rows.append([s.perturbation_id, s.label or "", str(s.pilot_k), k, mde])
+    _print_sizes(header, rows)
     for line in _footnotes(sizes, marks):
         out.print(line, highlight=False)
     out.print(f"at the config's k: {_budget(sizes.configured)}", highlight=False)
@@ -188,6 +184,17 @@ def _print(sizes: SizePlan) -> None:
         out.print("no perturbation reaches the target power within the pilot")
     else:
         out.print(f"at the recommended k: {_budget(sizes.recommended)}", highlight=False)
+
+
+def _print_sizes(header: list[str], rows: list[list[str]]) -> None:
+    """A plan's table, every cell whole (ids above all, which a user types back): a table
+    where the terminal is wide enough, else aligned lines (as ``results``)."""
+    columns = [(name, True, "left" if c < 2 else "right") for c, name in enumerate(header)]
+    table = whole_table(columns, rows)
+    if table is None:
+        print_columns(header, rows, set(range(2, len(header))))
+    else:
+        out.print(table)
 
 
 def _footnotes(sizes: SizePlan, marks: set[str]) -> list[str]:
@@ -272,27 +279,29 @@ def _print_set(sizes: SetSizes) -> None:
             f"B >= {sizes.resolution_permutations:,} resolves it (steps of at most a tenth).",
             highlight=False,
         )
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1))
-    table.add_column("perturbation", overflow="fold")
-    table.add_column("label")
-    table.add_column("pilot", justify="right")
-    table.add_column(f"k at {sizes.n_prompts} prompts", justify="right")
-    table.add_column(f"prompts at k={sizes.audit_k}", justify="right")
-    table.add_column("calls", justify="right")
+    header = [
+        "perturbation",
+        "label",
+        "pilot",
+        f"k at {sizes.n_prompts} prompts",
+        f"prompts at k={sizes.audit_k}",
+        "calls",
+    ]
+    rows = []
     marks: set[str] = set()
     arms = sizes.configured.arms
     for s in sizes.perturbations:
         pilot = f"{s.pilot_prompts} x {s.pilot_k}"
         if s.plan is None:
             marks.add("not_embedded")
-            table.add_row(s.perturbation_id, s.label or "", pilot, "not embedded", "", "")
+            rows.append([s.perturbation_id, s.label or "", pilot, "not embedded", "", ""])
             continue
         plan = s.plan
         k = _size_cell(plan.k, plan.k_status, plan.simulation.pilot_k, marks)
         n = _size_cell(plan.prompts, plan.prompts_status, plan.simulation.pilot_prompts, marks)
         calls = "" if plan.k is None else f"{arms * plan.k:,}"
-        table.add_row(s.perturbation_id, s.label or "", pilot, k, n, calls)
-    out.print(table)
+        rows.append([s.perturbation_id, s.label or "", pilot, k, n, calls])
+    _print_sizes(header, rows)
     for line in _set_footnotes(sizes, marks):
         out.print(line, highlight=False)
     out.print(f"at the config's prompts and k: {_set_budget(sizes.configured)}", highlight=False)

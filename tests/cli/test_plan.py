@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dbpa.cli import app
+from tests.cli.conftest import shown_at
 from tests.report.conftest import COST_PER_OUTPUT, BuiltRun, Case, build_run
 
 pytestmark = pytest.mark.xdist_group("plan")  # one worker builds the module's pilots
@@ -109,6 +110,18 @@ def test_the_mde_marks_say_why(larger_pilot, k, comedian, doctor, why):
 
 
 @pytest.mark.usefixtures("wide_console")
+@pytest.mark.parametrize("columns", [80, 36])
+def test_ids_and_sizes_show_whole_on_a_narrow_terminal(larger_pilot, columns):
+    """Every cell whole however narrow the terminal: a table, else aligned lines."""
+    args = ["--from", "latest", "--db", str(larger_pilot.db), "--set", "omega=energy_l2"]
+    shown = shown_at(columns, "plan", str(CONFIG), *args, "--simulations", "20")
+    rows = _rows(shown)
+    assert set(rows) == {"comedian", "doctor"}
+    assert rows["comedian"][0] == "target"
+    assert rows["doctor"][0] == "control"
+    assert "\u2026" not in shown
+
+
 def test_an_unembedded_pilot_says_so(unembedded_pilot):
     output = _invoke(unembedded_pilot.db)
     assert " ".join(_rows(output)["comedian"]).count("not embedded") == 2  # k and MDE
