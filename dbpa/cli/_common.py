@@ -261,6 +261,21 @@ def whole_table(
     return table
 
 
+def print_whole(
+    columns: Sequence[tuple[str, bool, str]],
+    rows: Sequence[Sequence[str]],
+    styles: Mapping[str, str] | None = None,
+) -> None:
+    """``rows`` as ``whole_table`` lays them out, or in aligned lines (``print_columns``)
+    where the terminal is too narrow for that: ids are never cut nor folded."""
+    table = whole_table(columns, rows, styles)
+    if table is None:
+        header = [name for name, _, _ in columns]
+        print_columns(header, rows, {c for c, (_, _, j) in enumerate(columns) if j == "right"})
+    else:
+        out.print(table)
+
+
 def print_columns(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: set[int]) -> None:
     """Every row on one line in aligned columns (``numeric``: right-aligned), never wrapped
     by ``out`` (a terminal narrower than a line wraps it, ids whole). Also for thousands of

@@ -18,7 +18,7 @@ from ._common import (
     open_record,
     out,
     print_columns,
-    whole_table,
+    print_whole,
 )
 from ._record import DECISIONS
 from ._validate import SUMMARY_OVER
@@ -129,12 +129,9 @@ def _numeric(header: list[str]) -> set[int]:
 def _print_rows(header: list[str], rows: list[list[str]]) -> None:
     """A table with every id whole, or aligned lines where the terminal is too narrow."""
     numeric = _numeric(header)
-    columns = [(name, True, "right" if i in numeric else "left") for i, name in enumerate(header)]
-    table = whole_table(columns, rows)
-    if table is None:
-        print_columns(header, rows, numeric)
-    else:
-        out.print(table)
+    print_whole(
+        [(name, True, "right" if i in numeric else "left") for i, name in enumerate(header)], rows
+    )
 
 
 def _print_summary(c: Comparison, header: list[str], rows: list[list[str]], several: bool) -> None:

@@ -10,10 +10,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich import box
-from rich.table import Table
 
-from ._common import DEFAULT_DB, DbOption, ExitCode, fail, open_record, out
+from ._common import DEFAULT_DB, DbOption, ExitCode, fail, open_record, out, print_whole
 
 if TYPE_CHECKING:
     from dbpa.drift import Comparison, DriftResult, MonitorReplay
@@ -202,29 +200,26 @@ def _print_monitor(replay: MonitorReplay) -> None:
     if not latest:
         out.print(f"{replay.audit}: no epoch after the baseline is recorded; nothing to monitor")
         return
-    table = Table(
-        title=f"{replay.audit}: drift monitor of {replay.design} (tolerance "
-        f"{replay.tolerance:g}, conformal {replay.conformal})",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
+    out.print(
+        f"{replay.audit}: drift monitor of {replay.design} (tolerance {replay.tolerance:g}, "
+        f"conformal {replay.conformal})",
+        highlight=False,
+        markup=False,
     )
-    table.add_column("arm", overflow="fold")
-    for numeric in ("e-value", "ticks", "alarm at"):
-        table.add_column(numeric, justify="right", no_wrap=True, min_width=6)
-    table.add_column("monitor", no_wrap=True, min_width=8)
-    table.add_column("baseline", overflow="fold")
-    for t in latest:
-        s = t.state
-        table.add_row(
+    rows = [
+        [
             t.series,
-            f"{s.e_value:.3g}",
-            str(s.ticks),
-            str(s.alarm_tick) if s.alarm_tick else "-",
-            "[red]alarm[/]" if s.alarm else "no alarm",
+            f"{t.state.e_value:.3g}",
+            str(t.state.ticks),
+            str(t.state.alarm_tick) if t.state.alarm_tick else "-",
+            "alarm" if t.state.alarm else "no alarm",
             t.baseline_epoch,
-        )
-    out.print(table)
+        ]
+        for t in latest
+    ]
+    numeric = [(name, True, "right") for name in ("e-value", "ticks", "alarm at")]
+    columns = [("arm", True, "left"), *numeric, ("monitor", True, "left")]
+    print_whole([*columns, ("baseline", True, "left")], rows, styles={"alarm": "red"})
     for label, reason in replay.skipped.items():
         out.print(f"not monitored: {label}: {reason}", highlight=False)
 
@@ -264,27 +259,26 @@ def _print_drift(
     comparison: Comparison, results: Sequence[DriftResult], skipped: dict[str, str]
 ) -> None:
     c, analysis = comparison, comparison.config.analysis
-    table = Table(
-        title=f"{c.audit}: epoch {c.epoch} against the {c.against} epoch {c.reference_epoch} "
+    out.print(
+        f"{c.audit}: epoch {c.epoch} against the {c.against} epoch {c.reference_epoch} "
         f"({analysis.correction} at alpha={analysis.alpha}, k={c.k}, "
         f"B={analysis.n_permutations})",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
+        highlight=False,
+        markup=False,
     )
-    table.add_column("arm", overflow="fold")
-    for numeric in ("omega", "effect", "p", "adj. p"):
-        table.add_column(numeric, justify="right", no_wrap=True, min_width=6)
-    table.add_column("decision", no_wrap=True, min_width=9)
-    for r in results:
-        table.add_row(
+    rows = [
+        [
             r.job.label,
             f"{r.record.statistic:.3f}",
             f"{r.record.effect:+.3f}",
             f"{r.record.p_value:.4f}",
             f"{r.decision.adjusted_p:.4f}",
-            "[red]changed[/]" if r.decision.reject else "no change",
-        )
-    out.print(table)
+            "changed" if r.decision.reject else "no change",
+        ]
+        for r in results
+    ]
+    numeric = [(name, True, "right") for name in ("omega", "effect", "p", "adj. p")]
+    columns = [("arm", True, "left"), *numeric, ("decision", True, "left")]
+    print_whole(columns, rows, styles={"changed": "red"})
     for label, reason in skipped.items():
         out.print(f"not tested: {label}: {reason}", highlight=False)

@@ -16,8 +16,7 @@ from ._common import (
     open_record,
     out,
     parse_overrides,
-    print_columns,
-    whole_table,
+    print_whole,
 )
 
 if TYPE_CHECKING:
@@ -189,12 +188,7 @@ def _print(sizes: SizePlan) -> None:
 def _print_sizes(header: list[str], rows: list[list[str]]) -> None:
     """A plan's table, every cell whole (ids above all, which a user types back): a table
     where the terminal is wide enough, else aligned lines (as ``results``)."""
-    columns = [(name, True, "left" if c < 2 else "right") for c, name in enumerate(header)]
-    table = whole_table(columns, rows)
-    if table is None:
-        print_columns(header, rows, set(range(2, len(header))))
-    else:
-        out.print(table)
+    print_whole([(name, True, "left" if c < 2 else "right") for c, name in enumerate(header)], rows)
 
 
 def _footnotes(sizes: SizePlan, marks: set[str]) -> list[str]:

@@ -23,6 +23,7 @@ from ._common import (
     open_record,
     out,
     print_columns,
+    print_whole,
     whole_table,
 )
 from ._validate import SUMMARY_OVER
@@ -452,13 +453,7 @@ def _print_results_table(row: dict[str, Any], df: pd.DataFrame, rows: list[list[
     """The results under their run's title: a table with every id whole, or aligned lines
     where the terminal is too narrow for one (as ``runs`` and ``compare``)."""
     _print_title(row, df)
-    columns = _result_columns(df, row)
-    table = whole_table(columns, rows, styles={"changed": "red"})
-    if table is None:
-        header = [name for name, _, _ in columns]
-        print_columns(header, rows, {i for i, (_, _, j) in enumerate(columns) if j == "right"})
-    else:
-        out.print(table)
+    print_whole(_result_columns(df, row), rows, styles={"changed": "red"})
 
 
 def _print_title(row: dict[str, Any], df: pd.DataFrame) -> None:

@@ -16,9 +16,8 @@ from ._common import (
     SetOption,
     out,
     parse_overrides,
-    print_columns,
+    print_whole,
     record_target,
-    whole_table,
 )
 
 if TYPE_CHECKING:
@@ -209,11 +208,7 @@ def _print_table(family: Sequence[Perturbation], gap_after: int | None = None) -
     if gap_after is not None:
         rows.insert(gap_after, (GAP, "", "", ""))
     columns = [("id", True, "left"), ("kind", True, "left"), ("label", True, "left")]
-    table = whole_table([*columns, ("description", False, "left")], rows, styles={GAP: "dim"})
-    if table is None:
-        print_columns(["id", "kind", "label", "description"], rows, set())
-    else:
-        out.print(table)
+    print_whole([*columns, ("description", False, "left")], rows, styles={GAP: "dim"})
 
 
 def _print_summary(family: Sequence[Perturbation]) -> None:

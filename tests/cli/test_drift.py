@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from dbpa.cli import app
 from storage import Store
+from tests.cli.conftest import shown_at
 from tests.drift.conftest import ROLES, record_tick
 
 runner = CliRunner()
@@ -89,6 +90,15 @@ def test_the_table_names_the_ticks_and_the_changed_arm(db):
     lines = [line.strip() for line in result.output.splitlines() if "original (m)" in line]
     assert len(lines) == 2
     assert all(line.endswith("changed") and "no change" not in line for line in lines)
+
+
+@pytest.mark.parametrize("columns", [80, 30])
+def test_arms_and_decisions_show_whole_on_a_narrow_terminal(db, columns):
+    shown = shown_at(columns, "drift", "drifty", "--per-tick", "--db", str(db))
+    lines = [line.strip() for line in shown.splitlines() if line.startswith("original (m)")]
+    assert len(lines) == 2, shown
+    assert all(line.endswith(" changed") for line in lines)
+    assert "\u2026" not in shown
 
 
 def test_it_reads_only(db):

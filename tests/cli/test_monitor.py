@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 
 from dbpa.cli import app
 from storage import Store
+from tests.cli.conftest import shown_at
 from tests.drift.conftest import record_tick
 
 runner = CliRunner()
@@ -48,6 +49,15 @@ def test_the_monitor_is_the_default_and_alarms_for_the_moved_arm_only(db):
     assert table.exit_code == 0
     assert "drift monitor of 3 arms" in table.output
     assert "alarm" in table.output
+
+
+@pytest.mark.parametrize("columns", [80, 30])
+def test_the_monitor_shows_each_arm_whole_on_a_narrow_terminal(db, columns):
+    """An arm's label is what ``dbpa monitor reset`` takes: never cut nor folded."""
+    shown = shown_at(columns, "drift", "drifty", "--db", str(db))
+    for label in monitored(db):
+        assert any(line.startswith(label) for line in shown.splitlines()), shown
+    assert "\u2026" not in shown
 
 
 def test_reset_starts_a_new_baseline_for_one_arm_or_all(db):
