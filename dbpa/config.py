@@ -7,6 +7,7 @@ run is triggered. Unknown keys and wrong types are errors that name the field.
 from __future__ import annotations
 
 import copy
+import difflib
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from functools import cached_property
@@ -526,8 +527,57 @@ def _shown_key(key: str) -> str:
 def _reason(error: Mapping[str, Any]) -> str:
     msg = str(error["msg"])
     if error["type"] == "extra_forbidden":
-        return "unknown key (check its spelling)"
+        *where, key = error["loc"]
+        known = sorted(_keys_at(tuple(where)))
+        close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.75)
+        return (
+            f"unknown key (did you mean {close[0]}?)"
+            if close
+            else "unknown key (check its spelling)"
+        )
     return msg.removeprefix("Value error, ")
+
+
+def _keys_at(loc: tuple[int | str, ...]) -> set[str]:
+    """The keys the file may hold at ``loc`` (a validation error's path to a mapping), or
+    none where the path does not lead to a settings mapping."""
+    node: Any = AuditConfig
+    for part in loc:
+        node = _inside(node, part)
+    if node is AuditConfig:  # the analysis settings are top-level keys in the file
+        return (set(AuditConfig.model_fields) - {"analysis"}) | set(ANALYSIS_KEYS)
+    return {
+        field.alias or name
+        for member in _members(node)
+        if isinstance(member, type) and issubclass(member, BaseModel)
+        for name, field in member.model_fields.items()
+    }
+
+
+def _inside(annotation: Any, part: int | str) -> Any:
+    """What ``part`` of a value of type ``annotation`` holds: a list's item, a model's field,
+    or, for a union tagged by ``kind``, the member of that kind (pydantic puts the tag in
+    the path); None where none fits."""
+    for member in _members(annotation):
+        if isinstance(part, int):
+            if get_origin(member) is list:
+                return get_args(member)[0]
+        elif isinstance(member, type) and issubclass(member, BaseModel):
+            if part in member.model_fields:
+                return member.model_fields[part].annotation
+            kind = member.model_fields.get("kind")
+            if kind is not None and part in get_args(kind.annotation):
+                return member
+    return None
+
+
+def _members(annotation: Any) -> list[Any]:
+    """``annotation`` without ``Annotated``, each member of a union on its own."""
+    if get_origin(annotation) is Annotated:
+        return _members(get_args(annotation)[0])
+    if get_origin(annotation) in (Union, UnionType):
+        return [m for arg in get_args(annotation) for m in _members(arg)]
+    return [annotation]
 
 
 def _kind(value: Any) -> str:

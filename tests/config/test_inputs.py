@@ -145,6 +145,29 @@ def test_many_errors_are_counted_beyond_the_first_twenty():
     assert lines[-1] == "f.yaml: ... and 10 more errors"
 
 
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"n_permutation": 999}, "n_permutation: unknown key (did you mean n_permutations?)"),
+        ({"sequential": {"frist": 4}}, "sequential.frist: unknown key (did you mean first?)"),
+        ({"embedder": {"modle": "x"}}, "embedder.modle: unknown key (did you mean model?)"),
+        (
+            {"models": [{"model": "local/smollm2-135m", "parms": {}}]},
+            "models[0].parms: unknown key (did you mean params?)",
+        ),
+        (
+            {"perturbations": [{"kind": "prompt", "variant": ["x"]}]},
+            "perturbations[0].variant: unknown key (did you mean variants?)",
+        ),
+        ({"colour": "red"}, "colour: unknown key (check its spelling)"),  # nothing near it
+    ],
+)
+def test_a_misspelt_key_is_told_the_key_it_is_nearest(changes, message):
+    with pytest.raises(ConfigError) as info:
+        parse_config(BASE | changes, source="f.yaml")
+    assert f"f.yaml: {message}" in str(info.value).splitlines()
+
+
 def test_a_perturbation_field_is_named_as_written_without_its_kind():
     raw = BASE | {"perturbations": [{"kind": "prompt", "variants": [{"text": 3}]}]}
     with pytest.raises(ConfigError, match=r"^f\.yaml: perturbations\[0\]\.variants\[0\]\.text: "):
