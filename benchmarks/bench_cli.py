@@ -1,15 +1,23 @@
 """The reading commands on a huge family: ``dbpa validate`` of a 10,000-perturbation template
-family and ``dbpa results`` of a completed 10,000-perturbation run, each a whole process.
+family and ``dbpa results`` of a completed 10,000-perturbation run, each a whole process; and
+``dbpa drift``'s replay of a monitor over a long history of ticks.
 
 Against two floors measured in the same run, interleaved: the bare interpreter and
 ``python -c "import yaml"``. Wall time of each process, median of ``REPEATS`` (after one
 warm-up of each). The record is written through ``Store`` (a run, its family, a test per
 perturbation and the corrections), as an audit leaves it. Targets: validate <= 3 s, and
 results as quick (it prints a summary; ``--all`` lists every row).
+
+The replay (``dbpa.drift.replay_monitor``, what ``dbpa drift`` and every scheduled tick run)
+reads each tick's vectors and its baseline's: until 2026-12-07 with one read per arm and
+epoch (the baseline, measured here on the same record), now ``TICKS_PER_READ`` ticks at a
+time; the replay's total and its monitors' arithmetic alone (the updates on vectors already
+read) show what is left. In-process CPU seconds, median of ``REPEATS``, interleaved.
 """
 
 from __future__ import annotations
 
+import datetime
 import os
 import statistics
 import subprocess
@@ -23,6 +31,8 @@ import yaml
 from benchmarks._results import ResultFile
 
 REPEATS = 5
+DRIFT_TICKS = 180
+"""Ticks of the replayed audit (a tenth with --quick): half a year of nightly ticks."""
 KEY_ENV = "DBPA_BENCH_KEY"
 
 
@@ -160,7 +170,83 @@ def main(quick: bool = False) -> None:
         ["command", "median s", "min s", "max s", "x bare python", "x import yaml", "target"],
         rows,
     )
+    with tempfile.TemporaryDirectory() as tmp:
+        ticks = DRIFT_TICKS // 10 if quick else DRIFT_TICKS
+        result_file.table(
+            f"dbpa drift: the monitor replayed over {ticks} ticks of 3 arms (k=12, d=8), CPU s, "
+            f"median of {REPEATS} interleaved",
+            ["step", "median s", "x the replay"],
+            _replay_rows(_drift_record(Path(tmp) / "drift.duckdb", ticks)),
+        )
     result_file.write()
+
+
+def _drift_record(path: Path, ticks: int) -> Path:
+    """The tests' ``drifty`` audit (three arms) at ``ticks`` nightly epochs."""
+    from storage import Store
+    from tests.drift.conftest import record_tick
+
+    start = datetime.datetime(2026, 1, 1, 3, tzinfo=datetime.UTC)
+    with Store(path) as store:
+        for day in range(ticks):
+            record_tick(store, (start + datetime.timedelta(days=day)).isoformat())
+    return path
+
+
+def _replay_rows(record: Path) -> list[list[object]]:
+    """CPU seconds of the replay's reads each way, of the replay, and of its arithmetic."""
+    from dbpa.drift import Loaded, load_many, plan_drift, read_epochs, replay_monitor
+    from dbpa.drift._monitor import TICKS_PER_READ
+    from dbpa.stats import DriftMonitor
+    from storage import Store
+
+    with Store(record, read_only=True) as store:
+        epochs = read_epochs(store, "drifty")
+        baseline = epochs[0].epoch
+        comparisons = [
+            plan_drift("drifty", epochs, epoch=e.epoch, baseline=baseline, against=("baseline",))[0]
+            for e in epochs[1:]
+        ]
+
+        def per_arm() -> None:
+            for c in comparisons:
+                for job in c.jobs:
+                    for arm in (job.reference_arm, job.arm):
+                        store.arms_vectors([arm], c.embedder, c.k)
+
+        def batched() -> list[Loaded]:
+            return [
+                loaded
+                for start in range(0, len(comparisons), TICKS_PER_READ)
+                for loaded in load_many(store, comparisons[start : start + TICKS_PER_READ])
+            ]
+
+        read = batched()
+
+        def arithmetic() -> None:
+            monitors: dict[str, DriftMonitor] = {}
+            for ready, _ in read:
+                for job, reference, current in ready:
+                    monitor = monitors.setdefault(job.label, DriftMonitor(rng=0))
+                    monitor.update(reference, current)
+
+        steps = {
+            "reads, one per arm and epoch (until 2026-12-07)": per_arm,
+            f"reads, {TICKS_PER_READ} ticks at a time (the product)": batched,
+            "the replay (replay_monitor), in all": lambda: replay_monitor(store, "drifty"),
+            "its monitors' arithmetic alone": arithmetic,
+        }
+        seconds: dict[str, list[float]] = {name: [] for name in steps}
+        for _ in range(REPEATS):
+            for name, step in steps.items():
+                start = time.process_time()
+                step()
+                seconds[name].append(time.process_time() - start)
+    replay = statistics.median(seconds["the replay (replay_monitor), in all"])
+    return [
+        [name, statistics.median(found), statistics.median(found) / replay]
+        for name, found in seconds.items()
+    ]
 
 
 if __name__ == "__main__":

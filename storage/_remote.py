@@ -133,11 +133,6 @@ class RemoteRecord:
         found = self._call("arms_vectors", arm_ids=list(arm_ids), embedder=embedder, k=k)
         return cast(dict[str, NDArray[np.float32]], found)
 
-    def arm_vectors(self, arm_id: str, embedder: str, k: int) -> NDArray[np.float32]:
-        """(k, d) vectors of the arm's first k outputs; ``LookupError`` when fewer."""
-        found = self._call("arm_vectors", arm_id=arm_id, embedder=embedder, k=k)
-        return cast(NDArray[np.float32], found[arm_id])
-
     def audit_epochs(self, audit: str) -> pd.DataFrame:
         """The epochs of ``audit`` that have a completed run, oldest first."""
         return self._call("audit_epochs", audit=audit)

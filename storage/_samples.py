@@ -243,14 +243,6 @@ class SampleRecord(StoreCore):
         with self._transaction() as con:
             self._insert(con, "embeddings", table, "ON CONFLICT DO NOTHING")
 
-    def arm_vectors(self, arm_id: str, embedder: str, k: int) -> NDArray[np.float32]:
-        """(k, d) vectors of the arm's first k outputs, in output order."""
-        found = self.arms_vectors([arm_id], embedder, k)
-        if arm_id not in found:
-            have = len(self.arm_texts([arm_id], k))
-            raise LookupError(f"arm {arm_id} has {have} embedded outputs of the {k} needed")
-        return found[arm_id]
-
     def arms_vectors(
         self, arm_ids: Sequence[str], embedder: str, k: int
     ) -> dict[str, NDArray[np.float32]]:

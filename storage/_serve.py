@@ -38,7 +38,6 @@ _CALLS: dict[str, Any] = {
     "samples": lambda r, a: r.samples(a["arm_ids"], first=a["first"]),
     "usage": lambda r, a: r.usage(a["arm_ids"]),
     "arms_vectors": lambda r, a: r.arms_vectors(a["arm_ids"], a["embedder"], a["k"]),
-    "arm_vectors": lambda r, a: {a["arm_id"]: r.arm_vectors(a["arm_id"], a["embedder"], a["k"])},
     "audit_epochs": lambda r, a: r.audit_epochs(a["audit"]),
     "drift": lambda r, a: r.drift(a["audit"]),
     "monitor_ticks": lambda r, a: r.monitor_ticks(a["audit"]),

@@ -81,7 +81,6 @@ READS: dict[str, Read] = {
     "samples": Read((("arm_ids", "strs?"), ("first", "int?")), "frame"),
     "usage": Read(_ARMS, "frame"),
     "arms_vectors": Read((*_ARMS, ("embedder", "str"), ("k", "int")), "vectors"),
-    "arm_vectors": Read((("arm_id", "str"), ("embedder", "str"), ("k", "int")), "vectors"),
     "audit_epochs": Read(_AUDIT, "frame"),
     "drift": Read(_AUDIT, "frame"),
     "monitor_ticks": Read(_AUDIT, "frame"),
@@ -93,7 +92,6 @@ READS: dict[str, Read] = {
 ERRORS: dict[str, type[Exception]] = {
     "UnknownRunError": UnknownRunError,
     "DamagedRecordError": DamagedRecordError,
-    "LookupError": LookupError,
     "ValueError": ValueError,
 }
 """Errors a reader re-raises as they were raised in the writer; others become RuntimeError."""

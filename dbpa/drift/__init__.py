@@ -15,7 +15,15 @@ record is read through the small ``*Reader`` protocols (``storage.Store`` satisf
 them); no model is called and nothing is written here.
 """
 
-from ._compare import DriftResult, VectorReader, decide, load_vectors, run_comparison
+from ._compare import (
+    DriftResult,
+    Loaded,
+    VectorReader,
+    decide,
+    load_many,
+    load_vectors,
+    run_comparison,
+)
 from ._epochs import Epoch, EpochReader, epoch_order, read_epochs
 from ._history import DriftHistory, DriftPoint, HistoryReader, read_history
 from ._monitor import (
@@ -46,6 +54,7 @@ __all__ = [
     "EpochReader",
     "EvidencePoint",
     "HistoryReader",
+    "Loaded",
     "MonitorHistory",
     "MonitorHistoryReader",
     "MonitorReader",
@@ -54,6 +63,7 @@ __all__ = [
     "VectorReader",
     "decide",
     "epoch_order",
+    "load_many",
     "load_vectors",
     "outdated",
     "plan_drift",

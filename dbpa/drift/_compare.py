@@ -13,15 +13,25 @@ from dbpa.analysis import Decision, PerturbationTestRecord, decide_family, run_t
 
 from ._plan import Comparison, DriftJob
 
-__all__ = ["DriftResult", "VectorReader", "decide", "load_vectors", "run_comparison"]
+__all__ = [
+    "DriftResult",
+    "Loaded",
+    "VectorReader",
+    "decide",
+    "load_many",
+    "load_vectors",
+    "run_comparison",
+]
 
 
 @runtime_checkable
 class VectorReader(Protocol):
-    """Reads the stored vectors of an arm's outputs (``storage.Store`` is one)."""
+    """Reads the stored vectors of arms' outputs (``storage.Store`` is one)."""
 
-    def arm_vectors(self, arm_id: str, embedder: str, k: int) -> NDArray[np.float32]:
-        """(k, d) vectors of the arm's first k outputs; ``LookupError`` when fewer are
+    def arms_vectors(
+        self, arm_ids: Sequence[str], embedder: str, k: int
+    ) -> dict[str, NDArray[np.float32]]:
+        """(k, d) vectors per arm, in output order, for every arm whose first k outputs are
         embedded."""
         ...
 
@@ -50,25 +60,39 @@ class DriftResult:
         }
 
 
-def load_vectors(
-    store: VectorReader, comparison: Comparison
-) -> tuple[list[tuple[DriftJob, NDArray[np.float32], NDArray[np.float32]]], dict[str, str]]:
-    """The (job, reference vectors, vectors) of every arm embedded at both epochs, and why
-    the others cannot be tested (label -> reason)."""
-    k = comparison.k
-    ready, skipped = [], {}
-    for job in comparison.jobs:
-        try:
-            reference = store.arm_vectors(job.reference_arm, comparison.embedder, k)
-            current = store.arm_vectors(job.arm, comparison.embedder, k)
-        except LookupError:
-            skipped[job.label] = (
-                f"not sampled and embedded (k={k}) at both {comparison.reference_epoch} "
-                f"and {comparison.epoch}"
-            )
-            continue
-        ready.append((job, reference, current))
-    return ready, skipped
+Loaded = tuple[list[tuple[DriftJob, NDArray[np.float32], NDArray[np.float32]]], dict[str, str]]
+"""The (job, reference vectors, vectors) of every arm of a comparison embedded at both
+epochs, and why the others cannot be tested (label -> reason)."""
+
+
+def load_vectors(store: VectorReader, comparison: Comparison) -> Loaded:
+    """The vectors of ``comparison``'s arms (``Loaded``)."""
+    (loaded,) = load_many(store, [comparison])
+    return loaded
+
+
+def load_many(store: VectorReader, comparisons: Sequence[Comparison]) -> list[Loaded]:
+    """``load_vectors`` of each comparison, from one read per embedder and k for them all
+    (a monitor's replay compares every tick with its baseline: a read per arm and tick
+    took most of its time)."""
+    wanted: dict[tuple[str, int], set[str]] = {}
+    for c in comparisons:
+        arms = wanted.setdefault((c.embedder, c.k), set())
+        arms.update(a for job in c.jobs for a in (job.reference_arm, job.arm))
+    found = {key: store.arms_vectors(sorted(arms), *key) for key, arms in wanted.items()}
+    loaded = []
+    for c in comparisons:
+        vectors = found[(c.embedder, c.k)]
+        ready, skipped = [], {}
+        for job in c.jobs:
+            if job.reference_arm in vectors and job.arm in vectors:
+                ready.append((job, vectors[job.reference_arm], vectors[job.arm]))
+            else:
+                skipped[job.label] = (
+                    f"not sampled and embedded (k={c.k}) at both {c.reference_epoch} and {c.epoch}"
+                )
+        loaded.append((ready, skipped))
+    return loaded
 
 
 def decide(

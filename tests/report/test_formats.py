@@ -292,7 +292,8 @@ def test_per_test_figures_show_p0_p1_and_the_null(labelled_run):
             record = labelled_run.records[(view.family, view.perturbation_id)]
             assert sum(view.null.counts) == labelled_run.n_permutations
             assert view.null.observed == record.statistic
-            original = store.arm_vectors(record.original_arm, record.embedder, record.k_a)
+            arm, k = record.original_arm, record.k_a
+            original = store.arms_vectors([arm], record.embedder, k)[arm]
             unit = original / np.linalg.norm(original, axis=1, keepdims=True)
             within = (unit @ unit.T)[np.triu_indices(len(unit), 1)]
             assert view.similarity is not None

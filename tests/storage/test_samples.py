@@ -6,7 +6,6 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-import pytest
 
 from dbpa.specs import EmbeddingBatch, text_hash
 from tests.storage.conftest import engine_error, make_arm, make_gen
@@ -28,14 +27,13 @@ def test_embeddings_are_cached_per_text_and_embedder(store):
     store.add_embeddings("emb", hashes, EmbeddingBatch(vectors, np.array([False, True])))
     assert store.missing_embeddings("emb", hashes) == set()
     assert store.missing_embeddings("another", hashes) == set(hashes)
-    got = store.arm_vectors(arm.arm_id, "emb", 3)
+    got = store.arms_vectors([arm.arm_id], "emb", 3)[arm.arm_id]
     expected = {h: v for h, v in zip(hashes, vectors, strict=True)}
     np.testing.assert_array_equal(got, [expected[text_hash(t)] for t in ["same", "same", "other"]])
     truncated = {h: t for h, t in zip(hashes, [False, True], strict=True)}
     expected_truncated = sum(truncated[text_hash(t)] for t in ["same", "same", "other"])
     assert store.truncated_counts([arm.arm_id], "emb", 3) == {arm.arm_id: expected_truncated}
-    with pytest.raises(LookupError, match="has 3 embedded outputs of the 4 needed"):
-        store.arm_vectors(arm.arm_id, "emb", 4)
+    assert store.arms_vectors([arm.arm_id], "emb", 4) == {}  # 3 embedded of the 4 needed
 
 
 def test_outputs_from_many_threads_are_each_stored_once(store):

@@ -91,7 +91,7 @@ def test_writers_of_one_audit_at_once_lose_and_duplicate_nothing(postgres, monke
         assert set(zip(samples.arm_id, samples.idx, samples.text, strict=True)) == expected
         assert len(store.arms()) == ARMS
         for a, arm in enumerate(arms):
-            vectors = store.arm_vectors(arm.arm_id, "emb", OUTPUTS)
+            vectors = store.arms_vectors([arm.arm_id], "emb", OUTPUTS)[arm.arm_id]
             np.testing.assert_array_equal(vectors, np.tile(np.arange(4) + a, (OUTPUTS, 1)))
         assert store._rows("SELECT count(*), count(DISTINCT text_hash) FROM embeddings") == [
             (ARMS * OUTPUTS, ARMS * OUTPUTS)
