@@ -29,6 +29,8 @@ from pathlib import Path
 import yaml
 
 from benchmarks._results import ResultFile
+from tests.drift.conftest import BASE as DRIFT_BASE
+from tests.drift.conftest import DIM as DRIFT_DIM
 
 REPEATS = 5
 DRIFT_TICKS = 180
@@ -173,8 +175,8 @@ def main(quick: bool = False) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         ticks = DRIFT_TICKS // 10 if quick else DRIFT_TICKS
         result_file.table(
-            f"dbpa drift: the monitor replayed over {ticks} ticks of 3 arms (k=12, d=8), CPU s, "
-            f"median of {REPEATS} interleaved",
+            f"dbpa drift: the monitor replayed over {ticks} ticks of 3 arms (k={DRIFT_BASE['k']}, "
+            f"d={DRIFT_DIM}), CPU s, median of {REPEATS} interleaved",
             ["step", "median s", "x the replay"],
             _replay_rows(_drift_record(Path(tmp) / "drift.duckdb", ticks)),
         )
