@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 import difflib
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 from types import UnionType
@@ -410,20 +410,7 @@ def _key_types(key: str) -> set[Any]:
     """The types a dotted key of a config holds (``str``, ``int``, ``type(None)``, ``list``,
     ``dict``...); empty when a key is not a field (a typo: validation names it) or holds
     anything (``models.0.params.temperature``), where its value is read as YAML alone."""
-    reached: list[Any] = [AuditConfig]
-    for part in key.split("."):
-        found: list[Any] = []
-        for annotation in reached:
-            for kind in _alternatives(annotation):
-                if isinstance(kind, type) and issubclass(kind, BaseModel):
-                    owner = AnalysisSpec if kind is AuditConfig and part in ANALYSIS_KEYS else kind
-                    field = owner.model_fields.get(part)
-                    found += [] if field is None else [field.annotation]
-                elif get_origin(kind) is list and part.isdecimal():
-                    found.append(get_args(kind)[0])
-                elif get_origin(kind) is dict:
-                    found.append(get_args(kind)[1])
-        reached = found
+    reached = _reached(key.split("."))
     kinds = {kind for annotation in reached for kind in _alternatives(annotation)}
     if Any in kinds:
         return set()
@@ -431,6 +418,32 @@ def _key_types(key: str) -> set[Any]:
     return {
         get_origin(kind) or kind for kind in kinds if get_origin(kind) is not Literal
     } | literals
+
+
+def _reached(path: Sequence[int | str]) -> list[Any]:
+    """The annotations a path into a config reaches (a dotted key's parts, or a validation
+    error's location): a model's fields (the analysis settings at the top level), a list's
+    items, a mapping's values, and in a union tagged by ``kind`` the member of the kind
+    named (pydantic puts the tag in an error's location)."""
+    reached: list[Any] = [AuditConfig]
+    for part in map(str, path):
+        found: list[Any] = []
+        for annotation in reached:
+            for kind in _alternatives(annotation):
+                if isinstance(kind, type) and issubclass(kind, BaseModel):
+                    owner = AnalysisSpec if kind is AuditConfig and part in ANALYSIS_KEYS else kind
+                    field = owner.model_fields.get(part)
+                    tag = kind.model_fields.get("kind")
+                    if field is not None:
+                        found.append(field.annotation)
+                    elif tag is not None and part in get_args(tag.annotation):
+                        found.append(kind)
+                elif get_origin(kind) is list and part.isdecimal():
+                    found.append(get_args(kind)[0])
+                elif get_origin(kind) is dict:
+                    found.append(get_args(kind)[1])
+        reached = found
+    return reached
 
 
 def _alternatives(annotation: Any) -> list[Any]:
@@ -539,45 +552,16 @@ def _reason(error: Mapping[str, Any]) -> str:
 
 
 def _keys_at(loc: tuple[int | str, ...]) -> set[str]:
-    """The keys the file may hold at ``loc`` (a validation error's path to a mapping), or
-    none where the path does not lead to a settings mapping."""
-    node: Any = AuditConfig
-    for part in loc:
-        node = _inside(node, part)
-    if node is AuditConfig:  # the analysis settings are top-level keys in the file
-        return (set(AuditConfig.model_fields) - {"analysis"}) | set(ANALYSIS_KEYS)
-    return {
-        field.alias or name
-        for member in _members(node)
-        if isinstance(member, type) and issubclass(member, BaseModel)
-        for name, field in member.model_fields.items()
-    }
-
-
-def _inside(annotation: Any, part: int | str) -> Any:
-    """What ``part`` of a value of type ``annotation`` holds: a list's item, a model's field,
-    or, for a union tagged by ``kind``, the member of that kind (pydantic puts the tag in
-    the path); None where none fits."""
-    for member in _members(annotation):
-        if isinstance(part, int):
-            if get_origin(member) is list:
-                return get_args(member)[0]
-        elif isinstance(member, type) and issubclass(member, BaseModel):
-            if part in member.model_fields:
-                return member.model_fields[part].annotation
-            kind = member.model_fields.get("kind")
-            if kind is not None and part in get_args(kind.annotation):
-                return member
-    return None
-
-
-def _members(annotation: Any) -> list[Any]:
-    """``annotation`` without ``Annotated``, each member of a union on its own."""
-    if get_origin(annotation) is Annotated:
-        return _members(get_args(annotation)[0])
-    if get_origin(annotation) in (Union, UnionType):
-        return [m for arg in get_args(annotation) for m in _members(arg)]
-    return [annotation]
+    """The keys the file may hold at ``loc`` (a validation error's path to a mapping); none
+    where the path does not lead to a settings mapping."""
+    keys: set[str] = set()
+    for annotation in _reached(loc):
+        for kind in _alternatives(annotation):
+            if kind is AuditConfig:  # the analysis settings are top-level keys in the file
+                keys |= (set(kind.model_fields) - {"analysis"}) | set(ANALYSIS_KEYS)
+            elif isinstance(kind, type) and issubclass(kind, BaseModel):
+                keys |= {field.alias or name for name, field in kind.model_fields.items()}
+    return keys
 
 
 def _kind(value: Any) -> str:
