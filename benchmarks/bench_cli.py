@@ -10,7 +10,7 @@ results as quick (it prints a summary; ``--all`` lists every row).
 
 The replay (``dbpa.drift.replay_monitor``, what ``dbpa drift`` and every scheduled tick run)
 reads each tick's vectors and its baseline's: until 2026-12-07 with one read per arm and
-epoch (the baseline, measured here on the same record), now ``TICKS_PER_READ`` ticks at a
+epoch (the baseline, measured here on the same record), now ``COMPARISONS_PER_READ`` ticks at a
 time; the replay's total and its monitors' arithmetic alone (the updates on vectors already
 read) show what is left. In-process CPU seconds, median of ``REPEATS``, interleaved.
 """
@@ -31,6 +31,7 @@ import yaml
 from benchmarks._results import ResultFile
 from tests.drift.conftest import BASE as DRIFT_BASE
 from tests.drift.conftest import DIM as DRIFT_DIM
+from tests.drift.conftest import record_tick
 
 REPEATS = 5
 DRIFT_TICKS = 180
@@ -186,7 +187,6 @@ def main(quick: bool = False) -> None:
 def _drift_record(path: Path, ticks: int) -> Path:
     """The tests' ``drifty`` audit (three arms) at ``ticks`` nightly epochs."""
     from storage import Store
-    from tests.drift.conftest import record_tick
 
     start = datetime.datetime(2026, 1, 1, 3, tzinfo=datetime.UTC)
     with Store(path) as store:
@@ -198,7 +198,7 @@ def _drift_record(path: Path, ticks: int) -> Path:
 def _replay_rows(record: Path) -> list[list[object]]:
     """CPU seconds of the replay's reads each way, of the replay, and of its arithmetic."""
     from dbpa.drift import Loaded, load_many, plan_drift, read_epochs, replay_monitor
-    from dbpa.drift._monitor import TICKS_PER_READ
+    from dbpa.drift._compare import COMPARISONS_PER_READ
     from dbpa.stats import DriftMonitor
     from storage import Store
 
@@ -217,11 +217,7 @@ def _replay_rows(record: Path) -> list[list[object]]:
                         store.arms_vectors([arm], c.embedder, c.k)
 
         def batched() -> list[Loaded]:
-            return [
-                loaded
-                for start in range(0, len(comparisons), TICKS_PER_READ)
-                for loaded in load_many(store, comparisons[start : start + TICKS_PER_READ])
-            ]
+            return list(load_many(store, comparisons))
 
         read = batched()
 
@@ -234,7 +230,7 @@ def _replay_rows(record: Path) -> list[list[object]]:
 
         steps = {
             "reads, one per arm and epoch (until 2026-12-07)": per_arm,
-            f"reads, {TICKS_PER_READ} ticks at a time (the product)": batched,
+            f"reads, {COMPARISONS_PER_READ} ticks at a time (the product)": batched,
             "the replay (replay_monitor), in all": lambda: replay_monitor(store, "drifty"),
             "its monitors' arithmetic alone": arithmetic,
         }

@@ -159,7 +159,7 @@ def usd_above(amount: float, cap: float) -> str:
     """``amount`` (above ``cap``) in dollars, to 4 significant digits and at least cents, or
     to as many more decimals as it takes to read above ``cap`` (``$0.0001037``, not
     ``$0.0001``, beside a cap of ``$0.0001``)."""
-    decimals = max(2, 3 - math.floor(math.log10(amount))) if amount > 0 else 2
+    decimals = max(2, 3 - math.floor(math.log10(amount)))
     while float(f"{amount:.{decimals}f}") <= cap and decimals < 17:
         decimals += 1
     return f"${amount:,.{decimals}f}"

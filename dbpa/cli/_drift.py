@@ -218,8 +218,13 @@ def _print_monitor(replay: MonitorReplay) -> None:
         for t in latest
     ]
     numeric = [(name, True, "right") for name in ("e-value", "ticks", "alarm at")]
-    columns = [("arm", True, "left"), *numeric, ("monitor", True, "left")]
-    print_whole([*columns, ("baseline", True, "left")], rows, styles={"alarm": "red"})
+    columns = [
+        ("arm", True, "left"),
+        *numeric,
+        ("monitor", True, "left"),
+        ("baseline", True, "left"),
+    ]
+    print_whole(columns, rows, styles={"alarm": "red"})
     for label, reason in replay.skipped.items():
         out.print(f"not monitored: {label}: {reason}", highlight=False)
 

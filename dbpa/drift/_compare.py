@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -60,6 +60,8 @@ class DriftResult:
         }
 
 
+COMPARISONS_PER_READ = 64
+"""Comparisons (a replay's ticks) whose vectors ``load_many`` reads at once."""
 Loaded = tuple[list[tuple[DriftJob, NDArray[np.float32], NDArray[np.float32]]], dict[str, str]]
 """The (job, reference vectors, vectors) of every arm of a comparison embedded at both
 epochs, and why the others cannot be tested (label -> reason)."""
@@ -67,32 +69,33 @@ epochs, and why the others cannot be tested (label -> reason)."""
 
 def load_vectors(store: VectorReader, comparison: Comparison) -> Loaded:
     """The vectors of ``comparison``'s arms (``Loaded``)."""
-    (loaded,) = load_many(store, [comparison])
-    return loaded
+    return next(load_many(store, [comparison]))
 
 
-def load_many(store: VectorReader, comparisons: Sequence[Comparison]) -> list[Loaded]:
-    """``load_vectors`` of each comparison, from one read per embedder and k for them all
-    (a monitor's replay compares every tick with its baseline: a read per arm and tick
-    took most of its time)."""
-    wanted: dict[tuple[str, int], set[str]] = {}
-    for c in comparisons:
-        arms = wanted.setdefault((c.embedder, c.k), set())
-        arms.update(a for job in c.jobs for a in (job.reference_arm, job.arm))
-    found = {key: store.arms_vectors(sorted(arms), *key) for key, arms in wanted.items()}
-    loaded = []
-    for c in comparisons:
-        vectors = found[(c.embedder, c.k)]
-        ready, skipped = [], {}
-        for job in c.jobs:
-            if job.reference_arm in vectors and job.arm in vectors:
-                ready.append((job, vectors[job.reference_arm], vectors[job.arm]))
-            else:
-                skipped[job.label] = (
-                    f"not sampled and embedded (k={c.k}) at both {c.reference_epoch} and {c.epoch}"
-                )
-        loaded.append((ready, skipped))
-    return loaded
+def load_many(store: VectorReader, comparisons: Sequence[Comparison]) -> Iterator[Loaded]:
+    """``load_vectors`` of each comparison in turn, ``COMPARISONS_PER_READ`` comparisons
+    at a time with one read per embedder and k (a monitor's replay compares every tick with
+    its baseline: a read per arm and tick took most of its time; all at once, a long history
+    of many arms would not fit in memory)."""
+    for start in range(0, len(comparisons), COMPARISONS_PER_READ):
+        chunk = comparisons[start : start + COMPARISONS_PER_READ]
+        wanted: dict[tuple[str, int], set[str]] = {}
+        for c in chunk:
+            arms = wanted.setdefault((c.embedder, c.k), set())
+            arms.update(a for job in c.jobs for a in (job.reference_arm, job.arm))
+        found = {key: store.arms_vectors(sorted(arms), *key) for key, arms in wanted.items()}
+        for c in chunk:
+            vectors = found[(c.embedder, c.k)]
+            ready, skipped = [], {}
+            for job in c.jobs:
+                if job.reference_arm in vectors and job.arm in vectors:
+                    ready.append((job, vectors[job.reference_arm], vectors[job.arm]))
+                else:
+                    skipped[job.label] = (
+                        f"not sampled and embedded (k={c.k}) at both {c.reference_epoch} and "
+                        f"{c.epoch}"
+                    )
+            yield ready, skipped
 
 
 def decide(

@@ -27,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -38,9 +38,9 @@ from dbpa.config import parse_config
 from dbpa.specs import content_hash
 from dbpa.stats import MONITOR_CONFORMAL, DriftMonitor, MonitorState, pool_evidence
 
-from ._compare import Loaded, VectorReader, load_many
+from ._compare import VectorReader, load_many
 from ._epochs import EpochReader, epoch_order, read_epochs
-from ._plan import Comparison, DriftError, DriftJob, plan_drift
+from ._plan import DriftError, DriftJob, plan_drift
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -63,8 +63,6 @@ ALL_SERIES = "*"
 POOLS = ("prompts", "arms")
 """How arms form the monitored series: ``prompts`` every prompt's arm of one perturbation (or
 the original) and model over a set, ``arms`` each arm alone (``MonitorSpec.pool``)."""
-TICKS_PER_READ = 64
-"""Ticks whose vectors a replay reads at once."""
 
 
 @runtime_checkable
@@ -323,7 +321,9 @@ def replay_monitor(
             )[0]
             for position in positions
         ]
-        for position, (ready, missing) in zip(positions, _loaded(store, comparisons), strict=True):
+        for position, (ready, missing) in zip(
+            positions, load_many(store, comparisons), strict=True
+        ):
             for label, reason in missing.items():
                 if series_of.get(label) in series:
                     skipped[f"{label} @ {names[position]}"] = reason
@@ -353,14 +353,6 @@ def replay_monitor(
         pool=pool,
         members=dict(sorted(members.items())),
     )
-
-
-def _loaded(store: MonitorReader, comparisons: list[Comparison]) -> Iterator[Loaded]:
-    """The vectors of each comparison in turn, read ``TICKS_PER_READ`` comparisons at a
-    time (a read per tick and arm took most of a replay's time; all at once, a long
-    history of many arms would not fit in memory)."""
-    for start in range(0, len(comparisons), TICKS_PER_READ):
-        yield from load_many(store, comparisons[start : start + TICKS_PER_READ])
 
 
 @dataclass
