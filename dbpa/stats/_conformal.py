@@ -13,9 +13,10 @@ unlike the others has a low density). The smoothed conformal p-value
 Random World*, 2005, ch. 7-8, the smoothed conformal p-values of exchangeable data; Vovk
 2021, *Testing randomness online*, Statistical Science 36). Every output counts in the bag
 of every later one: no output is spent. Ties (answers that repeat exactly) are broken by
-``theta`` alone, which keeps ``p`` uniform; densities are rounded to ``TIE_DIGITS`` relative
-digits so that equal outputs get equal densities whatever order the sums were taken in
-(the symmetry the p-values need, up to a density within rounding of a digit's edge).
+``theta`` alone, which keeps ``p`` uniform: equal outputs are one entry of the bag
+(``_bag.py``), so their densities are equal exactly, as the symmetry the p-values need asks
+(rounding alone ranked them until 2026-12-08), and densities are compared at ``TIE_DIGITS``
+relative digits.
 
 The bandwidth is ``BANDWIDTH`` times the median squared distance between the outputs of
 the first reference, and outputs of dimension above ``PROJECTION`` are first mapped by one
@@ -48,6 +49,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from ._bag import Bag
+
 __all__ = ["ConformalMartingale", "ConformalStep"]
 
 Matrix = NDArray[np.float64]
@@ -64,10 +67,6 @@ BANDWIDTH = 0.15
 """Kernel bandwidth (squared) as a share of the first reference's median squared distance."""
 PROJECTION = 64
 """Outputs of a higher dimension are projected to this many random directions."""
-TIE_DIGITS = 9
-"""Relative digits the densities are compared at."""
-BAG_START = 256
-"""Rows the bag starts with (it doubles when full)."""
 P_FLOOR = 1e-300
 """A p-value of exactly 0 (``theta = 0``, probability 2^-53) counts as this: a finite
 payoff, and a p-value only ever raised stays valid."""
@@ -99,22 +98,16 @@ class ConformalMartingale:
         self._lam, self._kap = lam.ravel(), kap.ravel()
         bettors = self._lam.size + 1  # the last one sleeps
         self._capital = np.full(bettors, 1.0 / bettors)
-        self._projection: Matrix | None = None
-        self._h2 = 1.0
-        self._bag = np.zeros((0, 0))
-        self._norms = np.zeros(0)
-        self._density = np.zeros(0)
-        self._n = 0
+        self._bag: Bag | None = None
         self._log_total = 0.0
         self._log_detector = -math.inf
 
     def update(self, reference: Matrix, tick: Matrix) -> ConformalStep:
         """Add one tick's outputs (k, d); ``reference`` sets the bandwidth at the first
         update and is otherwise unused."""
-        if self._projection is None:
-            self._start(reference)
-        z = self._project(tick)
-        p = np.array([self._p_value(row) for row in z])
+        if self._bag is None:
+            self._bag = self._start(reference)
+        p = np.array([self._p_value(self._bag, row) for row in tick])
         log_gain = np.log1p(
             self._lam[:, None] * (self._kap[:, None] * p[None, :] ** (self._kap[:, None] - 1) - 1)
         ).sum(axis=1)
@@ -127,47 +120,27 @@ class ConformalMartingale:
         self._log_detector = log_factor + float(np.logaddexp(self._log_detector, 0.0))
         return ConformalStep(tuple(p.tolist()), log_factor, self._log_total, self._log_detector)
 
-    def _start(self, reference: Matrix) -> None:
+    def _start(self, reference: Matrix) -> Bag:
+        """The bag, its projection and bandwidth fixed by the first reference."""
         d = reference.shape[1]
         if d > PROJECTION:
-            self._projection = self._rng.normal(size=(d, PROJECTION)) / math.sqrt(PROJECTION)
+            projection = self._rng.normal(size=(d, PROJECTION)) / math.sqrt(PROJECTION)
         else:
-            self._projection = np.eye(d)
-        ref = reference @ self._projection
+            projection = np.eye(d)
+        ref = reference @ projection
         sq = (ref * ref).sum(axis=1)
         dist = np.maximum(sq[:, None] + sq[None, :] - 2.0 * ref @ ref.T, 0.0)
         pairs = dist[np.triu_indices(len(ref), 1)]
         positive = pairs[pairs > 1e-12 * max(float(sq.max()), 1e-300)]
         scale = float(np.median(positive)) if positive.size else float(sq.mean())
-        self._h2 = BANDWIDTH * scale if scale > 0.0 else 1.0
-        width = self._projection.shape[1]
-        self._bag = np.zeros((BAG_START, width))
-        self._norms = np.zeros(BAG_START)
-        self._density = np.zeros(BAG_START)
+        return Bag(projection, bandwidth=BANDWIDTH * scale if scale > 0.0 else 1.0)
 
-    def _project(self, x: Matrix) -> Matrix:
-        assert self._projection is not None
-        projected: Matrix = x @ self._projection
-        return projected
-
-    def _p_value(self, z: Vector) -> float:
-        """Add ``z`` to the bag; its smoothed conformal p-value."""
-        n = self._n
-        if n == len(self._bag):
-            self._bag = np.concatenate([self._bag, np.zeros_like(self._bag)])
-            self._norms = np.concatenate([self._norms, np.zeros_like(self._norms)])
-            self._density = np.concatenate([self._density, np.zeros_like(self._density)])
-        norm = float(z @ z)
-        dist = np.maximum(self._norms[:n] + norm - 2.0 * (self._bag[:n] @ z), 0.0)
-        kernel = np.exp(-dist / self._h2)
-        self._density[:n] += kernel
-        self._density[n] = float(kernel.sum()) + 1.0
-        self._bag[n], self._norms[n] = z, norm
-        self._n = n + 1
-        unit = 10.0**TIE_DIGITS / self._n  # densities lie in [1, n]
-        density = np.round(self._density[: self._n] * unit)
-        own = density[n]
-        below = int(np.count_nonzero(density < own))
-        tied = int(np.count_nonzero(density == own))
-        p = (below + float(self._rng.uniform()) * tied) / self._n
+    def _p_value(self, bag: Bag, output: Vector) -> float:
+        """Add ``output`` to the bag; its smoothed conformal p-value."""
+        entry = int(bag.add(output[None, :])[0])
+        density = bag.densities()
+        own = density[entry]
+        below = float(bag.counts @ (density < own))
+        tied = float(bag.counts @ (density == own))
+        p = (below + float(self._rng.uniform()) * tied) / len(bag)
         return max(p, P_FLOOR)

@@ -54,11 +54,13 @@ answer types differ, which a change in the shares of familiar answers moves. An 
 new kind lies mostly off that subspace, so this process alone is slow on such changes (a
 statistic of the distance from it, combined by ranks, cost more on re-weighting than it
 gained there); a process on novelty finds them (below), hence
-``DriftMonitor(conformal="both")``. Statistics are rounded to ``TIE_DIGITS`` relative
-digits, so that subsets with the same outputs (answers that repeat exactly) tie whatever
-order the sums were taken in; ties are broken by ``U``. (The pool's mean, covariance and
-components are computed from its rows in arrival order: a symmetric function of the multiset
-up to floating-point rounding, far below those digits.)
+``DriftMonitor(conformal="both")``. The bag is kept as a multiset (``_bag.py``): equal
+outputs are one entry, projected once and scored once, so subsets with the same outputs
+(answers that repeat exactly) tie exactly; statistics are rounded to ``TIE_DIGITS`` relative
+digits, and ties are broken by ``U``. The mean and covariance are kept as sums over the rows
+as they join and leave: a symmetric function of the multiset up to floating-point rounding,
+far below those digits; components whose variance is rounding (below ``SPREAD_FLOOR`` of
+the rows' mean square) are dropped.
 
 **New kinds of answer** (``statistic="novelty"``). The rarity of a bag row is minus the log
 of its Gaussian kernel density among all bag rows (itself included), and ``T(A)`` is the mean
@@ -68,8 +70,10 @@ squared distance between two rows, rounded to the grid ``BANDWIDTH_STEP**j``: a 
 function of the bag, as the argument above needs (a bandwidth from the first reference
 would not be, as the reference's rows are in the bag), and one that moves rarely, so the
 densities are kept as rows join and leave and recomputed only when it does (a tick costs
-``O(n k)`` kernel values, not ``O(n^2)``). Densities are rounded to ``TIE_DIGITS`` relative
-digits, so equal outputs get equal rarities. Unlike a per-output conformal p-value
+``O(n k)`` kernel values, not ``O(n^2)``); where the bag does not vary (a spread below
+``SPREAD_FLOOR`` of its rows' mean square) the bandwidth is 0 and the kernel flat. Equal
+outputs are one entry of the bag and so have one density: at a small bandwidth, rounding
+alone would otherwise rank equal outputs (``_bag.py``). Unlike a per-output conformal p-value
 (``_conformal.py``), which ranks one output among the ``n`` so far and so is at least
 ``1 / n``, a tick's p-value ranks it among ``PERMUTATIONS`` random subsets: a tick with two
 outputs of a new kind in a bag of 100 gets about ``1 / C(100, 2)``-small p-values, where each
@@ -100,8 +104,10 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
+from scipy.linalg import eigh
 from scipy.special import ndtri
 
+from ._bag import TIE_DIGITS, Bag
 from ._threads import blas_for
 
 __all__ = ["BLOCKS", "STATISTICS", "TickConformalMartingale", "TickConformalStep"]
@@ -124,10 +130,12 @@ JUMP = 0.05
 """Share of the total capital spread again evenly over the bettors after every tick."""
 MAX_BAG = 4000
 """Rows the bag keeps at most (random ones leave it beyond)."""
-TIE_DIGITS = 9
-"""Relative digits the statistics are compared at."""
 P_FLOOR = 1e-300
 """A p-value of exactly 0 counts as this (a finite score)."""
+SPREAD_FLOOR = 1e-12
+"""Variance, relative to the rows' mean square, below which the bag counts as not varying
+(rounding): ``novelty``'s bandwidth is then 0 (a flat kernel), and ``shares`` drops
+components of less variance."""
 STATISTICS = ("shares", "novelty")
 """What a tick process compares: the shares of the bag's kinds of answer (Hotelling's
 statistic), or how rare the tested outputs are in the bag (their kernel density)."""
@@ -137,8 +145,6 @@ between two rows."""
 BANDWIDTH_STEP = 2.0**0.25
 """Ratio of the grid the bandwidth is rounded to (the densities are kept as rows join and
 leave while the bag's grid point stays)."""
-CHUNK = 512
-"""Bag rows whose kernel sums are computed at a time when the bandwidth moves."""
 
 
 @dataclass(frozen=True)
@@ -169,9 +175,7 @@ class TickConformalMartingale:
         bettors = self._deltas.size + 1  # the last one sleeps
         self._capital = np.full(bettors, JUMP / bettors)  # as a jump leaves it, all asleep
         self._capital[-1] += 1.0 - JUMP
-        self._projection: Matrix | None = None
-        self._bag = np.zeros((0, 0))
-        self._density = _Densities()
+        self._bag: Bag | None = None
         self._reference: Matrix | None = None
         self._log_total = 0.0
         self._log_detector = -math.inf
@@ -179,28 +183,29 @@ class TickConformalMartingale:
     def update(self, reference: Matrix, tick: Matrix) -> TickConformalStep:
         """Add a reference's new rows (when ``reference`` differs from the last one), then
         test the tick's outputs (k, d) against the bag and add them."""
-        if self._projection is None:
+        if self._bag is None:
             d = reference.shape[1]
             if d > PROJECTION:
-                self._projection = self._rng.normal(size=(d, PROJECTION)) / math.sqrt(PROJECTION)
+                projection = self._rng.normal(size=(d, PROJECTION)) / math.sqrt(PROJECTION)
             else:
-                self._projection = np.eye(d)
-            self._bag = np.zeros((0, self._projection.shape[1]))
+                projection = np.eye(d)
+            self._bag = Bag(projection, bandwidth=math.nan if self.statistic == "novelty" else None)
+        bag = self._bag
         if self._reference is None or not np.array_equal(reference, self._reference):
             self._reference = reference
-            self._add(reference @ self._projection)
-            self._thin()
-        self._pending.append(tick @ self._projection)
+            bag.add(reference)
+            self._thin(bag)
+        self._pending.append(tick)
         if len(self._pending) < self.block:
             self._log_detector = float(np.logaddexp(self._log_detector, 0.0))
             return TickConformalStep(math.nan, 0.0, self._log_total, self._log_detector)
         tested = np.concatenate(self._pending)
         self._pending = []
-        self._add(tested)
-        with blas_for(len(self._bag)):
-            scores = self._shares() if self.statistic == "shares" else self._novelty()
-            p = max(self._p_value(scores, len(tested)), P_FLOOR)
-        self._thin()
+        bag.add(tested)
+        with blas_for(len(bag)):
+            scores = _shares(bag) if self.statistic == "shares" else _novelty(bag)
+            p = max(self._p_value(scores[bag.ids], len(tested)), P_FLOOR)
+        self._thin(bag)
         z = float(ndtri(1.0 - p)) if p < 1.0 else -math.inf
         gain = np.append(np.exp(np.minimum(self._deltas * z - self._deltas**2 / 2.0, 700.0)), 1.0)
         grown = self._capital * gain
@@ -211,39 +216,11 @@ class TickConformalMartingale:
         self._log_detector = log_factor + float(np.logaddexp(self._log_detector, 0.0))
         return TickConformalStep(p, log_factor, self._log_total, self._log_detector)
 
-    def _add(self, rows: Matrix) -> None:
-        if self.statistic == "novelty":
-            self._density.add(self._bag, rows)
-        self._bag = np.concatenate([self._bag, rows])
-
-    def _thin(self) -> None:
+    def _thin(self, bag: Bag) -> None:
         """Random rows (drawn independently of their values) leave a bag of more than
         ``MAX_BAG``."""
-        if len(self._bag) <= MAX_BAG:
-            return
-        keep = np.sort(self._rng.choice(len(self._bag), MAX_BAG, replace=False))
-        if self.statistic == "novelty":
-            self._density.keep(self._bag, keep)
-        self._bag = self._bag[keep]
-
-    def _shares(self) -> Matrix:
-        """Each bag row in the bag's ``RANK`` leading principal components, scaled to unit
-        variance: a subset's squared mean there is Hotelling's statistic."""
-        centred = self._bag - self._bag.mean(axis=0)
-        values, vectors = np.linalg.eigh(centred.T @ centred / len(centred))
-        order = np.argsort(values)[::-1][:RANK]
-        top, basis = values[order], vectors[:, order]
-        keep = top > 1e-9 * max(float(values.max()), 0.0)
-        basis, top = basis[:, keep], top[keep]
-        whitened: Matrix = centred @ basis / np.sqrt(top)
-        return whitened
-
-    def _novelty(self) -> Matrix:
-        """Each bag row's rarity, minus the log of its kernel density in the bag (one
-        column): a subset's mean of it is how unlike the bag its outputs are."""
-        density = self._density.at(self._bag)
-        rarity: Matrix = -np.log(density)[:, None]
-        return rarity
+        if len(bag) > MAX_BAG:
+            bag.keep(np.sort(self._rng.choice(len(bag), MAX_BAG, replace=False)))
 
     def _p_value(self, scores: Matrix, k: int) -> float:
         """The smoothed permutation p-value of the last ``k`` rows of the bag, on their
@@ -261,59 +238,33 @@ class TickConformalMartingale:
         return (greater + float(self._rng.uniform()) * (1 + tied)) / (PERMUTATIONS + 1)
 
 
-class _Densities:
-    """The Gaussian kernel density of every bag row among all of them (itself included),
-    kept as rows join and leave, at a bandwidth that is a symmetric function of the bag:
-    ``BANDWIDTH`` times the bag's mean squared distance between two rows, on a grid of
-    ratio ``BANDWIDTH_STEP`` (the sums are recomputed only when the bag's grid point
-    moves)."""
-
-    def __init__(self) -> None:
-        self._sums = np.zeros(0)
-        self._h2 = math.nan
-
-    def add(self, bag: Matrix, rows: Matrix) -> None:
-        across = self._kernel(bag, rows)
-        own = across.sum(axis=0) + self._kernel(rows, rows).sum(axis=1)
-        self._sums = np.concatenate([self._sums + across.sum(axis=1), own])
-
-    def keep(self, bag: Matrix, keep: NDArray[np.intp]) -> None:
-        gone = np.ones(len(bag), dtype=bool)
-        gone[keep] = False
-        self._sums = self._sums[keep] - self._kernel(bag[keep], bag[gone]).sum(axis=1)
-
-    def at(self, bag: Matrix) -> Vector:
-        """The densities for ``bag`` (the rows added and kept so far), rounded to
-        ``TIE_DIGITS`` relative digits, so that equal rows have equal densities whatever
-        order their sums were taken in."""
-        h2 = _bandwidth(bag)
-        if h2 != self._h2:
-            self._h2 = h2
-            chunks = range(0, len(bag), CHUNK)
-            self._sums = np.concatenate(
-                [self._kernel(bag[i : i + CHUNK], bag).sum(axis=1) for i in chunks]
-            )
-        n = len(bag)
-        unit = 10.0**TIE_DIGITS / n  # densities lie in [1, n]
-        rounded: Vector = np.round(self._sums * unit) / unit
-        return rounded
-
-    def _kernel(self, a: Matrix, b: Matrix) -> Matrix:
-        if not math.isfinite(self._h2) or self._h2 <= 0.0:
-            return np.ones((len(a), len(b)))
-        sq_a, sq_b = (a * a).sum(axis=1), (b * b).sum(axis=1)
-        dist = np.maximum(sq_a[:, None] + sq_b[None, :] - 2.0 * (a @ b.T), 0.0)
-        kernel: Matrix = np.exp(-dist / self._h2)
-        return kernel
+def _shares(bag: Bag) -> Matrix:
+    """Each entry of the bag in its ``RANK`` leading principal components, scaled to unit
+    variance (components with a variance below ``SPREAD_FLOOR`` of the rows' mean square,
+    rounding, dropped): a subset's squared mean there is Hotelling's statistic."""
+    covariance = bag.covariance()
+    width = len(covariance)
+    top, basis = eigh(covariance, subset_by_index=[max(width - RANK, 0), width - 1])
+    top, basis = top[::-1], basis[:, ::-1]  # the largest first
+    keep = top > max(1e-9 * float(top[0]), SPREAD_FLOOR * bag.spread()[1], 0.0)
+    basis, top = basis[:, keep], top[keep]
+    whitened: Matrix = (bag.rows @ basis - bag.mean() @ basis) / np.sqrt(top)
+    return whitened
 
 
-def _bandwidth(bag: Matrix) -> float:
-    """``BANDWIDTH`` times the mean squared distance between two rows of ``bag`` (twice
+def _novelty(bag: Bag) -> Matrix:
+    """Each entry's rarity, minus the log of its kernel density in the bag (one column): a
+    subset's mean of it is how unlike the bag its outputs are."""
+    rarity: Matrix = -np.log(bag.densities(_bandwidth(bag)))[:, None]
+    return rarity
+
+
+def _bandwidth(bag: Bag) -> float:
+    """``BANDWIDTH`` times the mean squared distance between two rows of the bag (twice
     their mean squared distance from the bag's mean), on the grid ``BANDWIDTH_STEP**j``;
-    0 for rows that do not vary."""
-    centred = bag - bag.mean(axis=0)
-    spread = 2.0 * float((centred * centred).sum(axis=1).mean())
-    if spread <= 1e-300:
+    0 for rows that do not vary (a spread below ``SPREAD_FLOOR`` of their mean square)."""
+    spread, scale = bag.spread()
+    if spread <= SPREAD_FLOOR * scale:
         return 0.0
     step = round(math.log(BANDWIDTH * spread) / math.log(BANDWIDTH_STEP))
     return float(BANDWIDTH_STEP**step)

@@ -17,6 +17,7 @@ import pytest
 from scipy.stats import kstest, pearsonr
 
 from dbpa.stats import DriftMonitor, _tick_conformal
+from dbpa.stats._bag import TIE_DIGITS, Bag
 from dbpa.stats._monitor import BOTH_WEIGHTS
 from dbpa.stats._tick_conformal import TickConformalMartingale
 
@@ -48,6 +49,13 @@ def tick_p_values(
         p = [martingale.update(r, t).p_value for r, t in zip(references, ticks, strict=True)]
         out.append([v for v in p if not math.isnan(v)])
     return np.asarray(out)
+
+
+def bag_of(rows):
+    """A bag of ``rows`` (not projected)."""
+    bag = Bag(np.eye(rows.shape[1]))
+    bag.add(rows)
+    return bag
 
 
 @pytest.mark.parametrize("statistic", ["shares", "novelty"])
@@ -132,11 +140,12 @@ def test_the_novelty_statistic_does_not_depend_on_the_order_of_earlier_ticks():
         martingale = TickConformalMartingale(np.random.default_rng(48), 1, "novelty")
         for tick in sequence:
             martingale.update(reference, tick)
-        rarities.append(martingale._novelty()[:, 0])
+        bag = martingale._bag
+        rarities.append(_tick_conformal._novelty(bag)[bag.ids, 0])
     # The sums are taken in another order (BLAS), then rounded to TIE_DIGITS: a density on
     # a rounding edge may move by one step, n 10**-TIE_DIGITS for n rows, and its rarity
     # (minus the log of a density of at least 1) by at most as much.
-    step = len(martingale._bag) * 10.0**-_tick_conformal.TIE_DIGITS
+    step = len(martingale._bag) * 10.0**-TIE_DIGITS
     same = {"rtol": 0.0, "atol": step}
     earlier = rarities[1][10:-5].reshape(-1, 5)
     assert np.allclose(rarities[0][:10], rarities[1][:10], **same)  # the reference's rows
@@ -151,11 +160,12 @@ def test_the_bandwidth_is_the_mean_squared_distance_on_its_grid():
     vary."""
     bag = answers(np.random.default_rng(51), (40,))
     squared = ((bag[:, None, :] - bag[None, :, :]) ** 2).sum(axis=2)
-    h2 = _tick_conformal._bandwidth(bag)
+    h2 = _tick_conformal._bandwidth(bag_of(bag))
     exponent = math.log(h2) / math.log(2.0**0.25)
     assert exponent == pytest.approx(round(exponent), abs=1e-9)
     assert abs(math.log(h2 / (0.15 * squared.mean()))) <= 0.5 * math.log(2.0**0.25) + 1e-12
-    assert _tick_conformal._bandwidth(np.ones((5, 3))) == 0.0
+    one = answers(np.random.default_rng(52), (1,))
+    assert _tick_conformal._bandwidth(bag_of(np.repeat(one, 7, axis=0))) == 0.0
 
 
 def test_the_kept_densities_are_the_direct_sums(monkeypatch):
@@ -170,9 +180,11 @@ def test_the_kept_densities_are_the_direct_sums(monkeypatch):
         martingale.update(reference, tick)
         bag = martingale._bag
         assert len(bag) <= 60
-        squared = ((bag[:, None, :] - bag[None, :, :]) ** 2).sum(axis=2)
-        direct = np.exp(-squared / martingale._density._h2).sum(axis=1)
-        assert np.allclose(martingale._density._sums, direct, rtol=1e-12)
+        rows = bag.rows[bag.ids]
+        squared = ((rows[:, None, :] - rows[None, :, :]) ** 2).sum(axis=2)
+        direct = np.exp(-squared / bag.bandwidth).sum(axis=1)
+        kept = bag._sums[bag.ids]
+        assert np.allclose(kept, direct, rtol=1e-12)
 
 
 def test_a_new_kind_of_answer_after_a_short_history_is_seen_sooner_than_per_output():
