@@ -43,11 +43,13 @@ ROOM = 256
 
 class Bag:
     """Distinct outputs (projected by ``projection``), their counts, the entry at each
-    position in arrival order (``ids``), the rows' moments and, given a ``bandwidth``
-    (squared; 0 or NaN: a flat kernel; None: no densities kept), each entry's kernel
-    density."""
+    position in arrival order (``ids``), the rows' moments (unless ``moments`` is False)
+    and, given a ``bandwidth`` (squared; 0 or NaN: a flat kernel; None: no densities kept),
+    each entry's kernel density."""
 
-    def __init__(self, projection: Matrix, *, bandwidth: float | None = None) -> None:
+    def __init__(
+        self, projection: Matrix, *, bandwidth: float | None = None, moments: bool = True
+    ) -> None:
         width = projection.shape[1]
         self._projection = projection
         self._keys: dict[bytes, int] = {}
@@ -61,6 +63,7 @@ class Bag:
         self._total = np.zeros(width)
         self._outer = np.zeros((width, width))
         self._densities = bandwidth is not None
+        self._moments = moments
         self.bandwidth = math.nan if bandwidth is None else bandwidth
 
     def __len__(self) -> int:
@@ -138,15 +141,17 @@ class Bag:
         else:
             changed, times = np.unique(entries, return_counts=True)
             weights = sign * times.astype(np.float64)
-        rows = self._rows[changed]
         if self._densities:
             kernel = self._kernel(slice(0, self._u), changed)
             new = changed >= known
-            self._sums[changed[new]] = kernel[:known, new].T @ self._counts[:known]
+            if new.any():
+                self._sums[changed[new]] = self._counts[:known] @ kernel[:known, new]
             self._sums[: self._u] += kernel @ weights
         self._counts[changed] += weights
-        self._total += weights @ rows
-        self._outer += (rows * weights[:, None]).T @ rows
+        if self._moments:
+            rows = self._rows[changed]
+            self._total += weights @ rows
+            self._outer += (rows * weights[:, None]).T @ rows
 
     def mean(self) -> Vector:
         mean: Vector = self._total / self._n

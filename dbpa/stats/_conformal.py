@@ -133,7 +133,7 @@ class ConformalMartingale:
         pairs = dist[np.triu_indices(len(ref), 1)]
         positive = pairs[pairs > 1e-12 * max(float(sq.max()), 1e-300)]
         scale = float(np.median(positive)) if positive.size else float(sq.mean())
-        return Bag(projection, bandwidth=BANDWIDTH * scale if scale > 0.0 else 1.0)
+        return Bag(projection, bandwidth=BANDWIDTH * scale if scale > 0.0 else 1.0, moments=False)
 
     def _p_value(self, bag: Bag, output: Vector) -> float:
         """Add ``output`` to the bag; its smoothed conformal p-value."""
