@@ -11,16 +11,17 @@ answers that hardly vary) turns those digits into differences that rounding the 
 100 quiet ticks at alpha = 0.05, and one of answers that repeat exactly, a tenth of them with
 embeddings 1e-7 off, now and then (``tests/stats/test_repeats.py``).
 
-Here an output is one entry however often it comes (keyed by its bytes), projected once by a
-product of its own, and each statistic is computed once per entry: equal outputs tie exactly.
-The bag keeps the count, sum and sum of outer products of its rows (its mean, covariance and
-spread without a pass over it; sums are symmetric functions of the multiset up to rounding
-far below the digits compared) and, given a bandwidth, each entry's Gaussian kernel density
-among all rows, itself included, as rows join and leave.
+Here an output is one entry however often it comes (keyed by a digest of its bytes),
+projected once by a product of its own, and each statistic is computed once per entry:
+equal outputs tie exactly. The bag keeps the count, sum and sum of outer products of its
+rows (its mean, covariance and spread without a pass over it; sums are symmetric functions
+of the multiset up to rounding far below the digits compared) and, given a bandwidth, each
+entry's Gaussian kernel density among all rows, itself included, as rows join and leave.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from typing import Any
 
@@ -90,7 +91,7 @@ class Bag:
         known = self._u
         entries = np.empty(len(outputs), dtype=np.intp)
         for i, output in enumerate(outputs):
-            key = output.tobytes()
+            key = _key(output)
             entry = self._keys.get(key)
             if entry is None:
                 entry = self._keys[key] = self._u
@@ -191,6 +192,12 @@ class Bag:
         dist = self._norms[a][:, None] + self._norms[b][None, :] - 2.0 * (rows_a @ rows_b.T)
         kernel: Matrix = np.exp(-np.maximum(dist, 0.0) / self.bandwidth)
         return kernel
+
+
+def _key(output: Vector) -> bytes:
+    """An output's key: a 128-bit digest of its bytes (-0.0 counted as 0.0), so that the
+    bag keeps 16 bytes per entry, not the output (3 KB at d = 384)."""
+    return hashlib.blake2b((output + 0.0).tobytes(), digest_size=16).digest()
 
 
 def _room(array: NDArray[Any], size: int) -> NDArray[Any]:
