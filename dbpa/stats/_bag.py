@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["TIE_DIGITS", "Bag"]
+__all__ = ["PROJECTION", "TIE_DIGITS", "Bag", "random_projection"]
 
 Matrix = NDArray[np.float64]
 Vector = NDArray[np.float64]
@@ -36,10 +36,21 @@ Entries = NDArray[np.intp]
 
 TIE_DIGITS = 9
 """Relative digits densities and statistics are compared at."""
+PROJECTION = 64
+"""Outputs of a higher dimension are projected to this many random directions."""
 CHUNK = 512
 """Entries whose kernel sums are computed at a time when the bandwidth moves."""
 ROOM = 256
 """Entries and positions the bag has room for at first (it doubles when full)."""
+
+
+def random_projection(rng: np.random.Generator, d: int) -> Matrix:
+    """The map of outputs of dimension ``d`` into a bag: ``PROJECTION`` random Gaussian
+    directions where ``d`` is higher, else the identity."""
+    if d > PROJECTION:
+        projection: Matrix = rng.normal(size=(d, PROJECTION)) / math.sqrt(PROJECTION)
+        return projection
+    return np.eye(d)
 
 
 class Bag:
@@ -123,10 +134,10 @@ class Bag:
         self._n = len(kept)
         self._ids[: self._n] = kept
         alive = self.counts > 0
-        if 2 * int(alive.sum()) >= self._u:
+        u = int(alive.sum())
+        if 2 * u >= self._u:
             return
         renumber = np.cumsum(alive) - 1
-        u = int(alive.sum())
         for array in (self._rows, self._norms, self._counts, self._sums):
             array[:u] = array[: self._u][alive]
         self._u = u

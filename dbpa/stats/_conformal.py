@@ -19,7 +19,7 @@ of every later one: no output is spent. Ties (answers that repeat exactly) are b
 relative digits.
 
 The bandwidth is ``BANDWIDTH`` times the median squared distance between the outputs of
-the first reference, and outputs of dimension above ``PROJECTION`` are first mapped by one
+the first reference, and outputs of dimension above ``_bag.PROJECTION`` are first mapped by one
 random Gaussian projection drawn at the first update: both fixed before any tick output is
 seen, so the score stays a symmetric function of the bag (the reference is not one of the
 exchangeable outputs; a change already present at the first tick is the betting process's
@@ -49,7 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from ._bag import Bag
+from ._bag import Bag, random_projection
 
 __all__ = ["ConformalMartingale", "ConformalStep"]
 
@@ -65,8 +65,6 @@ JUMP = 0.01
 """Share of the total capital spread again evenly over the bettors after every tick."""
 BANDWIDTH = 0.15
 """Kernel bandwidth (squared) as a share of the first reference's median squared distance."""
-PROJECTION = 64
-"""Outputs of a higher dimension are projected to this many random directions."""
 P_FLOOR = 1e-300
 """A p-value of exactly 0 (``theta = 0``, probability 2^-53) counts as this: a finite
 payoff, and a p-value only ever raised stays valid."""
@@ -122,11 +120,7 @@ class ConformalMartingale:
 
     def _start(self, reference: Matrix) -> Bag:
         """The bag, its projection and bandwidth fixed by the first reference."""
-        d = reference.shape[1]
-        if d > PROJECTION:
-            projection = self._rng.normal(size=(d, PROJECTION)) / math.sqrt(PROJECTION)
-        else:
-            projection = np.eye(d)
+        projection = random_projection(self._rng, reference.shape[1])
         ref = reference @ projection
         sq = (ref * ref).sum(axis=1)
         dist = np.maximum(sq[:, None] + sq[None, :] - 2.0 * ref @ ref.T, 0.0)

@@ -46,7 +46,7 @@ p-values are independent, so any bet on ``p_t`` chosen from ``p_1..p_{t-1}`` is 
 **The shares** (``statistic="shares"``). The witness must be a symmetric function of the
 bag: it cannot know which outputs came last (that would break the exchangeability above); it
 learns the shape of the answers from every output so far instead. The outputs (projected on
-``PROJECTION`` random directions drawn at the first update, when their dimension is higher)
+``_bag.PROJECTION`` random directions drawn at the first update, when their dimension is higher)
 are centred on the bag's mean and written in the bag's ``RANK`` leading principal
 components, each scaled to unit variance; ``T(A)`` is the squared length of ``A``'s mean
 there: Hotelling's statistic of ``A`` against the rest of the bag in the subspace where the
@@ -107,7 +107,7 @@ from numpy.typing import NDArray
 from scipy.linalg import eigh
 from scipy.special import ndtri
 
-from ._bag import TIE_DIGITS, Bag
+from ._bag import TIE_DIGITS, Bag, random_projection
 from ._threads import blas_for
 
 __all__ = ["BLOCKS", "STATISTICS", "TickConformalMartingale", "TickConformalStep"]
@@ -122,8 +122,6 @@ PERMUTATIONS = 1999
 the smoothing: a block of ten outputs often reaches 1 / 1000)."""
 RANK = 4
 """Principal components of the bag the shares are compared in."""
-PROJECTION = 64
-"""Outputs of a higher dimension are projected to this many random directions."""
 DELTAS = (0.5, 1.0, 1.5, 2.0, 2.5)
 """Normal-score bettors ``exp(delta z - delta^2 / 2)``."""
 JUMP = 0.05
@@ -184,11 +182,7 @@ class TickConformalMartingale:
         """Add a reference's new rows (when ``reference`` differs from the last one), then
         test the tick's outputs (k, d) against the bag and add them."""
         if self._bag is None:
-            d = reference.shape[1]
-            if d > PROJECTION:
-                projection = self._rng.normal(size=(d, PROJECTION)) / math.sqrt(PROJECTION)
-            else:
-                projection = np.eye(d)
+            projection = random_projection(self._rng, reference.shape[1])
             self._bag = Bag(projection, bandwidth=math.nan if self.statistic == "novelty" else None)
         bag = self._bag
         if self._reference is None or not np.array_equal(reference, self._reference):
