@@ -26,7 +26,10 @@ RUNS = 12
 TICKS = 150
 K = 5
 JITTERED = 0.1
-"""Share of the outputs 1e-7 off the answer in the jittered shape."""
+"""Share of the outputs 1e-7 off their answer in the jittered shapes."""
+RARE = 0.05
+"""Share of the second answer in the shape with a rare one."""
+SHAPES = ("one answer", "jittered", "a rare second answer")
 PROCESSES = {
     "per output": lambda rng: ConformalMartingale(rng),
     "shares": lambda rng: TickConformalMartingale(rng, 1, "shares"),
@@ -36,14 +39,18 @@ PROCESSES = {
 
 
 def repeated(rng: np.random.Generator, shape: str):
-    """A draw of ``n`` outputs of one answer: all equal, or a share ``JITTERED`` 1e-7 off
+    """A draw of ``n`` outputs of one answer: all equal, or a share ``JITTERED`` 1e-7 off;
+    or of two answers, the second in a share ``RARE``, a share ``JITTERED`` of them 1e-7 off
     (float32 embeddings, as the record keeps them)."""
     answer = rng.normal(size=DIMENSION)
     answer /= np.linalg.norm(answer)
+    second = rng.normal(size=DIMENSION) if shape == SHAPES[2] else None
 
     def draw(n: int) -> np.ndarray:
         x = np.repeat(answer[None, :], n, axis=0)
-        if shape == "jittered":
+        if second is not None:
+            x[rng.random(n) < RARE] = second / np.linalg.norm(second)
+        if shape != SHAPES[0]:
             off = rng.random(n) < JITTERED
             x[off] += 1e-7 * rng.normal(size=(int(off.sum()), DIMENSION))
         return x.astype(np.float32).astype(np.float64)
@@ -62,12 +69,13 @@ def p_values(process, reference, ticks) -> tuple[list[float], float]:
 
 
 @pytest.mark.parametrize("process", PROCESSES)
-@pytest.mark.parametrize("shape", ["one answer", "jittered"])
+@pytest.mark.parametrize("shape", SHAPES)
 def test_conformal_p_values_stay_uniform_where_answers_repeat_exactly(shape, process):
     """12 runs of 150 ticks (k = 5): a KS test of U(0, 1) at 0.001 over the p-values, and no
     run's martingale ever reaches 10^4 (Ville: any of 12 does with probability at most
-    0.0012)."""
-    seed = 60 + 10 * (shape == "jittered") + list(PROCESSES).index(process)
+    0.0012). A rare second answer is new when it first comes, and its ties are between
+    entries as well as within them."""
+    seed = 60 + 10 * SHAPES.index(shape) + list(PROCESSES).index(process)
     rng = np.random.default_rng(seed)
     p, tops = [], []
     for _ in range(RUNS):
@@ -81,7 +89,7 @@ def test_conformal_p_values_stay_uniform_where_answers_repeat_exactly(shape, pro
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("shape", ["one answer", "jittered"])
+@pytest.mark.parametrize("shape", SHAPES[:2])
 def test_no_process_of_the_default_monitor_gains_over_500_ticks_of_one_answer(shape):
     """10 arms whose every answer is the same (or a tenth of them 1e-7 off), 500 ticks each:
     none of the default monitor's five test martingales ever reaches 10^5 in any arm
