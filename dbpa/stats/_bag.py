@@ -166,10 +166,12 @@ class Bag:
             self._outer += (rows * weights[:, None]).T @ rows
 
     def mean(self) -> Vector:
+        """The rows' mean."""
         mean: Vector = self._total / self._n
         return mean
 
     def covariance(self) -> Matrix:
+        """The rows' covariance (divided by their number)."""
         mean = self.mean()
         covariance: Matrix = self._outer / self._n - np.outer(mean, mean)
         return covariance

@@ -45,11 +45,13 @@ def repeated(rng: np.random.Generator, shape: str):
     answer = rng.normal(size=DIMENSION)
     answer /= np.linalg.norm(answer)
     second = rng.normal(size=DIMENSION) if shape == SHAPES[2] else None
+    if second is not None:
+        second /= np.linalg.norm(second)
 
     def draw(n: int) -> np.ndarray:
         x = np.repeat(answer[None, :], n, axis=0)
         if second is not None:
-            x[rng.random(n) < RARE] = second / np.linalg.norm(second)
+            x[rng.random(n) < RARE] = second
         if shape != SHAPES[0]:
             off = rng.random(n) < JITTERED
             x[off] += 1e-7 * rng.normal(size=(int(off.sum()), DIMENSION))
